@@ -1,0 +1,810 @@
+/*
+ * c_addon.c - a plain C Node addon used as an independent DLPack peer in
+ * napi-dlpack's tests. It links nothing but Node-API and uses only
+ * include/napi_dlpack.h, so anything it accepts or produces proves that the
+ * Node capsule ABI works across separately built addons.
+ *
+ * JS API (see __test__/c-addon/smoke.mjs for use):
+ *   makeTensor(opts)            -> capsule (producer side); opts as in the
+ *                                  comment above make_tensor()
+ *   deleterCalls() / resetDeleterCalls()
+ *   dataPointer(capsule)        -> BigInt data + byte_offset, without consuming
+ *   isConsumed(capsule)         -> boolean
+ *   consume(capsule)            -> held tensor (consumer side)
+ *   heldInfo(held)              -> plain object describing the DLTensor
+ *   heldFloat32(held)           -> Float32Array copy in C order
+ *   heldWriteFloat32(held, i, v[, force]) -> writes element i (C order)
+ *   release(held)               -> boolean: true if a tensor was still held
+ *   heldToCapsule(held)         -> capsule (sends the tensor on)
+ * Errors are JS Errors whose `code` is a stable string, for capsule problems
+ * the one napi_dlpack_status_code() gives.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "napi_dlpack.h"
+
+/* ------------------------------------------------------------------------ */
+/* Deleter bookkeeping                                                       */
+
+static int64_t g_deleter_calls = 0; /* accessed atomically: any thread */
+
+static void count_deleter_call(void) {
+  __atomic_fetch_add(&g_deleter_calls, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Every tensor made by makeTensor is ONE malloc block that starts with the
+ * managed struct, so the deleter just frees `self`. */
+static void deleter_versioned(DLManagedTensorVersioned* self) {
+  count_deleter_call();
+  free(self);
+}
+
+static void deleter_legacy(DLManagedTensor* self) {
+  count_deleter_call();
+  free(self);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Small helpers                                                             */
+
+#define MAX_NDIM 1024 /* fixture limit on shape length and ndim */
+#define MAX_DATA_BYTES ((int64_t)1 << 30)
+
+static napi_value throw_code(napi_env env, const char* code, const char* msg) {
+  bool pending = false;
+  napi_is_exception_pending(env, &pending);
+  if (!pending) napi_throw_error(env, code, msg);
+  return NULL;
+}
+
+static napi_value throw_status(napi_env env, napi_dlpack_status st,
+                               const char* what) {
+  char msg[160];
+  snprintf(msg, sizeof msg, "%s: %s", what, napi_dlpack_status_code(st));
+  return throw_code(env, napi_dlpack_status_code(st), msg);
+}
+
+#define NAPI_CALL(env, call)                                           \
+  do {                                                                 \
+    if ((call) != napi_ok)                                             \
+      return throw_code((env), "ERR_DLPACK_NAPI", "Node-API call failed: " #call); \
+  } while (0)
+
+static napi_value get_args(napi_env env, napi_callback_info info, size_t n,
+                           napi_value* argv) {
+  size_t argc = n;
+  size_t i;
+  napi_value undef;
+  NAPI_CALL(env, napi_get_undefined(env, &undef));
+  for (i = 0; i < n; i++) argv[i] = undef;
+  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  return undef;
+}
+
+static bool is_nullish(napi_env env, napi_value v) {
+  napi_valuetype t = napi_undefined;
+  if (v == NULL || napi_typeof(env, v, &t) != napi_ok) return true;
+  return t == napi_undefined || t == napi_null;
+}
+
+/* Property of an object, or NULL if absent/undefined/null. */
+static napi_value opt_prop(napi_env env, napi_value obj, const char* name) {
+  napi_value v = NULL;
+  if (napi_get_named_property(env, obj, name, &v) != napi_ok) return NULL;
+  return is_nullish(env, v) ? NULL : v;
+}
+
+static bool prop_is_null(napi_env env, napi_value obj, const char* name) {
+  napi_value v = NULL;
+  napi_valuetype t = napi_undefined;
+  if (napi_get_named_property(env, obj, name, &v) != napi_ok) return false;
+  if (napi_typeof(env, v, &t) != napi_ok) return false;
+  return t == napi_null;
+}
+
+/* Number or BigInt -> int64. Returns false if it is neither. */
+static bool to_i64(napi_env env, napi_value v, int64_t* out) {
+  napi_valuetype t;
+  bool lossless;
+  if (napi_typeof(env, v, &t) != napi_ok) return false;
+  if (t == napi_number) return napi_get_value_int64(env, v, out) == napi_ok;
+  if (t == napi_bigint)
+    return napi_get_value_bigint_int64(env, v, out, &lossless) == napi_ok;
+  return false;
+}
+
+static bool to_bool(napi_env env, napi_value v) {
+  bool b = false;
+  if (v == NULL) return false;
+  if (napi_get_value_bool(env, v, &b) != napi_ok) {
+    napi_value coerced;
+    if (napi_coerce_to_bool(env, v, &coerced) != napi_ok) return false;
+    napi_get_value_bool(env, coerced, &b);
+  }
+  return b;
+}
+
+/* Reads an array of at most `cap` integers. */
+static bool read_i64_array(napi_env env, napi_value arr, int64_t* out,
+                           uint32_t cap, uint32_t* len) {
+  bool is_array = false;
+  uint32_t n, i;
+  if (napi_is_array(env, arr, &is_array) != napi_ok || !is_array) return false;
+  if (napi_get_array_length(env, arr, &n) != napi_ok || n > cap)
+    return false;
+  for (i = 0; i < n; i++) {
+    napi_value e;
+    if (napi_get_element(env, arr, i, &e) != napi_ok) return false;
+    if (!to_i64(env, e, &out[i])) return false;
+  }
+  *len = n;
+  return true;
+}
+
+static napi_value make_i64_number_array(napi_env env, const int64_t* v,
+                                        uint32_t n) {
+  napi_value arr, num;
+  uint32_t i;
+  NAPI_CALL(env, napi_create_array_with_length(env, n, &arr));
+  for (i = 0; i < n; i++) {
+    NAPI_CALL(env, napi_create_double(env, (double)v[i], &num));
+    NAPI_CALL(env, napi_set_element(env, arr, i, num));
+  }
+  return arr;
+}
+
+/* Byte offset of the element with flat C-order index `k`, relative to
+ * data + byte_offset. NULL strides mean compact row-major. */
+static int64_t c_order_offset_bytes(int32_t ndim, const int64_t* shape,
+                                    const int64_t* strides, int64_t k,
+                                    int64_t esize) {
+  int64_t off = 0, contiguous = 1;
+  int32_t d;
+  for (d = ndim - 1; d >= 0; d--) {
+    int64_t extent = shape[d];
+    int64_t idx = extent > 0 ? k % extent : 0;
+    int64_t step = strides != NULL ? strides[d] : contiguous;
+    k = extent > 0 ? k / extent : 0;
+    off += idx * step;
+    contiguous *= extent > 1 ? extent : 1;
+  }
+  return off * esize;
+}
+
+static int64_t numel_of(int32_t ndim, const int64_t* shape) {
+  int64_t n = 1;
+  int32_t d;
+  for (d = 0; d < ndim; d++) n *= shape[d] > 0 ? shape[d] : 0;
+  return n;
+}
+
+static bool is_float32(DLDataType t) {
+  return t.code == kDLFloat && t.bits == 32 && t.lanes == 1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* makeTensor                                                                */
+/*
+ * makeTensor({
+ *   dtype?: {code, bits, lanes}   default float32 {2, 32, 1}; any values
+ *   device?: [type, id]           default [1, 0] (kDLCPU; memory is host
+ *                                  memory whatever is claimed here)
+ *   shape: (number|bigint)[]      dims; negative/zero allowed (malformed)
+ *   strides?: (number|bigint)[] | null
+ *                                 undefined: compact row-major strides stored;
+ *                                 null: NULL strides pointer; array: as given
+ *                                 (elements, may be negative or 0)
+ *   byteOffset?: number           default 0
+ *   versioned: boolean            DLManagedTensorVersioned vs DLManagedTensor
+ *   readonly?: boolean            ORs DLPACK_FLAG_BITMASK_READ_ONLY into flags
+ *   flags?: number                raw flags (versioned only)
+ *   version?: [major, minor]      default [1, 3] (versioned only); any value
+ *   fill?: 'iota' | 'none'        default 'iota': float32 element with C-order
+ *                                 index k holds k (so a strided tensor still
+ *                                 reads 0,1,2,... logically); other dtypes get
+ *                                 bytes 0,1,2,... over the data region.
+ *                                 'none': zeros.
+ *   nullData?: boolean            data = NULL (no data region at all)
+ *   nullShape?: boolean           shape = NULL
+ *   ndim?: number                 overrides ndim (shape length by default).
+ *                                 The shape/strides arrays always hold
+ *                                 max(ndim, shape.length) entries, extra ones
+ *                                 being 1, so reading `ndim` entries stays
+ *                                 inside the block.
+ *   nullDeleter?: boolean         deleter = NULL. Nobody can then free the
+ *                                 block: it LEAKS on purpose, and no deleter
+ *                                 call is counted.
+ * }) -> capsule
+ *
+ * Everything lives in one calloc'd block: managed struct, shape, strides,
+ * data region. The data region spans every element the shape/strides reach
+ * (negative strides included: `data` is placed so that they stay inside it),
+ * plus byteOffset, at least 1 byte. The deleter counts itself and frees the
+ * block.
+ */
+
+static napi_value make_tensor(napi_env env, napi_callback_info info) {
+  napi_value argv[1], v, capsule;
+  napi_valuetype t;
+  int64_t shape_in[MAX_NDIM], strides_in[MAX_NDIM];
+  uint32_t len = 0, slen = 0, n_alloc, i;
+  bool versioned, has_strides, null_strides, null_data, null_shape,
+      null_deleter, fill_iota = true;
+  int64_t ndim_field, byte_offset = 0, flags = 0, esize, min_off = 0,
+                      max_off = 0, numel, span, region_bytes;
+  uint32_t ver_major = DLPACK_MAJOR_VERSION, ver_minor = DLPACK_MINOR_VERSION;
+  DLDataType dtype;
+  DLDevice device;
+  size_t head, arrays_at, data_at, total;
+  unsigned char* block;
+  DLTensor* tensor;
+  int64_t *shape_p, *strides_p;
+  unsigned char* region;
+  napi_dlpack_status st;
+
+  if (get_args(env, info, 1, argv) == NULL) return NULL;
+  if (napi_typeof(env, argv[0], &t) != napi_ok || t != napi_object)
+    return throw_code(env, "ERR_INVALID_ARG_TYPE",
+                      "makeTensor expects an options object");
+
+  dtype.code = kDLFloat;
+  dtype.bits = 32;
+  dtype.lanes = 1;
+  if ((v = opt_prop(env, argv[0], "dtype")) != NULL) {
+    napi_value c = opt_prop(env, v, "code"), b = opt_prop(env, v, "bits"),
+               l = opt_prop(env, v, "lanes");
+    int64_t x;
+    if (c != NULL && to_i64(env, c, &x)) dtype.code = (uint8_t)x;
+    if (b != NULL && to_i64(env, b, &x)) dtype.bits = (uint8_t)x;
+    if (l != NULL && to_i64(env, l, &x)) dtype.lanes = (uint16_t)x;
+  }
+  device.device_type = kDLCPU;
+  device.device_id = 0;
+  if ((v = opt_prop(env, argv[0], "device")) != NULL) {
+    int64_t dev[2];
+    uint32_t n = 0;
+    if (!read_i64_array(env, v, dev, 2, &n) || n != 2)
+      return throw_code(env, "ERR_INVALID_ARG_TYPE",
+                        "makeTensor: device must be [type, id]");
+    device.device_type = (DLDeviceType)dev[0];
+    device.device_id = (int32_t)dev[1];
+  }
+
+  if ((v = opt_prop(env, argv[0], "shape")) == NULL ||
+      !read_i64_array(env, v, shape_in, MAX_NDIM, &len))
+    return throw_code(env, "ERR_INVALID_ARG_TYPE",
+                      "makeTensor: shape must be an array of integers");
+  null_strides = prop_is_null(env, argv[0], "strides");
+  has_strides = false;
+  if ((v = opt_prop(env, argv[0], "strides")) != NULL) {
+    if (!read_i64_array(env, v, strides_in, MAX_NDIM, &slen) || slen != len)
+      return throw_code(env, "ERR_INVALID_ARG_TYPE",
+                        "makeTensor: strides must be null or an integer "
+                        "array as long as shape");
+    has_strides = true;
+  }
+  if (!has_strides) {
+    /* compact row-major strides, used for the extent (and stored unless
+     * strides: null was asked for) */
+    int64_t c = 1;
+    for (i = len; i-- > 0;) {
+      strides_in[i] = c;
+      c *= shape_in[i] > 1 ? shape_in[i] : 1;
+    }
+  }
+  if ((v = opt_prop(env, argv[0], "byteOffset")) != NULL) {
+    if (!to_i64(env, v, &byte_offset) || byte_offset < 0 ||
+        byte_offset > MAX_DATA_BYTES)
+      return throw_code(env, "ERR_OUT_OF_RANGE",
+                        "makeTensor: bad byteOffset");
+  }
+  versioned = to_bool(env, opt_prop(env, argv[0], "versioned"));
+  if ((v = opt_prop(env, argv[0], "flags")) != NULL) to_i64(env, v, &flags);
+  if (to_bool(env, opt_prop(env, argv[0], "readonly")))
+    flags |= (int64_t)DLPACK_FLAG_BITMASK_READ_ONLY;
+  if ((v = opt_prop(env, argv[0], "version")) != NULL) {
+    int64_t vv[2];
+    uint32_t n = 0;
+    if (!read_i64_array(env, v, vv, 2, &n) || n != 2)
+      return throw_code(env, "ERR_INVALID_ARG_TYPE",
+                        "makeTensor: version must be [major, minor]");
+    ver_major = (uint32_t)vv[0];
+    ver_minor = (uint32_t)vv[1];
+  }
+  if ((v = opt_prop(env, argv[0], "fill")) != NULL) {
+    char buf[16] = {0};
+    size_t got = 0;
+    if (napi_get_value_string_utf8(env, v, buf, sizeof buf, &got) != napi_ok)
+      return throw_code(env, "ERR_INVALID_ARG_TYPE",
+                        "makeTensor: fill must be 'iota' or 'none'");
+    if (strcmp(buf, "none") == 0)
+      fill_iota = false;
+    else if (strcmp(buf, "iota") != 0)
+      return throw_code(env, "ERR_INVALID_ARG_VALUE",
+                        "makeTensor: fill must be 'iota' or 'none'");
+  }
+  null_data = to_bool(env, opt_prop(env, argv[0], "nullData"));
+  null_shape = to_bool(env, opt_prop(env, argv[0], "nullShape"));
+  null_deleter = to_bool(env, opt_prop(env, argv[0], "nullDeleter"));
+  ndim_field = len;
+  if ((v = opt_prop(env, argv[0], "ndim")) != NULL) {
+    if (!to_i64(env, v, &ndim_field) || ndim_field < INT32_MIN ||
+        ndim_field > INT32_MAX)
+      return throw_code(env, "ERR_OUT_OF_RANGE", "makeTensor: bad ndim");
+    if (ndim_field > MAX_NDIM)
+      return throw_code(env, "ERR_OUT_OF_RANGE",
+                        "makeTensor: ndim above the fixture's limit");
+  }
+
+  /* Extent of the data in elements, relative to element 0. */
+  esize = ((int64_t)dtype.bits * dtype.lanes + 7) / 8;
+  numel = 1;
+  for (i = 0; i < len; i++) {
+    if (shape_in[i] <= 0) numel = 0;
+  }
+  if (numel != 0) {
+    double dspan = 1, dnumel = 1;
+    for (i = 0; i < len; i++) {
+      double reach = (double)(shape_in[i] - 1) * (double)strides_in[i];
+      dnumel *= (double)shape_in[i];
+      dspan += fabs(reach);
+    }
+    if (dnumel * (double)(esize ? esize : 1) > (double)MAX_DATA_BYTES ||
+        dspan * (double)(esize ? esize : 1) > (double)MAX_DATA_BYTES)
+      return throw_code(env, "ERR_OUT_OF_RANGE",
+                        "makeTensor: tensor too large for the fixture");
+    for (i = 0; i < len; i++) {
+      int64_t reach = (shape_in[i] - 1) * strides_in[i];
+      if (reach > 0) max_off += reach;
+      else min_off += reach;
+    }
+    numel = (int64_t)dnumel;
+  }
+  span = numel == 0 ? 0 : max_off - min_off + 1;
+  region_bytes = null_data ? 0 : byte_offset + span * esize;
+  if (region_bytes < 1 && !null_data) region_bytes = 1;
+
+  /* One block: managed struct | shape | strides | (pad to 64) data region */
+  n_alloc = len;
+  if (ndim_field > (int64_t)n_alloc) n_alloc = (uint32_t)ndim_field;
+  head = versioned ? sizeof(DLManagedTensorVersioned) : sizeof(DLManagedTensor);
+  arrays_at = (head + 15) & ~(size_t)15;
+  data_at = (arrays_at + 2 * sizeof(int64_t) * (size_t)n_alloc + 63) &
+            ~(size_t)63;
+  total = data_at + (size_t)region_bytes;
+  block = (unsigned char*)calloc(1, total);
+  if (block == NULL)
+    return throw_code(env, "ERR_DLPACK_NO_MEMORY", "makeTensor: out of memory");
+  shape_p = (int64_t*)(void*)(block + arrays_at);
+  strides_p = shape_p + n_alloc;
+  for (i = 0; i < n_alloc; i++) {
+    /* Entries past the given shape (ndim override) read as size-1 dims. */
+    shape_p[i] = i < len ? shape_in[i] : 1;
+    strides_p[i] = i < len ? strides_in[i] : 1;
+  }
+  region = block + data_at;
+
+  if (versioned) {
+    DLManagedTensorVersioned* m = (DLManagedTensorVersioned*)(void*)block;
+    m->version.major = ver_major;
+    m->version.minor = ver_minor;
+    m->manager_ctx = block;
+    m->deleter = null_deleter ? NULL : deleter_versioned;
+    m->flags = (uint64_t)flags;
+    tensor = &m->dl_tensor;
+  } else {
+    DLManagedTensor* m = (DLManagedTensor*)(void*)block;
+    m->manager_ctx = block;
+    m->deleter = null_deleter ? NULL : deleter_legacy;
+    tensor = &m->dl_tensor;
+  }
+  /* data points at the lowest-addressed element's base so that negative
+   * strides stay inside the region */
+  tensor->data = null_data ? NULL : (void*)(region + (-min_off) * esize);
+  tensor->device = device;
+  tensor->ndim = (int32_t)ndim_field;
+  tensor->dtype = dtype;
+  tensor->shape = null_shape ? NULL : shape_p;
+  tensor->strides = null_strides ? NULL : strides_p;
+  tensor->byte_offset = (uint64_t)byte_offset;
+
+  if (fill_iota && !null_data) {
+    if (is_float32(dtype)) {
+      unsigned char* first = (unsigned char*)tensor->data + byte_offset;
+      int64_t k;
+      for (k = 0; k < numel; k++) {
+        float f = (float)k;
+        int64_t off = c_order_offset_bytes((int32_t)len, shape_in,
+                                           strides_in, k, 4);
+        memcpy(first + off, &f, sizeof f);
+      }
+    } else {
+      int64_t b;
+      for (b = 0; b < region_bytes; b++) region[b] = (unsigned char)b;
+    }
+  }
+
+  st = napi_dlpack_capsule_create(
+      env, versioned ? NAPI_DLPACK_KIND_VERSIONED : NAPI_DLPACK_KIND_LEGACY,
+      block, &capsule);
+  if (st != NAPI_DLPACK_OK) {
+    free(block); /* ownership stayed with us; not counted as a deleter call */
+    return throw_status(env, st, "makeTensor");
+  }
+  return capsule;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Counters                                                                  */
+
+static napi_value deleter_calls(napi_env env, napi_callback_info info) {
+  napi_value r;
+  (void)info;
+  NAPI_CALL(env, napi_create_double(
+                     env,
+                     (double)__atomic_load_n(&g_deleter_calls, __ATOMIC_SEQ_CST),
+                     &r));
+  return r;
+}
+
+static napi_value reset_deleter_calls(napi_env env, napi_callback_info info) {
+  napi_value r;
+  (void)info;
+  __atomic_store_n(&g_deleter_calls, 0, __ATOMIC_SEQ_CST);
+  NAPI_CALL(env, napi_get_undefined(env, &r));
+  return r;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Capsule inspection without consuming                                      */
+
+static napi_value data_pointer(napi_env env, napi_callback_info info) {
+  napi_value argv[1], r;
+  void* ext = NULL;
+  napi_dlpack_capsule* payload;
+  void* t;
+  DLTensor* dl;
+  napi_dlpack_status st;
+  if (get_args(env, info, 1, argv) == NULL) return NULL;
+  st = napi_dlpack_capsule_check(env, argv[0]);
+  if (st != NAPI_DLPACK_OK) return throw_status(env, st, "dataPointer");
+  NAPI_CALL(env, napi_get_value_external(env, argv[0], &ext));
+  payload = (napi_dlpack_capsule*)ext;
+  if (payload->abi_version != NAPI_DLPACK_CAPSULE_ABI_VERSION)
+    return throw_status(env, NAPI_DLPACK_ERR_ABI_VERSION, "dataPointer");
+  t = NAPI_DLPACK_ATOMIC_LOAD_PTR(&payload->tensor);
+  if (t == NULL)
+    return throw_status(env, NAPI_DLPACK_ERR_CONSUMED, "dataPointer");
+  if (payload->kind == NAPI_DLPACK_KIND_VERSIONED) {
+    DLManagedTensorVersioned* m = (DLManagedTensorVersioned*)t;
+    if (m->version.major != DLPACK_MAJOR_VERSION)
+      return throw_code(env, "ERR_DLPACK_VERSION",
+                        "dataPointer: unsupported DLPack major version");
+    dl = &m->dl_tensor;
+  } else if (payload->kind == NAPI_DLPACK_KIND_LEGACY) {
+    dl = &((DLManagedTensor*)t)->dl_tensor;
+  } else {
+    return throw_status(env, NAPI_DLPACK_ERR_ABI_VERSION, "dataPointer");
+  }
+  NAPI_CALL(env, napi_create_bigint_uint64(
+                     env, (uint64_t)(uintptr_t)dl->data + dl->byte_offset,
+                     &r));
+  return r;
+}
+
+static napi_value is_consumed(napi_env env, napi_callback_info info) {
+  napi_value argv[1], r;
+  int consumed = 0;
+  napi_dlpack_status st;
+  if (get_args(env, info, 1, argv) == NULL) return NULL;
+  st = napi_dlpack_capsule_is_consumed(env, argv[0], &consumed);
+  if (st != NAPI_DLPACK_OK) return throw_status(env, st, "isConsumed");
+  NAPI_CALL(env, napi_get_boolean(env, consumed != 0, &r));
+  return r;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Held tensors: what this addon owns after consuming a capsule              */
+
+typedef struct {
+  uint32_t kind;
+  void* tensor; /* owned; NULL once released or passed on; atomic access */
+} held_tensor;
+
+static const napi_type_tag k_held_tag = {0x5d1f0c3a9b7e4a21ULL,
+                                         0x8c4e2f6a1d3b7c95ULL};
+
+static void held_finalize(NAPI_DLPACK_FINALIZE_ENV env, void* data,
+                          void* hint) {
+  held_tensor* h = (held_tensor*)data;
+  (void)env;
+  (void)hint;
+  napi_dlpack_tensor_release(h->kind,
+                             NAPI_DLPACK_ATOMIC_EXCHANGE_PTR(&h->tensor, NULL));
+  free(h);
+}
+
+/* The held_tensor behind a JS value, or NULL with an exception pending. */
+static held_tensor* get_held(napi_env env, napi_value v) {
+  napi_valuetype t;
+  bool ok = false;
+  void* data = NULL;
+  if (napi_typeof(env, v, &t) != napi_ok || t != napi_external ||
+      napi_check_object_type_tag(env, v, &k_held_tag, &ok) != napi_ok ||
+      !ok || napi_get_value_external(env, v, &data) != napi_ok) {
+    throw_code(env, "ERR_DLPACK_INVALID_ARGUMENT", "not a held tensor");
+    return NULL;
+  }
+  return (held_tensor*)data;
+}
+
+/* The DLTensor of a held tensor that is still owned and readable, or NULL
+ * with an exception pending. Versioned tensors of another major version are
+ * refused (only their deleter may be used). */
+static DLTensor* held_dl(napi_env env, napi_value v, held_tensor** out,
+                         uint64_t* flags) {
+  held_tensor* h = get_held(env, v);
+  void* t;
+  if (h == NULL) return NULL;
+  t = NAPI_DLPACK_ATOMIC_LOAD_PTR(&h->tensor);
+  if (out != NULL) *out = h;
+  if (t == NULL) {
+    throw_code(env, "ERR_DLPACK_HELD_EMPTY", "held tensor already released");
+    return NULL;
+  }
+  if (flags != NULL) *flags = 0;
+  if (h->kind == NAPI_DLPACK_KIND_VERSIONED) {
+    DLManagedTensorVersioned* m = (DLManagedTensorVersioned*)t;
+    if (m->version.major != DLPACK_MAJOR_VERSION) {
+      throw_code(env, "ERR_DLPACK_VERSION", "unsupported DLPack major version");
+      return NULL;
+    }
+    if (flags != NULL) *flags = m->flags;
+    return &m->dl_tensor;
+  }
+  return &((DLManagedTensor*)t)->dl_tensor;
+}
+
+static napi_value consume(napi_env env, napi_callback_info info) {
+  napi_value argv[1], r;
+  uint32_t kind = 0;
+  void* tensor = NULL;
+  held_tensor* h;
+  napi_dlpack_status st;
+  if (get_args(env, info, 1, argv) == NULL) return NULL;
+  st = napi_dlpack_capsule_consume(env, argv[0], &kind, &tensor);
+  if (st != NAPI_DLPACK_OK) return throw_status(env, st, "consume");
+  /* From here on we own the tensor: every failure path must release it. */
+  h = (held_tensor*)malloc(sizeof *h);
+  if (h == NULL) {
+    napi_dlpack_tensor_release(kind, tensor);
+    return throw_status(env, NAPI_DLPACK_ERR_NO_MEMORY, "consume");
+  }
+  h->kind = kind;
+  h->tensor = tensor;
+  if (napi_create_external(env, h, held_finalize, NULL, &r) != napi_ok) {
+    napi_dlpack_tensor_release(kind, tensor);
+    free(h);
+    return throw_status(env, NAPI_DLPACK_ERR_NAPI, "consume");
+  }
+  if (napi_type_tag_object(env, r, &k_held_tag) != napi_ok) {
+    /* the finalizer will release the tensor when the external is collected;
+     * release it now instead so the failure is deterministic */
+    napi_dlpack_tensor_release(
+        kind, NAPI_DLPACK_ATOMIC_EXCHANGE_PTR(&h->tensor, NULL));
+    return throw_status(env, NAPI_DLPACK_ERR_NAPI, "consume");
+  }
+  return r;
+}
+
+static napi_value held_info(napi_env env, napi_callback_info info) {
+  napi_value argv[1], obj, v, arr;
+  held_tensor* h = NULL;
+  DLTensor* dl;
+  uint64_t flags = 0;
+  void* t;
+  uint32_t n;
+  if (get_args(env, info, 1, argv) == NULL) return NULL;
+  h = get_held(env, argv[0]);
+  if (h == NULL) return NULL;
+  t = NAPI_DLPACK_ATOMIC_LOAD_PTR(&h->tensor);
+  if (t == NULL)
+    return throw_code(env, "ERR_DLPACK_HELD_EMPTY",
+                      "held tensor already released");
+  NAPI_CALL(env, napi_create_object(env, &obj));
+  NAPI_CALL(env, napi_get_boolean(env, h->kind == NAPI_DLPACK_KIND_VERSIONED, &v));
+  NAPI_CALL(env, napi_set_named_property(env, obj, "versioned", v));
+  if (h->kind == NAPI_DLPACK_KIND_VERSIONED) {
+    DLManagedTensorVersioned* m = (DLManagedTensorVersioned*)t;
+    napi_value x;
+    NAPI_CALL(env, napi_create_array_with_length(env, 2, &arr));
+    NAPI_CALL(env, napi_create_uint32(env, m->version.major, &x));
+    NAPI_CALL(env, napi_set_element(env, arr, 0, x));
+    NAPI_CALL(env, napi_create_uint32(env, m->version.minor, &x));
+    NAPI_CALL(env, napi_set_element(env, arr, 1, x));
+    NAPI_CALL(env, napi_set_named_property(env, obj, "version", arr));
+    if (m->version.major != DLPACK_MAJOR_VERSION) {
+      /* Another major version: nothing past `deleter` may be read. */
+      return obj;
+    }
+    flags = m->flags;
+    dl = &m->dl_tensor;
+  } else {
+    NAPI_CALL(env, napi_get_null(env, &v));
+    NAPI_CALL(env, napi_set_named_property(env, obj, "version", v));
+    dl = &((DLManagedTensor*)t)->dl_tensor;
+  }
+  NAPI_CALL(env, napi_create_double(env, (double)flags, &v));
+  NAPI_CALL(env, napi_set_named_property(env, obj, "flags", v));
+  NAPI_CALL(env, napi_create_int32(env, dl->ndim, &v));
+  NAPI_CALL(env, napi_set_named_property(env, obj, "ndim", v));
+  n = dl->ndim > 0 ? (uint32_t)dl->ndim : 0;
+  if (dl->shape == NULL) {
+    NAPI_CALL(env, napi_get_null(env, &v));
+  } else if ((v = make_i64_number_array(env, dl->shape, n)) == NULL) {
+    return NULL;
+  }
+  NAPI_CALL(env, napi_set_named_property(env, obj, "shape", v));
+  if (dl->strides == NULL) {
+    NAPI_CALL(env, napi_get_null(env, &v));
+  } else if ((v = make_i64_number_array(env, dl->strides, n)) == NULL) {
+    return NULL;
+  }
+  NAPI_CALL(env, napi_set_named_property(env, obj, "strides", v));
+  NAPI_CALL(env, napi_create_double(env, (double)dl->byte_offset, &v));
+  NAPI_CALL(env, napi_set_named_property(env, obj, "byteOffset", v));
+  {
+    napi_value dt, x;
+    NAPI_CALL(env, napi_create_object(env, &dt));
+    NAPI_CALL(env, napi_create_uint32(env, dl->dtype.code, &x));
+    NAPI_CALL(env, napi_set_named_property(env, dt, "code", x));
+    NAPI_CALL(env, napi_create_uint32(env, dl->dtype.bits, &x));
+    NAPI_CALL(env, napi_set_named_property(env, dt, "bits", x));
+    NAPI_CALL(env, napi_create_uint32(env, dl->dtype.lanes, &x));
+    NAPI_CALL(env, napi_set_named_property(env, dt, "lanes", x));
+    NAPI_CALL(env, napi_set_named_property(env, obj, "dtype", dt));
+    NAPI_CALL(env, napi_create_array_with_length(env, 2, &arr));
+    NAPI_CALL(env, napi_create_int32(env, (int32_t)dl->device.device_type, &x));
+    NAPI_CALL(env, napi_set_element(env, arr, 0, x));
+    NAPI_CALL(env, napi_create_int32(env, dl->device.device_id, &x));
+    NAPI_CALL(env, napi_set_element(env, arr, 1, x));
+    NAPI_CALL(env, napi_set_named_property(env, obj, "device", arr));
+  }
+  NAPI_CALL(env, napi_create_bigint_uint64(env, (uint64_t)(uintptr_t)dl->data, &v));
+  NAPI_CALL(env, napi_set_named_property(env, obj, "data", v));
+  return obj;
+}
+
+/* Checks that a held tensor can be read as float32 host memory. */
+static DLTensor* held_f32(napi_env env, napi_value v, uint64_t* flags,
+                          int64_t* numel) {
+  DLTensor* dl = held_dl(env, v, NULL, flags);
+  if (dl == NULL) return NULL;
+  if (!is_float32(dl->dtype)) {
+    throw_code(env, "ERR_DLPACK_DTYPE", "held tensor is not float32");
+    return NULL;
+  }
+  if (dl->device.device_type != kDLCPU) {
+    throw_code(env, "ERR_DLPACK_DEVICE", "held tensor is not on the CPU");
+    return NULL;
+  }
+  if (dl->ndim < 0 || (dl->ndim > 0 && dl->shape == NULL)) {
+    throw_code(env, "ERR_DLPACK_INVALID_TENSOR", "bad ndim/shape");
+    return NULL;
+  }
+  *numel = numel_of(dl->ndim, dl->shape);
+  if (*numel > 0 && dl->data == NULL) {
+    throw_code(env, "ERR_DLPACK_INVALID_TENSOR", "NULL data, non-zero size");
+    return NULL;
+  }
+  return dl;
+}
+
+static napi_value held_float32(napi_env env, napi_callback_info info) {
+  napi_value argv[1], ab, ta;
+  void* out = NULL;
+  int64_t numel = 0, k;
+  DLTensor* dl;
+  if (get_args(env, info, 1, argv) == NULL) return NULL;
+  if ((dl = held_f32(env, argv[0], NULL, &numel)) == NULL) return NULL;
+  if (numel > MAX_DATA_BYTES / 4)
+    return throw_code(env, "ERR_OUT_OF_RANGE", "tensor too large");
+  NAPI_CALL(env, napi_create_arraybuffer(env, (size_t)numel * 4, &out, &ab));
+  for (k = 0; k < numel; k++) {
+    const unsigned char* first =
+        (const unsigned char*)dl->data + dl->byte_offset;
+    memcpy((float*)out + k,
+           first + c_order_offset_bytes(dl->ndim, dl->shape, dl->strides, k, 4),
+           sizeof(float));
+  }
+  NAPI_CALL(env, napi_create_typedarray(env, napi_float32_array, (size_t)numel,
+                                        ab, 0, &ta));
+  return ta;
+}
+
+static napi_value held_write_float32(napi_env env, napi_callback_info info) {
+  napi_value argv[4], r;
+  int64_t numel = 0, index = 0;
+  double value = 0;
+  uint64_t flags = 0;
+  float f;
+  DLTensor* dl;
+  if (get_args(env, info, 4, argv) == NULL) return NULL;
+  if ((dl = held_f32(env, argv[0], &flags, &numel)) == NULL) return NULL;
+  if (!to_i64(env, argv[1], &index) || index < 0 || index >= numel)
+    return throw_code(env, "ERR_OUT_OF_RANGE", "index out of range");
+  if (napi_get_value_double(env, argv[2], &value) != napi_ok)
+    return throw_code(env, "ERR_INVALID_ARG_TYPE", "value must be a number");
+  if ((flags & DLPACK_FLAG_BITMASK_READ_ONLY) && !to_bool(env, argv[3]))
+    return throw_code(env, "ERR_DLPACK_READ_ONLY",
+                      "tensor is flagged read-only (pass force=true)");
+  f = (float)value;
+  memcpy((unsigned char*)dl->data + dl->byte_offset +
+             c_order_offset_bytes(dl->ndim, dl->shape, dl->strides, index, 4),
+         &f, sizeof f);
+  NAPI_CALL(env, napi_get_undefined(env, &r));
+  return r;
+}
+
+static napi_value release(napi_env env, napi_callback_info info) {
+  napi_value argv[1], r;
+  held_tensor* h;
+  void* t;
+  if (get_args(env, info, 1, argv) == NULL) return NULL;
+  if ((h = get_held(env, argv[0])) == NULL) return NULL;
+  t = NAPI_DLPACK_ATOMIC_EXCHANGE_PTR(&h->tensor, NULL);
+  napi_dlpack_tensor_release(h->kind, t);
+  NAPI_CALL(env, napi_get_boolean(env, t != NULL, &r));
+  return r;
+}
+
+static napi_value held_to_capsule(napi_env env, napi_callback_info info) {
+  napi_value argv[1], r;
+  held_tensor* h;
+  void* t;
+  napi_dlpack_status st;
+  if (get_args(env, info, 1, argv) == NULL) return NULL;
+  if ((h = get_held(env, argv[0])) == NULL) return NULL;
+  t = NAPI_DLPACK_ATOMIC_EXCHANGE_PTR(&h->tensor, NULL);
+  if (t == NULL)
+    return throw_code(env, "ERR_DLPACK_HELD_EMPTY",
+                      "held tensor already released");
+  st = napi_dlpack_capsule_create(env, h->kind, t, &r);
+  if (st != NAPI_DLPACK_OK) {
+    /* ownership stayed with us: put it back */
+    (void)NAPI_DLPACK_ATOMIC_EXCHANGE_PTR(&h->tensor, t);
+    return throw_status(env, st, "heldToCapsule");
+  }
+  return r;
+}
+
+/* ------------------------------------------------------------------------ */
+
+NAPI_MODULE_INIT() {
+  static const struct {
+    const char* name;
+    napi_callback cb;
+  } fns[] = {
+      {"makeTensor", make_tensor},
+      {"deleterCalls", deleter_calls},
+      {"resetDeleterCalls", reset_deleter_calls},
+      {"dataPointer", data_pointer},
+      {"isConsumed", is_consumed},
+      {"consume", consume},
+      {"heldInfo", held_info},
+      {"heldFloat32", held_float32},
+      {"heldWriteFloat32", held_write_float32},
+      {"release", release},
+      {"heldToCapsule", held_to_capsule},
+  };
+  size_t i;
+  for (i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+    napi_value fn;
+    NAPI_CALL(env, napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH,
+                                        fns[i].cb, NULL, &fn));
+    NAPI_CALL(env, napi_set_named_property(env, exports, fns[i].name, fn));
+  }
+  return exports;
+}

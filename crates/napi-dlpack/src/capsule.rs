@@ -1,0 +1,260 @@
+//! The Node capsule ABI (`include/napi_dlpack.h`, `docs/protocol.md`): how a DLPack tensor
+//! travels between addons through JavaScript.
+//!
+//! A capsule is a `napi_external` whose data pointer is a [`CapsulePayload`] allocated by the
+//! producer, stamped with [`CAPSULE_TAG`]. Consuming it takes the tensor pointer out with one
+//! atomic exchange; the producer's finalizer calls the deleter only if the pointer is still
+//! there. Any addon in the process, written in any language, can produce or consume capsules
+//! from the header alone.
+
+use core::ffi::c_void;
+use core::ptr;
+use core::sync::atomic::{AtomicPtr, Ordering};
+
+use napi::sys;
+
+use crate::error::{DLPackError, ErrorKind};
+use crate::export::{export, ExportFormat, IntoDLPack};
+use crate::import::ForeignTensor;
+use crate::managed::{ManagedPtr, ManagedTensor};
+
+/// `NAPI_DLPACK_CAPSULE_ABI_VERSION`: the payload layout below.
+pub const CAPSULE_ABI_VERSION: u32 = 1;
+/// `NAPI_DLPACK_KIND_LEGACY`: `tensor` is a `DLManagedTensor*`.
+pub const KIND_LEGACY: u32 = 0;
+/// `NAPI_DLPACK_KIND_VERSIONED`: `tensor` is a `DLManagedTensorVersioned*`.
+pub const KIND_VERSIONED: u32 = 1;
+/// The 128-bit type tag every capsule carries (`NAPI_DLPACK_CAPSULE_TAG_LOWER/UPPER`).
+pub const CAPSULE_TAG: sys::napi_type_tag = sys::napi_type_tag {
+  lower: 0xc8f8_f2b7_f76b_4e13,
+  upper: 0xb778_e782_6105_b33a,
+};
+
+/// `napi_dlpack_capsule`: 16 bytes on 64-bit targets.
+#[repr(C)]
+#[derive(Debug)]
+pub struct CapsulePayload {
+  pub abi_version: u32,
+  pub kind: u32,
+  /// The owned tensor; NULL once consumed. Only accessed atomically.
+  pub tensor: AtomicPtr<c_void>,
+}
+
+const _: () = {
+  assert!(core::mem::offset_of!(CapsulePayload, abi_version) == 0);
+  assert!(core::mem::offset_of!(CapsulePayload, kind) == 4);
+  assert!(core::mem::offset_of!(CapsulePayload, tensor) == 8);
+  assert!(core::mem::size_of::<AtomicPtr<c_void>>() == core::mem::size_of::<*mut c_void>());
+};
+
+fn napi_error(what: &str, status: sys::napi_status) -> DLPackError {
+  DLPackError::new(ErrorKind::Napi, format!("{what} failed with napi status {status}"))
+}
+
+/// The external's finalizer: runs on the JS thread when the capsule is collected.
+unsafe extern "C" fn finalize_capsule(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+  if data.is_null() {
+    return;
+  }
+  // SAFETY: `data` is the payload we boxed in `create_capsule`; the finalizer runs once.
+  let payload = unsafe { Box::from_raw(data.cast::<CapsulePayload>()) };
+  let tensor = payload.tensor.swap(ptr::null_mut(), Ordering::SeqCst);
+  if let Some(managed) = managed_from_raw(payload.kind, tensor) {
+    drop(managed); // never consumed: the deleter runs here, exactly once
+  }
+}
+
+fn managed_from_raw(kind: u32, tensor: *mut c_void) -> Option<ManagedTensor> {
+  let tensor = ptr::NonNull::new(tensor)?;
+  let managed_ptr = match kind {
+    KIND_VERSIONED => ManagedPtr::Versioned(tensor.cast()),
+    KIND_LEGACY => ManagedPtr::Legacy(tensor.cast()),
+    _ => return None,
+  };
+  // SAFETY: the pointer was taken out of a payload with one atomic exchange, so we are its
+  // only owner, and `kind` says which struct it is.
+  Some(unsafe { ManagedTensor::from_ptr(managed_ptr) })
+}
+
+/// Wraps an owned tensor in a new capsule. On failure the tensor is dropped (its deleter runs)
+/// and an error is returned: no path leaks it.
+///
+/// # Safety
+/// `env` must be the current, live environment of the calling JS thread.
+pub unsafe fn create_capsule(
+  env: sys::napi_env,
+  tensor: ManagedTensor,
+) -> Result<sys::napi_value, DLPackError> {
+  let (kind, raw) = match tensor.into_raw() {
+    ManagedPtr::Versioned(ptr) => (KIND_VERSIONED, ptr.as_ptr().cast::<c_void>()),
+    ManagedPtr::Legacy(ptr) => (KIND_LEGACY, ptr.as_ptr().cast::<c_void>()),
+  };
+  let payload = Box::into_raw(Box::new(CapsulePayload {
+    abi_version: CAPSULE_ABI_VERSION,
+    kind,
+    tensor: AtomicPtr::new(raw),
+  }));
+  let mut external = ptr::null_mut();
+  // SAFETY: valid env (caller); on success the finalizer owns `payload`.
+  let status = unsafe {
+    sys::napi_create_external(env, payload.cast(), Some(finalize_capsule), ptr::null_mut(), &mut external)
+  };
+  if status != sys::Status::napi_ok {
+    // SAFETY: the external was not created, so we still own the payload.
+    let payload = unsafe { Box::from_raw(payload) };
+    drop(managed_from_raw(kind, payload.tensor.swap(ptr::null_mut(), Ordering::SeqCst)));
+    return Err(napi_error("napi_create_external", status));
+  }
+  // SAFETY: `external` is a live value of this env.
+  let status = unsafe { sys::napi_type_tag_object(env, external, &CAPSULE_TAG) };
+  if status != sys::Status::napi_ok {
+    // The external exists and its finalizer will free the payload later; take the tensor out
+    // now so the finalizer finds it consumed, and release it here.
+    // SAFETY: the payload stays alive until the finalizer, which cannot run during this call.
+    let taken = unsafe { &*payload }.tensor.swap(ptr::null_mut(), Ordering::SeqCst);
+    drop(managed_from_raw(kind, taken));
+    return Err(napi_error("napi_type_tag_object", status));
+  }
+  Ok(external)
+}
+
+/// Exports `value` and wraps it in a capsule.
+///
+/// # Safety
+/// `env` must be the current, live environment of the calling JS thread.
+pub unsafe fn export_to_capsule<T: IntoDLPack>(
+  env: sys::napi_env,
+  value: T,
+  format: ExportFormat,
+) -> Result<sys::napi_value, DLPackError> {
+  let managed = export(value, format)?;
+  // SAFETY: forwarded contract.
+  unsafe { create_capsule(env, managed) }
+}
+
+/// Returns the payload if `value` is a capsule (right value type and type tag).
+///
+/// # Safety
+/// `env` must be the current, live environment and `value` a live value of it.
+unsafe fn payload_of(
+  env: sys::napi_env,
+  value: sys::napi_value,
+) -> Result<*mut CapsulePayload, DLPackError> {
+  let not_a_capsule = || DLPackError::new(ErrorKind::NotACapsule, "value is not a DLPack capsule");
+  let mut value_type = 0;
+  // SAFETY: caller contract.
+  let status = unsafe { sys::napi_typeof(env, value, &mut value_type) };
+  if status != sys::Status::napi_ok {
+    return Err(napi_error("napi_typeof", status));
+  }
+  if value_type != sys::ValueType::napi_external {
+    return Err(not_a_capsule());
+  }
+  let mut tagged = false;
+  // SAFETY: caller contract; `value` is an external, which Node-API allows tags on.
+  let status = unsafe { sys::napi_check_object_type_tag(env, value, &CAPSULE_TAG, &mut tagged) };
+  if status != sys::Status::napi_ok {
+    return Err(napi_error("napi_check_object_type_tag", status));
+  }
+  if !tagged {
+    return Err(not_a_capsule());
+  }
+  let mut data = ptr::null_mut();
+  // SAFETY: caller contract; `value` is an external.
+  let status = unsafe { sys::napi_get_value_external(env, value, &mut data) };
+  if status != sys::Status::napi_ok || data.is_null() {
+    return Err(not_a_capsule());
+  }
+  Ok(data.cast())
+}
+
+/// Whether `value` is a capsule (consumed or not).
+///
+/// # Safety
+/// `env` must be the current, live environment and `value` a live value of it.
+pub unsafe fn is_capsule(env: sys::napi_env, value: sys::napi_value) -> bool {
+  // SAFETY: forwarded contract.
+  unsafe { payload_of(env, value) }.is_ok()
+}
+
+/// Whether a capsule has been consumed. Errors if `value` is not a capsule.
+///
+/// # Safety
+/// `env` must be the current, live environment and `value` a live value of it.
+pub unsafe fn is_consumed(env: sys::napi_env, value: sys::napi_value) -> Result<bool, DLPackError> {
+  // SAFETY: forwarded contract; the payload lives as long as the external.
+  let payload = unsafe { &*payload_of(env, value)? };
+  Ok(payload.tensor.load(Ordering::SeqCst).is_null())
+}
+
+/// Takes ownership of the tensor in a capsule, without validating it. A second consume fails
+/// with `ERR_DLPACK_CAPSULE_CONSUMED`; a payload of another ABI version is not touched.
+///
+/// # Safety
+/// `env` must be the current, live environment and `value` a live value of it.
+pub unsafe fn consume_capsule(
+  env: sys::napi_env,
+  value: sys::napi_value,
+) -> Result<ManagedTensor, DLPackError> {
+  // SAFETY: forwarded contract; the payload lives as long as the external, which `value`
+  // keeps alive during this call.
+  let payload = unsafe { &*payload_of(env, value)? };
+  if payload.abi_version != CAPSULE_ABI_VERSION || !matches!(payload.kind, KIND_LEGACY | KIND_VERSIONED) {
+    return Err(DLPackError::new(
+      ErrorKind::CapsuleAbi,
+      format!(
+        "capsule ABI version {} / kind {} is not supported (expected version {CAPSULE_ABI_VERSION})",
+        payload.abi_version, payload.kind
+      ),
+    ));
+  }
+  let tensor = payload.tensor.swap(ptr::null_mut(), Ordering::SeqCst);
+  managed_from_raw(payload.kind, tensor).ok_or_else(|| {
+    DLPackError::new(ErrorKind::CapsuleConsumed, "the DLPack capsule has already been consumed")
+  })
+}
+
+/// Consumes a capsule and validates the tensor. If validation fails the deleter has already
+/// run when the error is returned.
+///
+/// # Safety
+/// `env` must be the current, live environment and `value` a live value of it.
+pub unsafe fn import_capsule(
+  env: sys::napi_env,
+  value: sys::napi_value,
+) -> Result<ForeignTensor, DLPackError> {
+  // SAFETY: forwarded contract.
+  ForeignTensor::new(unsafe { consume_capsule(env, value)? })
+}
+
+/// Safe wrappers over the raw functions for napi-rs users.
+pub mod env {
+  use napi::bindgen_prelude::Unknown;
+  use napi::{Env, JsValue};
+
+  use super::*;
+
+  /// Exports `value` into a new capsule (see [`super::export_to_capsule`]).
+  pub fn export<'env, T: IntoDLPack>(
+    env: &'env Env,
+    value: T,
+    format: ExportFormat,
+  ) -> Result<Unknown<'env>, DLPackError> {
+    // SAFETY: an `Env` reference is only available on its JS thread while it is live.
+    let raw = unsafe { super::export_to_capsule(env.raw(), value, format)? };
+    // SAFETY: `raw` is a live value of this env.
+    Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), raw) })
+  }
+
+  /// Consumes and validates a capsule (see [`super::import_capsule`]).
+  pub fn import(env: &Env, value: &Unknown<'_>) -> Result<ForeignTensor, DLPackError> {
+    // SAFETY: `value` belongs to `env`, on its JS thread.
+    unsafe { super::import_capsule(env.raw(), value.raw()) }
+  }
+
+  /// Whether `value` is a capsule.
+  pub fn is_capsule(env: &Env, value: &Unknown<'_>) -> bool {
+    // SAFETY: `value` belongs to `env`, on its JS thread.
+    unsafe { super::is_capsule(env.raw(), value.raw()) }
+  }
+}

@@ -1,0 +1,154 @@
+//! One error type for the whole crate. Every variant has a stable string code that the JS
+//! layer puts on `Error.code`; the README lists them all, so renaming one is a breaking change.
+
+use core::fmt;
+
+/// What went wrong. [`ErrorKind::code`] is the stable identifier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+  /// A NULL `DLManagedTensor*` / `DLManagedTensorVersioned*` was handed over.
+  NullTensor,
+  /// A versioned tensor whose major version this crate does not implement.
+  Version,
+  /// `ndim` negative or above [`crate::MAX_NDIM`].
+  Ndim,
+  /// `shape` is NULL while `ndim > 0`.
+  NullShape,
+  /// A negative dimension.
+  Shape,
+  /// Element count, byte span or address arithmetic overflowed.
+  Overflow,
+  /// `data` is NULL but the tensor has elements.
+  NullData,
+  /// `data + byte_offset` (or the lowest element address) is outside the address space.
+  ByteOffset,
+  /// Invalid or unsupported `DLDataType` (lanes, bits, code).
+  Dtype,
+  /// Unknown device type or negative device id.
+  Device,
+  /// Typed access with a Rust type whose dtype differs from the tensor's.
+  DtypeMismatch,
+  /// The operation needs a C-contiguous tensor.
+  NotContiguous,
+  /// Mutable access to a READ_ONLY tensor, or read-only data exported where the flag is lost.
+  ReadOnly,
+  /// Host access to memory that is not host-accessible.
+  NotCpu,
+  /// The data pointer is not aligned for the element type.
+  Misaligned,
+  /// A `bool` tensor holding bytes other than 0 and 1.
+  InvalidBool,
+  /// Inconsistent export metadata (strides and shape of different lengths, ...).
+  InvalidLayout,
+  /// A value that is not a capsule was given where a capsule is required.
+  NotACapsule,
+  /// The capsule has already been consumed.
+  CapsuleConsumed,
+  /// The capsule payload has an ABI version this crate does not understand.
+  CapsuleAbi,
+  /// A Node-API call failed.
+  Napi,
+  /// An allocation failed.
+  NoMemory,
+  /// A bad argument (wrong type or value) from the caller.
+  InvalidArgument,
+  /// The request needs a copy but the caller asked for none (`copy: false`).
+  CopyRequired,
+  /// The tensor was disposed.
+  Disposed,
+  /// The JS ArrayBuffer behind the tensor was detached (transferred).
+  Detached,
+  /// No usable CUDA driver.
+  CudaUnavailable,
+  /// A CUDA driver call failed.
+  Cuda,
+  /// A stream value the protocol forbids for this device.
+  Stream,
+}
+
+impl ErrorKind {
+  /// The stable string code, as thrown to JS on `error.code`.
+  pub const fn code(self) -> &'static str {
+    match self {
+      ErrorKind::NullTensor => "ERR_DLPACK_NULL_TENSOR",
+      ErrorKind::Version => "ERR_DLPACK_VERSION",
+      ErrorKind::Ndim => "ERR_DLPACK_NDIM",
+      ErrorKind::NullShape => "ERR_DLPACK_NULL_SHAPE",
+      ErrorKind::Shape => "ERR_DLPACK_SHAPE",
+      ErrorKind::Overflow => "ERR_DLPACK_OVERFLOW",
+      ErrorKind::NullData => "ERR_DLPACK_NULL_DATA",
+      ErrorKind::ByteOffset => "ERR_DLPACK_BYTE_OFFSET",
+      ErrorKind::Dtype => "ERR_DLPACK_DTYPE",
+      ErrorKind::Device => "ERR_DLPACK_DEVICE",
+      ErrorKind::DtypeMismatch => "ERR_DLPACK_DTYPE_MISMATCH",
+      ErrorKind::NotContiguous => "ERR_DLPACK_NOT_CONTIGUOUS",
+      ErrorKind::ReadOnly => "ERR_DLPACK_READ_ONLY",
+      ErrorKind::NotCpu => "ERR_DLPACK_NOT_CPU",
+      ErrorKind::Misaligned => "ERR_DLPACK_MISALIGNED",
+      ErrorKind::InvalidBool => "ERR_DLPACK_INVALID_BOOL",
+      ErrorKind::InvalidLayout => "ERR_DLPACK_INVALID_LAYOUT",
+      ErrorKind::NotACapsule => "ERR_DLPACK_NOT_A_CAPSULE",
+      ErrorKind::CapsuleConsumed => "ERR_DLPACK_CAPSULE_CONSUMED",
+      ErrorKind::CapsuleAbi => "ERR_DLPACK_CAPSULE_ABI",
+      ErrorKind::Napi => "ERR_DLPACK_NAPI",
+      ErrorKind::NoMemory => "ERR_DLPACK_NO_MEMORY",
+      ErrorKind::InvalidArgument => "ERR_DLPACK_INVALID_ARGUMENT",
+      ErrorKind::CopyRequired => "ERR_DLPACK_COPY_REQUIRED",
+      ErrorKind::Disposed => "ERR_TENSOR_DISPOSED",
+      ErrorKind::Detached => "ERR_TENSOR_DETACHED",
+      ErrorKind::CudaUnavailable => "ERR_CUDA_UNAVAILABLE",
+      ErrorKind::Cuda => "ERR_CUDA",
+      ErrorKind::Stream => "ERR_DLPACK_STREAM",
+    }
+  }
+}
+
+/// The crate's error: a kind with a stable code, and a message for people.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DLPackError {
+  kind: ErrorKind,
+  message: String,
+}
+
+impl DLPackError {
+  pub fn new(kind: ErrorKind, message: impl Into<String>) -> DLPackError {
+    DLPackError {
+      kind,
+      message: message.into(),
+    }
+  }
+
+  pub fn kind(&self) -> ErrorKind {
+    self.kind
+  }
+
+  /// The stable code, e.g. `"ERR_DLPACK_NDIM"`.
+  pub fn code(&self) -> &'static str {
+    self.kind.code()
+  }
+
+  pub fn message(&self) -> &str {
+    &self.message
+  }
+}
+
+impl fmt::Display for DLPackError {
+  fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    write!(f, "{}: {}", self.kind.code(), self.message)
+  }
+}
+
+impl std::error::Error for DLPackError {}
+
+#[cfg(feature = "napi")]
+impl From<DLPackError> for napi::Error<&'static str> {
+  fn from(err: DLPackError) -> napi::Error<&'static str> {
+    // napi-rs creates the JS error with `napi_create_error(code = status, msg = reason)`, so
+    // the stable code lands on `error.code`.
+    napi::Error::new(err.kind.code(), err.message)
+  }
+}
+
+/// Shorthand used throughout the crate.
+pub type Result<T, E = DLPackError> = core::result::Result<T, E>;

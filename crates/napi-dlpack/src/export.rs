@@ -1,0 +1,428 @@
+//! Export: turning an owned Rust value into a `DLManagedTensor[Versioned]` that foreign code
+//! owns until it calls the deleter.
+//!
+//! One heap allocation per export holds the managed struct, the shape and strides (inline for
+//! up to four dimensions) and the exported value itself. The value is moved into that
+//! allocation *before* [`IntoDLPack::tensor_info`] is called, so the data pointer it reports is
+//! the one that stays valid: types that keep their elements inline are safe to export.
+
+use core::ffi::c_void;
+use core::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use smallvec::SmallVec;
+
+use crate::device::Device;
+use crate::dtype::{DType, Element};
+use crate::error::{DLPackError, ErrorKind};
+use crate::ffi::{
+  DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor,
+  DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED,
+  DLPACK_FLAG_BITMASK_READ_ONLY,
+};
+use crate::managed::ManagedTensor;
+use crate::validation::{contiguous_strides, layout_of};
+
+/// Shape or strides storage; inline up to four dimensions.
+pub type Dims = SmallVec<[i64; 4]>;
+
+/// A value that can be handed to foreign code as a DLPack tensor.
+///
+/// # Safety
+/// Implementors promise that:
+/// - the [`TensorInfo`] returned by `tensor_info` describes memory that is valid for the
+///   described dtype, shape, strides and byte offset, on the described device;
+/// - that memory stays valid, and the data pointer unchanged, until the value is dropped
+///   (the drop happens inside the DLPack deleter, which may run on any thread — hence `Send`);
+/// - nobody else writes the memory while it is exported unless the info is marked read-only
+///   and only readers exist, or the sharing is otherwise synchronised by the user;
+/// - `tensor_info` is called once, after the value has been moved to its final heap location,
+///   so pointers into the value itself are allowed.
+pub unsafe trait IntoDLPack: Send + 'static {
+  /// Describes the memory to export. Called after `self` reached its final address.
+  fn tensor_info(&self) -> TensorInfo;
+}
+
+/// Which owning struct to produce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportFormat {
+  /// `DLManagedTensorVersioned` (DLPack ≥ 1.0), carrying flags. The default.
+  Versioned,
+  /// The legacy `DLManagedTensor`, for consumers that can only read DLPack 0.x.
+  Legacy,
+}
+
+impl ExportFormat {
+  /// The format to use for a consumer that announced `max_version` (`None`: it said nothing,
+  /// and the JS protocol is versioned from day one, so we produce versioned).
+  pub fn for_max_version(max_version: Option<(u32, u32)>) -> ExportFormat {
+    match max_version {
+      Some((major, _)) if major < 1 => ExportFormat::Legacy,
+      _ => ExportFormat::Versioned,
+    }
+  }
+}
+
+/// What an export describes. Build with [`TensorInfo::contiguous`] or [`TensorInfo::strided`].
+#[derive(Debug, Clone)]
+pub struct TensorInfo {
+  data: *mut c_void,
+  dtype: DType,
+  shape: Dims,
+  strides: Option<Dims>,
+  byte_offset: u64,
+  device: Device,
+  read_only: bool,
+  copied: bool,
+}
+
+// SAFETY: a TensorInfo is a plain description; the pointer is never dereferenced through it.
+// Whether the memory may be touched from another thread is the `IntoDLPack` contract.
+unsafe impl Send for TensorInfo {}
+// SAFETY: as above.
+unsafe impl Sync for TensorInfo {}
+
+impl TensorInfo {
+  /// A row-major contiguous tensor on the CPU.
+  pub fn contiguous(data: *mut c_void, dtype: DType, shape: &[i64]) -> TensorInfo {
+    TensorInfo {
+      data,
+      dtype,
+      shape: Dims::from_slice(shape),
+      strides: None,
+      byte_offset: 0,
+      device: Device::CPU,
+      read_only: false,
+      copied: false,
+    }
+  }
+
+  /// A strided tensor on the CPU; `strides` are in elements, one per dimension, and may be
+  /// zero or negative.
+  pub fn strided(data: *mut c_void, dtype: DType, shape: &[i64], strides: &[i64]) -> TensorInfo {
+    TensorInfo {
+      strides: Some(Dims::from_slice(strides)),
+      ..TensorInfo::contiguous(data, dtype, shape)
+    }
+  }
+
+  /// A 1-D view of a slice.
+  pub fn from_slice<T: Element>(slice: &[T]) -> TensorInfo {
+    TensorInfo::contiguous(
+      slice.as_ptr() as *mut c_void,
+      T::DTYPE,
+      &[slice.len() as i64],
+    )
+  }
+
+  /// Bytes between `data` and the first element.
+  pub fn byte_offset(mut self, byte_offset: u64) -> TensorInfo {
+    self.byte_offset = byte_offset;
+    self
+  }
+
+  pub fn device(mut self, device: Device) -> TensorInfo {
+    self.device = device;
+    self
+  }
+
+  /// Sets `READ_ONLY` on versioned exports (a legacy export of read-only data is refused).
+  pub fn read_only(mut self, read_only: bool) -> TensorInfo {
+    self.read_only = read_only;
+    self
+  }
+
+  /// Sets `IS_COPIED`: this export is a private copy made for the consumer.
+  pub fn copied(mut self, copied: bool) -> TensorInfo {
+    self.copied = copied;
+    self
+  }
+
+  pub fn data(&self) -> *mut c_void {
+    self.data
+  }
+
+  pub fn dtype(&self) -> DType {
+    self.dtype
+  }
+
+  pub fn shape(&self) -> &[i64] {
+    &self.shape
+  }
+
+  pub fn strides(&self) -> Option<&[i64]> {
+    self.strides.as_deref()
+  }
+
+  pub fn is_read_only(&self) -> bool {
+    self.read_only
+  }
+
+  fn flags(&self) -> u64 {
+    let mut flags = 0;
+    if self.read_only {
+      flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
+    }
+    if self.copied {
+      flags |= DLPACK_FLAG_BITMASK_IS_COPIED;
+    }
+    if self.dtype.is_subbyte() {
+      flags |= DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
+    }
+    flags
+  }
+}
+
+/// The single allocation behind one export. `managed` must stay the first field: the pointer
+/// handed out is the address of `managed`, and `manager_ctx` points at the whole context.
+#[repr(C)]
+struct ExportContext<M, T> {
+  managed: M,
+  shape: Dims,
+  strides: Dims,
+  owner: T,
+}
+
+/// Exports `value` in the requested format.
+pub fn export<T: IntoDLPack>(value: T, format: ExportFormat) -> Result<ManagedTensor, DLPackError> {
+  match format {
+    ExportFormat::Versioned => export_versioned(value),
+    ExportFormat::Legacy => export_legacy(value),
+  }
+}
+
+/// Exports `value` as a `DLManagedTensorVersioned` (version 1.3).
+pub fn export_versioned<T: IntoDLPack>(value: T) -> Result<ManagedTensor, DLPackError> {
+  let mut context = Box::new(ExportContext {
+    managed: DLManagedTensorVersioned {
+      version: DLPackVersion::CURRENT,
+      manager_ctx: core::ptr::null_mut(),
+      deleter: Some(delete_versioned::<T>),
+      flags: 0,
+      dl_tensor: DLTensor::zeroed(),
+    },
+    shape: Dims::new(),
+    strides: Dims::new(),
+    owner: value,
+  });
+  // `owner` is at its final address now; only then ask it where its data is.
+  let info = context.owner.tensor_info();
+  context.managed.flags = info.flags();
+  context.managed.dl_tensor = fill(&info, &mut context.shape, &mut context.strides)?;
+  let context = Box::into_raw(context);
+  // SAFETY: `context` came from Box::into_raw just above and is valid; the struct is ours
+  // until the deleter reclaims it.
+  unsafe {
+    (*context).managed.manager_ctx = context.cast();
+    ManagedTensor::from_raw_versioned(&raw mut (*context).managed)
+  }
+}
+
+/// Exports `value` as a legacy `DLManagedTensor`. Refused for read-only data and sub-byte
+/// dtypes, whose flags the legacy struct cannot carry (a consumer would write to read-only
+/// memory, or misread padded elements as packed).
+pub fn export_legacy<T: IntoDLPack>(value: T) -> Result<ManagedTensor, DLPackError> {
+  let mut context = Box::new(ExportContext {
+    managed: DLManagedTensor {
+      dl_tensor: DLTensor::zeroed(),
+      manager_ctx: core::ptr::null_mut(),
+      deleter: Some(delete_legacy::<T>),
+    },
+    shape: Dims::new(),
+    strides: Dims::new(),
+    owner: value,
+  });
+  let info = context.owner.tensor_info();
+  if info.read_only {
+    return Err(DLPackError::new(
+      ErrorKind::ReadOnly,
+      "a read-only tensor cannot be exported as a legacy DLManagedTensor (it has no READ_ONLY flag); ask for maxVersion >= [1, 0]",
+    ));
+  }
+  if info.dtype.is_subbyte() {
+    return Err(DLPackError::new(
+      ErrorKind::Dtype,
+      format!("{} needs the IS_SUBBYTE_TYPE_PADDED flag, which legacy tensors lack", info.dtype),
+    ));
+  }
+  context.managed.dl_tensor = fill(&info, &mut context.shape, &mut context.strides)?;
+  let context = Box::into_raw(context);
+  // SAFETY: as in `export_versioned`.
+  unsafe {
+    (*context).managed.manager_ctx = context.cast();
+    ManagedTensor::from_raw_legacy(&raw mut (*context).managed)
+  }
+}
+
+/// Checks `info` and builds the `DLTensor`, storing shape and strides in the context (whose
+/// address is stable: it lives in a Box that is not moved again).
+fn fill(info: &TensorInfo, shape: &mut Dims, strides: &mut Dims) -> Result<DLTensor, DLPackError> {
+  let first_element = (info.data as usize as u64)
+    .checked_add(info.byte_offset)
+    .and_then(|address| usize::try_from(address).ok())
+    .ok_or_else(|| DLPackError::new(ErrorKind::ByteOffset, "data + byte_offset overflows"))?;
+  let layout = layout_of(
+    info.dtype,
+    info.device,
+    &info.shape,
+    info.strides.as_deref(),
+    first_element,
+  )?;
+  if layout.numel > 0 && info.data.is_null() {
+    return Err(DLPackError::new(ErrorKind::NullData, "exporting NULL data with elements"));
+  }
+  shape.clone_from(&info.shape);
+  // Strides are never NULL when ndim > 0 (DLPack ≥ 1.2); real strides are reported as they
+  // are, without normalising size-1 dimensions (consumers rely on them, pytorch#99803).
+  *strides = match &info.strides {
+    Some(given) => given.clone(),
+    None => contiguous_strides(&info.shape)
+      .ok_or_else(|| DLPackError::new(ErrorKind::Overflow, "strides overflow"))?,
+  };
+  let ndim = shape.len();
+  let empty = layout.numel == 0;
+  Ok(DLTensor {
+    // Zero-size tensors carry NULL data, as the header asks.
+    data: if empty { core::ptr::null_mut() } else { info.data },
+    device: info.device.to_dl(),
+    ndim: ndim as i32, // ≤ MAX_NDIM, checked by layout_of
+    dtype: info.dtype.to_dl(),
+    shape: if ndim == 0 { core::ptr::null_mut() } else { shape.as_mut_ptr() },
+    strides: if ndim == 0 { core::ptr::null_mut() } else { strides.as_mut_ptr() },
+    byte_offset: if empty { 0 } else { info.byte_offset },
+  })
+}
+
+unsafe extern "C" fn delete_versioned<T: IntoDLPack>(managed: *mut DLManagedTensorVersioned) {
+  if managed.is_null() {
+    return;
+  }
+  // SAFETY: `managed` is the pointer we produced; `manager_ctx` points at its context box,
+  // which the DLPack contract says we are now asked to free, exactly once.
+  let context = unsafe { Box::from_raw((*managed).manager_ctx.cast::<ExportContext<DLManagedTensorVersioned, T>>()) };
+  // A panicking Drop must not unwind into the (possibly C) caller.
+  let _ = std::panic::catch_unwind(AssertUnwindSafe(move || drop(context)));
+}
+
+unsafe extern "C" fn delete_legacy<T: IntoDLPack>(managed: *mut DLManagedTensor) {
+  if managed.is_null() {
+    return;
+  }
+  // SAFETY: as in `delete_versioned`, for the legacy context.
+  let context = unsafe { Box::from_raw((*managed).manager_ctx.cast::<ExportContext<DLManagedTensor, T>>()) };
+  let _ = std::panic::catch_unwind(AssertUnwindSafe(move || drop(context)));
+}
+
+// SAFETY: a Vec's heap buffer does not move when the Vec is moved, it is freed only when the
+// Vec drops (inside the deleter), and the exclusive owner is the export. Vec<T> is Send for
+// Element types.
+unsafe impl<T: Element> IntoDLPack for Vec<T> {
+  fn tensor_info(&self) -> TensorInfo {
+    TensorInfo::from_slice(self)
+  }
+}
+
+// SAFETY: as for Vec<T>.
+unsafe impl<T: Element> IntoDLPack for Box<[T]> {
+  fn tensor_info(&self) -> TensorInfo {
+    TensorInfo::from_slice(self)
+  }
+}
+
+// SAFETY: the buffer lives as long as any Arc clone, including the one owned by the export.
+// Other clones may read concurrently, so the export is marked read-only.
+unsafe impl<T: Element> IntoDLPack for Arc<[T]> {
+  fn tensor_info(&self) -> TensorInfo {
+    TensorInfo::from_slice(self).read_only(true)
+  }
+}
+
+// SAFETY: as for Arc<[T]>.
+unsafe impl<T: Element> IntoDLPack for Arc<Vec<T>> {
+  fn tensor_info(&self) -> TensorInfo {
+    TensorInfo::from_slice(self.as_slice()).read_only(true)
+  }
+}
+
+/// An owned buffer with an explicit shape (and optional strides), for exporting n-d data.
+#[derive(Debug, Clone)]
+pub struct ShapedBuffer<T> {
+  data: Vec<T>,
+  shape: Dims,
+  strides: Option<Dims>,
+  byte_offset: u64,
+}
+
+impl<T: Element> ShapedBuffer<T> {
+  /// A row-major tensor; fails unless `data.len()` equals the product of `shape`.
+  pub fn new(data: Vec<T>, shape: &[i64]) -> Result<ShapedBuffer<T>, DLPackError> {
+    let numel = shape.iter().try_fold(1i64, |acc, &dim| {
+      if dim < 0 {
+        None
+      } else {
+        acc.checked_mul(dim)
+      }
+    });
+    if numel != Some(data.len() as i64) {
+      return Err(DLPackError::new(
+        ErrorKind::InvalidLayout,
+        format!("{} elements do not fill shape {shape:?}", data.len()),
+      ));
+    }
+    Ok(ShapedBuffer {
+      data,
+      shape: Dims::from_slice(shape),
+      strides: None,
+      byte_offset: 0,
+    })
+  }
+
+  /// A strided view of `data` starting `offset` elements in; every element the view reaches
+  /// must lie inside `data`.
+  pub fn strided(
+    data: Vec<T>,
+    shape: &[i64],
+    strides: &[i64],
+    offset: usize,
+  ) -> Result<ShapedBuffer<T>, DLPackError> {
+    let first_element = offset
+      .checked_mul(T::DTYPE.itemsize())
+      .and_then(|bytes| (data.as_ptr() as usize).checked_add(bytes))
+      .ok_or_else(|| DLPackError::new(ErrorKind::Overflow, "offset overflows"))?;
+    let layout = layout_of(T::DTYPE, Device::CPU, shape, Some(strides), first_element)?;
+    let low = offset as i64 + layout.min_offset;
+    let high = offset as i64 + layout.max_offset;
+    if layout.numel > 0 && (low < 0 || high >= data.len() as i64) {
+      return Err(DLPackError::new(
+        ErrorKind::InvalidLayout,
+        format!("the view reaches elements {low}..={high} of a buffer of {}", data.len()),
+      ));
+    }
+    Ok(ShapedBuffer {
+      data,
+      shape: Dims::from_slice(shape),
+      strides: Some(Dims::from_slice(strides)),
+      byte_offset: (offset * T::DTYPE.itemsize()) as u64,
+    })
+  }
+
+  pub fn into_vec(self) -> Vec<T> {
+    self.data
+  }
+}
+
+// SAFETY: the Vec's buffer is stable and exclusively owned by the export; `new`/`strided`
+// checked that the described elements lie inside it.
+unsafe impl<T: Element> IntoDLPack for ShapedBuffer<T> {
+  fn tensor_info(&self) -> TensorInfo {
+    let info = TensorInfo::contiguous(self.data.as_ptr() as *mut c_void, T::DTYPE, &self.shape)
+      .byte_offset(self.byte_offset);
+    match &self.strides {
+      Some(strides) => TensorInfo {
+        strides: Some(strides.clone()),
+        ..info
+      },
+      None => info,
+    }
+  }
+}

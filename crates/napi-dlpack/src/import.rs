@@ -1,0 +1,198 @@
+//! Import: a validated, owning handle to a tensor that came from untrusted foreign code.
+
+use core::ffi::c_void;
+
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::error::{DLPackError, ErrorKind};
+use crate::ffi::{
+  DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLPACK_FLAG_BITMASK_IS_COPIED,
+  DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION,
+};
+use crate::managed::ManagedTensor;
+use crate::validation::{contiguous_strides, validate, Layout};
+
+/// A foreign tensor that passed validation. It owns the producer's managed struct and calls the
+/// deleter exactly once when dropped; if validation fails the deleter runs before the error is
+/// returned, so no path leaks or double-frees.
+#[derive(Debug)]
+pub struct ForeignTensor {
+  managed: ManagedTensor,
+  layout: Layout,
+  flags: u64,
+  version: Option<DLPackVersion>,
+  /// Row-major strides synthesised for producers that sent `strides == NULL` (pre-1.2); the
+  /// common path does not allocate.
+  synthesized_strides: Option<Box<[i64]>>,
+}
+
+impl ForeignTensor {
+  /// Validates and takes `managed`. On error `managed` has been dropped (deleter called).
+  pub fn new(managed: ManagedTensor) -> Result<ForeignTensor, DLPackError> {
+    let version = managed.version();
+    if let Some(version) = version {
+      if version.major != DLPACK_MAJOR_VERSION {
+        // Only the deleter may be touched now; `managed` drops at the return and calls it.
+        return Err(DLPackError::new(
+          ErrorKind::Version,
+          format!(
+            "DLPack major version {} is not supported (this consumer implements {}.x)",
+            version.major, DLPACK_MAJOR_VERSION
+          ),
+        ));
+      }
+    }
+    let flags = managed.flags();
+    // SAFETY: major version checked above, so the DLTensor is at the known offset; shape and
+    // strides readability is the producer's DLPack contract.
+    let layout = unsafe { validate(managed.dl_tensor(), flags)? };
+    let synthesized_strides = if layout.strides_null {
+      // SAFETY: validated above.
+      let shape = unsafe { shape_of(&managed, layout.ndim) };
+      Some(
+        contiguous_strides(shape)
+          .ok_or_else(|| DLPackError::new(ErrorKind::Overflow, "strides overflow"))?
+          .into_vec()
+          .into_boxed_slice(),
+      )
+    } else {
+      None
+    };
+    Ok(ForeignTensor {
+      managed,
+      layout,
+      flags,
+      version,
+      synthesized_strides,
+    })
+  }
+
+  /// Takes ownership of a raw versioned tensor and validates it.
+  ///
+  /// # Safety
+  /// See [`ManagedTensor::from_raw_versioned`]; ownership moves in even when this fails.
+  pub unsafe fn from_raw_versioned(
+    ptr: *mut DLManagedTensorVersioned,
+  ) -> Result<ForeignTensor, DLPackError> {
+    // SAFETY: forwarded contract.
+    ForeignTensor::new(unsafe { ManagedTensor::from_raw_versioned(ptr)? })
+  }
+
+  /// Takes ownership of a raw legacy tensor and validates it.
+  ///
+  /// # Safety
+  /// See [`ManagedTensor::from_raw_legacy`]; ownership moves in even when this fails.
+  pub unsafe fn from_raw_legacy(ptr: *mut DLManagedTensor) -> Result<ForeignTensor, DLPackError> {
+    // SAFETY: forwarded contract.
+    ForeignTensor::new(unsafe { ManagedTensor::from_raw_legacy(ptr)? })
+  }
+
+  /// Gives the managed struct back (for instance to re-export it unchanged).
+  pub fn into_managed(self) -> ManagedTensor {
+    self.managed
+  }
+
+  pub fn managed(&self) -> &ManagedTensor {
+    &self.managed
+  }
+
+  pub fn layout(&self) -> &Layout {
+    &self.layout
+  }
+
+  pub fn dtype(&self) -> DType {
+    self.layout.dtype
+  }
+
+  pub fn device(&self) -> Device {
+    self.layout.device
+  }
+
+  pub fn ndim(&self) -> usize {
+    self.layout.ndim
+  }
+
+  pub fn numel(&self) -> usize {
+    self.layout.numel
+  }
+
+  /// Bytes covered from the lowest to the highest element (equals `numel * itemsize` for
+  /// contiguous tensors).
+  pub fn span_bytes(&self) -> usize {
+    self.layout.span_bytes
+  }
+
+  pub fn shape(&self) -> &[i64] {
+    // SAFETY: validated in `new`: non-NULL, aligned and `ndim` long when ndim > 0.
+    unsafe { shape_of(&self.managed, self.layout.ndim) }
+  }
+
+  /// Strides in elements; synthesised row-major strides when the producer sent NULL.
+  pub fn strides(&self) -> &[i64] {
+    if let Some(strides) = &self.synthesized_strides {
+      return strides;
+    }
+    if self.layout.ndim == 0 {
+      return &[];
+    }
+    // SAFETY: non-NULL (otherwise `synthesized_strides` is set), aligned, `ndim` long.
+    unsafe { core::slice::from_raw_parts(self.managed.dl_tensor().strides, self.layout.ndim) }
+  }
+
+  /// Whether the producer sent `strides == NULL`.
+  pub fn strides_were_null(&self) -> bool {
+    self.layout.strides_null
+  }
+
+  /// The producer's `data` pointer (before `byte_offset`).
+  pub fn raw_data(&self) -> *mut c_void {
+    // SAFETY: version checked in `new`.
+    unsafe { self.managed.dl_tensor() }.data
+  }
+
+  pub fn byte_offset(&self) -> u64 {
+    // SAFETY: version checked in `new`.
+    unsafe { self.managed.dl_tensor() }.byte_offset
+  }
+
+  /// Address of the first element (`data + byte_offset`).
+  pub fn data_ptr(&self) -> *mut u8 {
+    self.layout.first_element as *mut u8
+  }
+
+  /// Row-major contiguous (size-1 dimensions and empty tensors tolerated).
+  pub fn is_contiguous(&self) -> bool {
+    self.layout.c_contiguous
+  }
+
+  pub fn flags(&self) -> u64 {
+    self.flags
+  }
+
+  /// `None` for legacy tensors.
+  pub fn version(&self) -> Option<DLPackVersion> {
+    self.version
+  }
+
+  pub fn is_versioned(&self) -> bool {
+    self.version.is_some()
+  }
+
+  pub fn is_read_only(&self) -> bool {
+    self.flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0
+  }
+
+  pub fn is_copied(&self) -> bool {
+    self.flags & DLPACK_FLAG_BITMASK_IS_COPIED != 0
+  }
+}
+
+/// # Safety
+/// `managed` must have passed `validate` with this `ndim`.
+unsafe fn shape_of(managed: &ManagedTensor, ndim: usize) -> &[i64] {
+  if ndim == 0 {
+    return &[];
+  }
+  // SAFETY: validated: non-NULL, aligned, `ndim` elements.
+  unsafe { core::slice::from_raw_parts(managed.dl_tensor().shape, ndim) }
+}

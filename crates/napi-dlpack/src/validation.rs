@@ -1,0 +1,229 @@
+//! Validation of untrusted `DLTensor` metadata. Everything a consumer later relies on (element
+//! count, byte span, address range, contiguity) is computed here once, with checked
+//! arithmetic, so that no later access can overflow or read outside the span.
+
+use crate::device::{Device, DeviceType};
+use crate::dtype::DType;
+use crate::error::{DLPackError, ErrorKind};
+use crate::ffi::DLTensor;
+
+/// The largest `ndim` accepted on import and export. NumPy's limit is 64 as well; deeper
+/// tensors are rejected with `ERR_DLPACK_NDIM` rather than risking huge stack or heap use.
+pub const MAX_NDIM: usize = 64;
+
+/// Facts about a tensor's layout, established by [`validate`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+  pub dtype: DType,
+  pub device: Device,
+  pub ndim: usize,
+  /// Number of elements (product of the shape).
+  pub numel: usize,
+  /// Offset, in elements and relative to the first element, of the lowest-addressed element
+  /// (≤ 0; negative strides make it negative). 0 when the tensor is empty.
+  pub min_offset: i64,
+  /// Offset of the highest-addressed element (≥ 0). 0 when the tensor is empty.
+  pub max_offset: i64,
+  /// Bytes from the lowest to the end of the highest-addressed element; 0 when empty.
+  pub span_bytes: usize,
+  /// Row-major contiguous, ignoring the strides of size-1 dimensions (and any strides when
+  /// the tensor has at most one element).
+  pub c_contiguous: bool,
+  /// Column-major contiguous, with the same tolerance.
+  pub f_contiguous: bool,
+  /// The producer sent `strides == NULL` (pre-1.2 convention for C-contiguous).
+  pub strides_null: bool,
+  /// `data + byte_offset`: the address (or device handle value) of the first element.
+  pub first_element: usize,
+}
+
+impl Layout {
+  /// Address of the lowest-addressed byte of the span.
+  pub fn span_start(&self) -> usize {
+    // Cannot overflow: `validate` checked `first_element + min_offset * itemsize` for pointer
+    // devices, and for other devices min_offset * itemsize was checked against i64.
+    (self.first_element as i64).wrapping_add(self.min_offset * self.dtype.itemsize() as i64) as usize
+  }
+}
+
+fn err(kind: ErrorKind, message: impl Into<String>) -> DLPackError {
+  DLPackError::new(kind, message)
+}
+
+fn overflow(what: &str) -> DLPackError {
+  err(ErrorKind::Overflow, format!("{what} overflows"))
+}
+
+/// Devices whose `data` is a virtual address in the process's address space (host memory, or
+/// unified virtual addressing on CUDA/ROCm). For them the element addresses are checked against
+/// the address space; for handle-valued devices (OpenCL, Metal, ...) only the offsets are.
+fn data_is_address(device: DeviceType) -> bool {
+  matches!(
+    device,
+    DeviceType::Cpu
+      | DeviceType::Cuda
+      | DeviceType::CudaHost
+      | DeviceType::CudaManaged
+      | DeviceType::Rocm
+      | DeviceType::RocmHost
+  )
+}
+
+/// Validates `tensor` (with the versioned `flags`, 0 for legacy tensors).
+///
+/// # Safety
+/// `tensor.shape` (when `ndim > 0`) must point to `ndim` readable `i64`s, and `tensor.strides`
+/// (when non-NULL and `ndim > 0`) likewise — the DLPack contract of the producer. NULL pointers
+/// are detected here; dangling ones cannot be.
+pub unsafe fn validate(tensor: &DLTensor, flags: u64) -> Result<Layout, DLPackError> {
+  let device = Device::from_dl(tensor.device)?;
+  let dtype = DType::from_dl(tensor.dtype, flags)?;
+  if tensor.ndim < 0 || tensor.ndim as usize > MAX_NDIM {
+    return Err(err(
+      ErrorKind::Ndim,
+      format!("ndim {} is outside 0..={MAX_NDIM}", tensor.ndim),
+    ));
+  }
+  let ndim = tensor.ndim as usize;
+  let shape: &[i64] = if ndim == 0 {
+    &[]
+  } else {
+    if tensor.shape.is_null() {
+      return Err(err(ErrorKind::NullShape, format!("shape is NULL with ndim {ndim}")));
+    }
+    if !tensor.shape.is_aligned() {
+      return Err(err(ErrorKind::InvalidLayout, "shape pointer is not aligned for int64"));
+    }
+    // SAFETY: non-NULL, aligned, `ndim` elements readable per the caller's contract.
+    unsafe { core::slice::from_raw_parts(tensor.shape, ndim) }
+  };
+  let strides: Option<&[i64]> = if ndim == 0 || tensor.strides.is_null() {
+    None
+  } else {
+    if !tensor.strides.is_aligned() {
+      return Err(err(ErrorKind::InvalidLayout, "strides pointer is not aligned for int64"));
+    }
+    // SAFETY: non-NULL, aligned, `ndim` elements readable per the caller's contract.
+    Some(unsafe { core::slice::from_raw_parts(tensor.strides, ndim) })
+  };
+  let first_element = (tensor.data as usize as u64)
+    .checked_add(tensor.byte_offset)
+    .filter(|address| usize::try_from(*address).is_ok())
+    .ok_or_else(|| err(ErrorKind::ByteOffset, "data + byte_offset overflows the address space"))?
+    as usize;
+  let mut layout = layout_of(dtype, device, shape, strides, first_element)?;
+  layout.strides_null = strides.is_none() && ndim > 0;
+  if layout.numel > 0 && tensor.data.is_null() {
+    return Err(err(
+      ErrorKind::NullData,
+      format!("data is NULL but the tensor has {} elements", layout.numel),
+    ));
+  }
+  Ok(layout)
+}
+
+/// Computes and checks the layout of `shape`/`strides` (`None` = C-contiguous) for a tensor
+/// whose first element is at `first_element`. Shared by import validation and export.
+pub fn layout_of(
+  dtype: DType,
+  device: Device,
+  shape: &[i64],
+  strides: Option<&[i64]>,
+  first_element: usize,
+) -> Result<Layout, DLPackError> {
+  let ndim = shape.len();
+  if ndim > MAX_NDIM {
+    return Err(err(ErrorKind::Ndim, format!("ndim {ndim} is above {MAX_NDIM}")));
+  }
+  if let Some(strides) = strides {
+    if strides.len() != ndim {
+      return Err(err(
+        ErrorKind::InvalidLayout,
+        format!("{} strides for {ndim} dimensions", strides.len()),
+      ));
+    }
+  }
+  let itemsize = dtype.itemsize() as i64;
+  let mut numel: i64 = 1;
+  for (axis, &dim) in shape.iter().enumerate() {
+    if dim < 0 {
+      return Err(err(ErrorKind::Shape, format!("dimension {axis} is negative ({dim})")));
+    }
+    numel = numel.checked_mul(dim).ok_or_else(|| overflow("element count"))?;
+  }
+  let (mut min_offset, mut max_offset) = (0i64, 0i64);
+  let mut c_contiguous = true;
+  let mut f_contiguous = true;
+  if numel > 0 {
+    if let Some(strides) = strides {
+      for (&dim, &stride) in shape.iter().zip(strides) {
+        let reach = (dim - 1).checked_mul(stride).ok_or_else(|| overflow("stride extent"))?;
+        if reach < 0 {
+          min_offset = min_offset.checked_add(reach).ok_or_else(|| overflow("stride extent"))?;
+        } else {
+          max_offset = max_offset.checked_add(reach).ok_or_else(|| overflow("stride extent"))?;
+        }
+      }
+      let mut expected = 1i64;
+      for (&dim, &stride) in shape.iter().zip(strides).rev() {
+        if dim != 1 {
+          c_contiguous &= stride == expected;
+          expected *= dim; // cannot overflow: bounded by numel
+        }
+      }
+      let mut expected = 1i64;
+      for (&dim, &stride) in shape.iter().zip(strides) {
+        if dim != 1 {
+          f_contiguous &= stride == expected;
+          expected *= dim;
+        }
+      }
+    } else {
+      max_offset = numel - 1;
+      f_contiguous = shape.iter().filter(|&&dim| dim != 1).count() <= 1;
+    }
+  }
+  let span_elements = if numel == 0 { 0 } else { max_offset - min_offset + 1 };
+  let span_bytes = span_elements
+    .checked_mul(itemsize)
+    .filter(|bytes| *bytes <= isize::MAX as i64)
+    .ok_or_else(|| overflow("byte span"))?;
+  let low_bytes = min_offset.checked_mul(itemsize).ok_or_else(|| overflow("byte span"))?;
+  let high_bytes = (max_offset + 1).checked_mul(itemsize).ok_or_else(|| overflow("byte span"))?;
+  if numel > 0 && data_is_address(device.device_type) {
+    let low_ok = (first_element as u64).checked_add_signed(low_bytes).is_some();
+    let high_ok = (first_element as u64)
+      .checked_add(high_bytes as u64)
+      .is_some_and(|end| usize::try_from(end).is_ok());
+    if !low_ok || !high_ok {
+      return Err(err(
+        ErrorKind::ByteOffset,
+        "the elements' addresses fall outside the address space",
+      ));
+    }
+  }
+  Ok(Layout {
+    dtype,
+    device,
+    ndim,
+    numel: usize::try_from(numel).map_err(|_| overflow("element count"))?,
+    min_offset,
+    max_offset,
+    span_bytes: span_bytes as usize,
+    c_contiguous: numel <= 1 || c_contiguous,
+    f_contiguous: numel <= 1 || f_contiguous,
+    strides_null: false,
+    first_element,
+  })
+}
+
+/// Row-major strides (in elements) for `shape`; `None` if the product overflows.
+pub fn contiguous_strides(shape: &[i64]) -> Option<smallvec::SmallVec<[i64; 4]>> {
+  let mut strides = smallvec::SmallVec::from_elem(0i64, shape.len());
+  let mut step = 1i64;
+  for (axis, &dim) in shape.iter().enumerate().rev() {
+    strides[axis] = step;
+    step = step.checked_mul(dim.max(1))?;
+  }
+  Some(strides)
+}

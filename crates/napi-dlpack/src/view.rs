@@ -1,0 +1,234 @@
+//! Consumer conversions: typed, checked access to the elements of an imported tensor.
+
+use core::marker::PhantomData;
+
+use crate::dtype::Element;
+use crate::error::{DLPackError, ErrorKind};
+use crate::import::ForeignTensor;
+
+/// Conversion from a borrowed imported tensor.
+pub trait FromDLPack<'a>: Sized {
+  fn from_dlpack(tensor: &'a ForeignTensor) -> Result<Self, DLPackError>;
+}
+
+/// Conversion from a mutably borrowed imported tensor.
+pub trait FromDLPackMut<'a>: Sized {
+  fn from_dlpack_mut(tensor: &'a mut ForeignTensor) -> Result<Self, DLPackError>;
+}
+
+impl ForeignTensor {
+  /// Shorthand for `T::from_dlpack(self)`: `let xs: &[f32] = tensor.to()?;`.
+  pub fn to<'a, T: FromDLPack<'a>>(&'a self) -> Result<T, DLPackError> {
+    T::from_dlpack(self)
+  }
+
+  /// The elements of a contiguous host tensor.
+  pub fn as_slice<T: Element>(&self) -> Result<&[T], DLPackError> {
+    <&[T]>::from_dlpack(self)
+  }
+
+  /// The elements of a contiguous, writable host tensor.
+  pub fn as_mut_slice<T: Element>(&mut self) -> Result<&mut [T], DLPackError> {
+    <&mut [T]>::from_dlpack_mut(self)
+  }
+
+  /// A copy of the elements in row-major order, whatever the strides.
+  pub fn to_vec<T: Element>(&self) -> Result<Vec<T>, DLPackError> {
+    Vec::<T>::from_dlpack(self)
+  }
+
+  /// Strided element access.
+  pub fn view<T: Element>(&self) -> Result<StridedView<'_, T>, DLPackError> {
+    StridedView::from_dlpack(self)
+  }
+}
+
+/// Checks that `T` matches the tensor and the memory is host-readable and aligned.
+fn check_readable<T: Element>(tensor: &ForeignTensor) -> Result<(), DLPackError> {
+  if tensor.dtype() != T::DTYPE {
+    return Err(DLPackError::new(
+      ErrorKind::DtypeMismatch,
+      format!("tensor holds {}, not {}", tensor.dtype(), T::DTYPE),
+    ));
+  }
+  if !tensor.device().is_host_accessible() {
+    return Err(DLPackError::new(
+      ErrorKind::NotCpu,
+      format!("tensor memory is on {}, not host-accessible", tensor.device()),
+    ));
+  }
+  if tensor.numel() > 0 && !(tensor.data_ptr() as usize).is_multiple_of(align_of::<T>()) {
+    return Err(DLPackError::new(
+      ErrorKind::Misaligned,
+      format!("data + byte_offset is not aligned to {} bytes", align_of::<T>()),
+    ));
+  }
+  Ok(())
+}
+
+fn check_contiguous(tensor: &ForeignTensor) -> Result<(), DLPackError> {
+  if tensor.is_contiguous() {
+    Ok(())
+  } else {
+    Err(DLPackError::new(
+      ErrorKind::NotContiguous,
+      format!("tensor with shape {:?} and strides {:?} is not row-major contiguous", tensor.shape(), tensor.strides()),
+    ))
+  }
+}
+
+/// Rejects bool tensors holding bytes other than 0 and 1 (they would be invalid Rust `bool`s).
+fn check_bits<T: Element>(bytes: &[u8]) -> Result<(), DLPackError> {
+  if T::NEEDS_BIT_CHECK {
+    let itemsize = size_of::<T>();
+    if !bytes.chunks_exact(itemsize).all(T::is_valid_bits) {
+      return Err(DLPackError::new(ErrorKind::InvalidBool, "bool tensor holds bytes other than 0 and 1"));
+    }
+  }
+  Ok(())
+}
+
+impl<'a, T: Element> FromDLPack<'a> for &'a [T] {
+  fn from_dlpack(tensor: &'a ForeignTensor) -> Result<&'a [T], DLPackError> {
+    check_readable::<T>(tensor)?;
+    check_contiguous(tensor)?;
+    if tensor.numel() == 0 {
+      return Ok(&[]);
+    }
+    // SAFETY: validated layout: contiguous, `numel` elements of `T` starting at the aligned,
+    // host-accessible first element, span within the address space; the producer keeps the
+    // memory alive while `tensor` (which we borrow) owns it.
+    let bytes = unsafe { core::slice::from_raw_parts(tensor.data_ptr(), tensor.span_bytes()) };
+    check_bits::<T>(bytes)?;
+    // SAFETY: as above; bit validity checked for types that need it.
+    Ok(unsafe { core::slice::from_raw_parts(tensor.data_ptr().cast::<T>(), tensor.numel()) })
+  }
+}
+
+impl<'a, T: Element> FromDLPackMut<'a> for &'a mut [T] {
+  fn from_dlpack_mut(tensor: &'a mut ForeignTensor) -> Result<&'a mut [T], DLPackError> {
+    if tensor.is_read_only() {
+      return Err(DLPackError::new(ErrorKind::ReadOnly, "tensor is flagged READ_ONLY"));
+    }
+    let shared: &[T] = <&[T]>::from_dlpack(tensor)?;
+    let (ptr, len) = (shared.as_ptr() as *mut T, shared.len());
+    if len == 0 {
+      return Ok(&mut []);
+    }
+    // SAFETY: same memory as the checked shared slice; `&mut ForeignTensor` guarantees no
+    // other borrow through this handle, and the producer granted write access (not READ_ONLY).
+    Ok(unsafe { core::slice::from_raw_parts_mut(ptr, len) })
+  }
+}
+
+impl<'a, T: Element> FromDLPack<'a> for Vec<T> {
+  fn from_dlpack(tensor: &'a ForeignTensor) -> Result<Vec<T>, DLPackError> {
+    if tensor.is_contiguous() {
+      return <&[T]>::from_dlpack(tensor).map(<[T]>::to_vec);
+    }
+    let view = StridedView::<T>::from_dlpack(tensor)?;
+    Ok(view.iter().collect())
+  }
+}
+
+/// Read access to any strided host tensor (negative, zero and non-contiguous strides).
+#[derive(Debug, Clone, Copy)]
+pub struct StridedView<'a, T> {
+  first: *const T,
+  shape: &'a [i64],
+  strides: &'a [i64],
+  numel: usize,
+  _tensor: PhantomData<&'a T>,
+}
+
+impl<'a, T: Element> FromDLPack<'a> for StridedView<'a, T> {
+  fn from_dlpack(tensor: &'a ForeignTensor) -> Result<StridedView<'a, T>, DLPackError> {
+    check_readable::<T>(tensor)?;
+    let view = StridedView {
+      first: tensor.data_ptr() as *const T,
+      shape: tensor.shape(),
+      strides: tensor.strides(),
+      numel: tensor.numel(),
+      _tensor: PhantomData,
+    };
+    if T::NEEDS_BIT_CHECK {
+      let itemsize = size_of::<T>();
+      let all_valid = element_offsets(view.shape, view.strides, view.numel).all(|offset| {
+        // SAFETY: every offset lies within the validated span; read the raw bytes only.
+        let bytes = unsafe {
+          core::slice::from_raw_parts(view.first.offset(offset as isize).cast::<u8>(), itemsize)
+        };
+        T::is_valid_bits(bytes)
+      });
+      if !all_valid {
+        return Err(DLPackError::new(ErrorKind::InvalidBool, "bool tensor holds bytes other than 0 and 1"));
+      }
+    }
+    Ok(view)
+  }
+}
+
+/// Element offsets (in elements, from the first element) in row-major order.
+fn element_offsets<'a>(shape: &'a [i64], strides: &'a [i64], numel: usize) -> impl Iterator<Item = i64> + 'a {
+  let ndim = shape.len();
+  let mut index = vec![0i64; ndim];
+  let mut offset = 0i64;
+  (0..numel).map(move |step| {
+    if step > 0 {
+      // Odometer increment, last axis fastest.
+      for axis in (0..ndim).rev() {
+        index[axis] += 1;
+        offset += strides[axis];
+        if index[axis] < shape[axis] {
+          break;
+        }
+        offset -= strides[axis] * shape[axis];
+        index[axis] = 0;
+      }
+    }
+    offset
+  })
+}
+
+impl<'a, T: Element> StridedView<'a, T> {
+  pub fn shape(&self) -> &'a [i64] {
+    self.shape
+  }
+
+  pub fn strides(&self) -> &'a [i64] {
+    self.strides
+  }
+
+  pub fn len(&self) -> usize {
+    self.numel
+  }
+
+  pub fn is_empty(&self) -> bool {
+    self.numel == 0
+  }
+
+  /// The element at `index` (one coordinate per dimension), or `None` when out of bounds.
+  pub fn get(&self, index: &[usize]) -> Option<T> {
+    if index.len() != self.shape.len() {
+      return None;
+    }
+    let mut offset = 0i64;
+    for ((&i, &dim), &stride) in index.iter().zip(self.shape).zip(self.strides) {
+      if i as u64 >= dim as u64 {
+        return None;
+      }
+      offset += i as i64 * stride; // within [min_offset, max_offset], checked at import
+    }
+    // SAFETY: the index is in bounds, so the offset lies within the validated span.
+    Some(unsafe { self.first.offset(offset as isize).read() })
+  }
+
+  /// All elements in row-major order.
+  pub fn iter(&self) -> impl Iterator<Item = T> + 'a {
+    let first = self.first;
+    element_offsets(self.shape, self.strides, self.numel).map(move |offset| {
+      // SAFETY: offsets of in-bounds indices lie within the validated span.
+      unsafe { first.offset(offset as isize).read() }
+    })
+  }
+}

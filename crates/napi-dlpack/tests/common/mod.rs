@@ -1,0 +1,181 @@
+//! A hand-rolled "foreign producer" for tests: builds raw DLPack structs with arbitrary (also
+//! malformed) metadata and a deleter that counts its calls.
+
+#![allow(dead_code)]
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use napi_dlpack::ffi::*;
+use napi_dlpack::{ForeignTensor, IntoDLPack, ManagedTensor, TensorInfo};
+
+/// Everything a raw tensor needs, kept alive until the deleter runs.
+pub struct Spec {
+  pub data: Vec<u64>, // u64 storage keeps the bytes 8-aligned
+  pub shape: Vec<i64>,
+  pub strides: Option<Vec<i64>>,
+  pub dtype: DLDataType,
+  pub device: DLDevice,
+  pub ndim: Option<i32>,
+  pub byte_offset: u64,
+  pub null_data: bool,
+  pub null_shape: bool,
+  pub data_address: Option<usize>,
+  pub version: DLPackVersion,
+  pub flags: u64,
+}
+
+impl Spec {
+  pub fn f32(shape: &[i64]) -> Spec {
+    let numel: i64 = shape.iter().product();
+    Spec {
+      data: vec![0; (numel.max(1) as usize).div_ceil(2) + 8],
+      shape: shape.to_vec(),
+      strides: None,
+      dtype: DLDataType { code: 2, bits: 32, lanes: 1 },
+      device: DLDevice { device_type: 1, device_id: 0 },
+      ndim: None,
+      byte_offset: 0,
+      null_data: false,
+      null_shape: false,
+      data_address: None,
+      version: DLPackVersion { major: 1, minor: 3 },
+      flags: 0,
+    }
+  }
+
+  pub fn strides(mut self, strides: &[i64]) -> Spec {
+    self.strides = Some(strides.to_vec());
+    self
+  }
+}
+
+struct Owned<M> {
+  managed: M,
+  spec: Spec,
+  calls: Arc<AtomicUsize>,
+}
+
+unsafe extern "C" fn delete_versioned(managed: *mut DLManagedTensorVersioned) {
+  // SAFETY: test producer: manager_ctx is the Box we leaked in `versioned`.
+  let owned = unsafe { Box::from_raw((*managed).manager_ctx.cast::<Owned<DLManagedTensorVersioned>>()) };
+  owned.calls.fetch_add(1, Ordering::SeqCst);
+}
+
+unsafe extern "C" fn delete_legacy(managed: *mut DLManagedTensor) {
+  // SAFETY: as above.
+  let owned = unsafe { Box::from_raw((*managed).manager_ctx.cast::<Owned<DLManagedTensor>>()) };
+  owned.calls.fetch_add(1, Ordering::SeqCst);
+}
+
+fn dl_tensor(spec: &mut Spec) -> DLTensor {
+  let data = if spec.null_data {
+    std::ptr::null_mut()
+  } else if let Some(address) = spec.data_address {
+    address as *mut c_void
+  } else {
+    spec.data.as_mut_ptr().cast()
+  };
+  DLTensor {
+    data,
+    device: spec.device,
+    ndim: spec.ndim.unwrap_or(spec.shape.len() as i32),
+    dtype: spec.dtype,
+    shape: if spec.null_shape { std::ptr::null_mut() } else { spec.shape.as_mut_ptr() },
+    strides: spec.strides.as_mut().map_or(std::ptr::null_mut(), |s| s.as_mut_ptr()),
+    byte_offset: spec.byte_offset,
+  }
+}
+
+/// A raw versioned tensor and the counter its deleter increments.
+pub fn versioned(mut spec: Spec) -> (*mut DLManagedTensorVersioned, Arc<AtomicUsize>) {
+  let calls = Arc::new(AtomicUsize::new(0));
+  let tensor = dl_tensor(&mut spec);
+  let owned = Box::into_raw(Box::new(Owned {
+    managed: DLManagedTensorVersioned {
+      version: spec.version,
+      manager_ctx: std::ptr::null_mut(),
+      deleter: Some(delete_versioned),
+      flags: spec.flags,
+      dl_tensor: tensor,
+    },
+    spec,
+    calls: calls.clone(),
+  }));
+  // SAFETY: freshly leaked box.
+  unsafe {
+    (*owned).managed.manager_ctx = owned.cast();
+    (&raw mut (*owned).managed, calls)
+  }
+}
+
+/// A raw legacy tensor and the counter its deleter increments.
+pub fn legacy(mut spec: Spec) -> (*mut DLManagedTensor, Arc<AtomicUsize>) {
+  let calls = Arc::new(AtomicUsize::new(0));
+  let tensor = dl_tensor(&mut spec);
+  let owned = Box::into_raw(Box::new(Owned {
+    managed: DLManagedTensor {
+      dl_tensor: tensor,
+      manager_ctx: std::ptr::null_mut(),
+      deleter: Some(delete_legacy),
+    },
+    spec,
+    calls: calls.clone(),
+  }));
+  // SAFETY: freshly leaked box.
+  unsafe {
+    (*owned).managed.manager_ctx = owned.cast();
+    (&raw mut (*owned).managed, calls)
+  }
+}
+
+/// Imports a versioned spec; returns the result (as codes) and the deleter counter.
+pub fn import_versioned(spec: Spec) -> (Result<ForeignTensor, &'static str>, Arc<AtomicUsize>) {
+  let (ptr, calls) = versioned(spec);
+  // SAFETY: we hand over the only pointer to a live tensor.
+  let result = unsafe { ForeignTensor::from_raw_versioned(ptr) }.map_err(|e| e.code());
+  (result, calls)
+}
+
+pub fn import_legacy(spec: Spec) -> (Result<ForeignTensor, &'static str>, Arc<AtomicUsize>) {
+  let (ptr, calls) = legacy(spec);
+  // SAFETY: we hand over the only pointer to a live tensor.
+  let result = unsafe { ForeignTensor::from_raw_legacy(ptr) }.map_err(|e| e.code());
+  (result, calls)
+}
+
+/// An exportable value that counts its drops (= deleter calls of its exports).
+pub struct Counted<T> {
+  pub data: Vec<T>,
+  pub info: fn(&Vec<T>) -> TensorInfo,
+  pub drops: Arc<AtomicUsize>,
+}
+
+impl<T> Drop for Counted<T> {
+  fn drop(&mut self) {
+    self.drops.fetch_add(1, Ordering::SeqCst);
+  }
+}
+
+// SAFETY: the Vec's buffer is stable and owned by the export; tests only describe memory
+// inside it.
+unsafe impl<T: Send + 'static> IntoDLPack for Counted<T> {
+  fn tensor_info(&self) -> TensorInfo {
+    (self.info)(&self.data)
+  }
+}
+
+pub fn counted<T: Send + 'static>(data: Vec<T>, info: fn(&Vec<T>) -> TensorInfo) -> (Counted<T>, Arc<AtomicUsize>) {
+  let drops = Arc::new(AtomicUsize::new(0));
+  (Counted { data, info, drops: drops.clone() }, drops)
+}
+
+pub fn count(calls: &AtomicUsize) -> usize {
+  calls.load(Ordering::SeqCst)
+}
+
+/// Keeps a ManagedTensor type reachable for tests that move ownership around.
+pub fn drop_managed(managed: ManagedTensor) {
+  drop(managed);
+}

@@ -1,0 +1,341 @@
+//! Untrusted import: every malformed case is rejected with its stable code, and the producer's
+//! deleter runs exactly once on every path.
+
+mod common;
+
+use common::*;
+use napi_dlpack::ffi::*;
+use napi_dlpack::{DType, DeviceType, ForeignTensor, MAX_NDIM};
+
+fn rejected(spec: Spec) -> &'static str {
+  let (result, calls) = import_versioned(spec);
+  let code = result.expect_err("malformed tensor accepted");
+  assert_eq!(count(&calls), 1, "deleter must run exactly once on rejection ({code})");
+  code
+}
+
+#[test]
+fn newer_major_version_is_rejected_and_only_the_deleter_runs() {
+  let mut spec = Spec::f32(&[4]);
+  spec.version = DLPackVersion { major: 2, minor: 0 };
+  // Poison everything after `flags`: if the consumer read it, validation would fail with
+  // another code (or crash on the NULL shape).
+  spec.ndim = Some(-7);
+  spec.null_shape = true;
+  spec.dtype = DLDataType { code: 200, bits: 0, lanes: 0 };
+  assert_eq!(rejected(spec), "ERR_DLPACK_VERSION");
+
+  let mut spec = Spec::f32(&[4]);
+  spec.version = DLPackVersion { major: 0, minor: 8 };
+  assert_eq!(rejected(spec), "ERR_DLPACK_VERSION");
+}
+
+#[test]
+fn newer_minor_version_is_accepted() {
+  let mut spec = Spec::f32(&[4]);
+  spec.version = DLPackVersion { major: 1, minor: 99 };
+  let (result, calls) = import_versioned(spec);
+  let tensor = result.expect("minor bump accepted");
+  assert_eq!(tensor.version(), Some(DLPackVersion { major: 1, minor: 99 }));
+  drop(tensor);
+  assert_eq!(count(&calls), 1);
+}
+
+#[test]
+fn ndim_out_of_range() {
+  let mut spec = Spec::f32(&[4]);
+  spec.ndim = Some(-1);
+  assert_eq!(rejected(spec), "ERR_DLPACK_NDIM");
+  let mut spec = Spec::f32(&vec![1; MAX_NDIM + 1]);
+  spec.ndim = Some(MAX_NDIM as i32 + 1);
+  assert_eq!(rejected(spec), "ERR_DLPACK_NDIM");
+}
+
+#[test]
+fn null_shape_with_dimensions() {
+  let mut spec = Spec::f32(&[2, 2]);
+  spec.null_shape = true;
+  assert_eq!(rejected(spec), "ERR_DLPACK_NULL_SHAPE");
+}
+
+#[test]
+fn negative_dimension() {
+  assert_eq!(rejected(Spec::f32(&[2, -3])), "ERR_DLPACK_SHAPE");
+}
+
+#[test]
+fn element_count_overflow() {
+  let mut spec = Spec::f32(&[1]);
+  spec.shape = vec![1 << 40, 1 << 40];
+  spec.strides = Some(vec![1 << 40, 1]);
+  assert_eq!(rejected(spec), "ERR_DLPACK_OVERFLOW");
+}
+
+#[test]
+fn byte_span_overflow() {
+  let mut spec = Spec::f32(&[1]);
+  spec.shape = vec![2, 2];
+  spec.strides = Some(vec![i64::MAX / 2, 1]);
+  assert_eq!(rejected(spec), "ERR_DLPACK_OVERFLOW");
+  let mut spec = Spec::f32(&[1]);
+  spec.shape = vec![1 << 62];
+  spec.strides = Some(vec![1]);
+  assert_eq!(rejected(spec), "ERR_DLPACK_OVERFLOW"); // 2^62 * 4 bytes
+}
+
+#[test]
+fn byte_offset_overflowing_the_address_space() {
+  let mut spec = Spec::f32(&[2]);
+  spec.byte_offset = u64::MAX - 2;
+  assert_eq!(rejected(spec), "ERR_DLPACK_BYTE_OFFSET");
+  // A negative stride that walks below address 0.
+  let mut spec = Spec::f32(&[8]);
+  spec.strides = Some(vec![-1]);
+  spec.data_address = Some(8);
+  assert_eq!(rejected(spec), "ERR_DLPACK_BYTE_OFFSET");
+}
+
+#[test]
+fn null_data_with_elements() {
+  let mut spec = Spec::f32(&[3]);
+  spec.null_data = true;
+  assert_eq!(rejected(spec), "ERR_DLPACK_NULL_DATA");
+}
+
+#[test]
+fn null_data_without_elements_is_fine() {
+  for shape in [vec![0], vec![0, 3], vec![1, 8, 0, 128]] {
+    let mut spec = Spec::f32(&shape);
+    spec.null_data = true;
+    // Garbage strides on a zero-size tensor are harmless: nothing can be addressed.
+    spec.strides = Some(vec![12345; shape.len()]);
+    let (result, calls) = import_versioned(spec);
+    let tensor = result.expect("zero-size tensor with NULL data");
+    assert_eq!(tensor.numel(), 0);
+    assert_eq!(tensor.span_bytes(), 0);
+    assert!(tensor.is_contiguous());
+    assert_eq!(tensor.as_slice::<f32>().unwrap(), &[] as &[f32]);
+    assert_eq!(tensor.to_vec::<f32>().unwrap(), Vec::<f32>::new());
+    drop(tensor);
+    assert_eq!(count(&calls), 1);
+  }
+}
+
+#[test]
+fn dtype_errors() {
+  let bad = [
+    DLDataType { code: 2, bits: 32, lanes: 2 },
+    DLDataType { code: 6, bits: 1, lanes: 1 },
+    DLDataType { code: 5, bits: 32, lanes: 1 },
+    DLDataType { code: 18, bits: 8, lanes: 1 },
+    DLDataType { code: 16, bits: 6, lanes: 1 }, // fp6 without the padded flag
+  ];
+  for dtype in bad {
+    let mut spec = Spec::f32(&[2]);
+    spec.dtype = dtype;
+    assert_eq!(rejected(spec), "ERR_DLPACK_DTYPE", "{dtype:?}");
+  }
+  // ... and fp6 with the padded flag is accepted, one byte per element.
+  let mut spec = Spec::f32(&[5]);
+  spec.dtype = DLDataType { code: 16, bits: 6, lanes: 1 };
+  spec.flags = DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
+  let (result, _calls) = import_versioned(spec);
+  let tensor = result.unwrap();
+  assert_eq!(tensor.dtype(), DType::Float6E3M2Fn);
+  assert_eq!(tensor.span_bytes(), 5);
+}
+
+#[test]
+fn legacy_tensors_cannot_carry_subbyte_types() {
+  let mut spec = Spec::f32(&[2]);
+  spec.dtype = DLDataType { code: 17, bits: 4, lanes: 1 };
+  let (result, calls) = import_legacy(spec);
+  assert_eq!(result.unwrap_err(), "ERR_DLPACK_DTYPE");
+  assert_eq!(count(&calls), 1);
+}
+
+#[test]
+fn unknown_device_type_or_negative_id() {
+  for device in [
+    DLDevice { device_type: 0, device_id: 0 },
+    DLDevice { device_type: 5, device_id: 0 },
+    DLDevice { device_type: 19, device_id: 0 },
+    DLDevice { device_type: 2, device_id: -3 },
+  ] {
+    let mut spec = Spec::f32(&[2]);
+    spec.device = device;
+    assert_eq!(rejected(spec), "ERR_DLPACK_DEVICE", "{device:?}");
+  }
+}
+
+#[test]
+fn every_known_device_type_imports() {
+  for device_type in DeviceType::ALL {
+    let mut spec = Spec::f32(&[2]);
+    spec.device = DLDevice { device_type: device_type as u32, device_id: 1 };
+    let (result, calls) = import_versioned(spec);
+    let tensor = result.unwrap();
+    assert_eq!(tensor.device().device_type, device_type);
+    let host = tensor.as_slice::<f32>();
+    if device_type.is_host_accessible() {
+      assert!(host.is_ok());
+    } else {
+      assert_eq!(host.unwrap_err().code(), "ERR_DLPACK_NOT_CPU");
+    }
+    drop(tensor);
+    assert_eq!(count(&calls), 1);
+  }
+}
+
+#[test]
+fn misaligned_shape_pointer_is_rejected() {
+  let (ptr, calls) = versioned(Spec::f32(&[2, 2]));
+  // SAFETY: we still own `ptr`; shifting the shape pointer by one byte keeps it readable.
+  unsafe { (*ptr).dl_tensor.shape = (*ptr).dl_tensor.shape.cast::<u8>().add(1).cast() };
+  // SAFETY: ownership handed over.
+  let err = unsafe { ForeignTensor::from_raw_versioned(ptr) }.unwrap_err();
+  assert_eq!(err.code(), "ERR_DLPACK_INVALID_LAYOUT");
+  assert_eq!(count(&calls), 1);
+}
+
+#[test]
+fn null_pointer_is_rejected_without_a_deleter() {
+  // SAFETY: NULL is explicitly allowed and rejected.
+  let err = unsafe { ForeignTensor::from_raw_versioned(std::ptr::null_mut()) }.unwrap_err();
+  assert_eq!(err.code(), "ERR_DLPACK_NULL_TENSOR");
+  // SAFETY: as above.
+  let err = unsafe { ForeignTensor::from_raw_legacy(std::ptr::null_mut()) }.unwrap_err();
+  assert_eq!(err.code(), "ERR_DLPACK_NULL_TENSOR");
+}
+
+#[test]
+fn null_deleter_is_tolerated() {
+  let (ptr, calls) = versioned(Spec::f32(&[2]));
+  // SAFETY: we own `ptr`; remember the context to free it ourselves afterwards.
+  let deleter = unsafe { (*ptr).deleter.take() };
+  // SAFETY: ownership handed over.
+  let tensor = unsafe { ForeignTensor::from_raw_versioned(ptr) }.unwrap();
+  drop(tensor); // nothing to call
+  assert_eq!(count(&calls), 0);
+  // SAFETY: the tensor is still alive (no deleter ran); free it with the real deleter.
+  unsafe { deleter.unwrap()(ptr) };
+  assert_eq!(count(&calls), 1);
+}
+
+#[test]
+fn null_strides_mean_row_major() {
+  for (spec, versioned_struct) in [(Spec::f32(&[2, 3, 4]), true), (Spec::f32(&[2, 3, 4]), false)] {
+    let (result, calls) = if versioned_struct { import_versioned(spec) } else { import_legacy(spec) };
+    let tensor = result.unwrap();
+    assert!(tensor.strides_were_null());
+    assert_eq!(tensor.strides(), &[12, 4, 1]);
+    assert!(tensor.is_contiguous());
+    assert_eq!(tensor.span_bytes(), 24 * 4);
+    drop(tensor);
+    assert_eq!(count(&calls), 1);
+  }
+}
+
+#[test]
+fn size_one_dimensions_never_break_contiguity() {
+  // Shape (1, 77) with strides (77, 1) and (1, 1); column vector (1024, 1) with strides (1, 1024).
+  for (shape, strides) in [
+    (vec![1, 77], vec![77, 1]),
+    (vec![1, 77], vec![1, 1]),
+    (vec![1, 77], vec![9999, 1]),
+    (vec![1024, 1], vec![1, 1024]),
+    (vec![1, 1, 1], vec![0, -5, 3]),
+    (vec![1], vec![0]),
+  ] {
+    let (result, _calls) = import_versioned(Spec::f32(&shape).strides(&strides));
+    let tensor = result.unwrap();
+    assert!(tensor.is_contiguous(), "{shape:?} {strides:?}");
+    // Strides are reported as given, never normalised.
+    assert_eq!(tensor.strides(), &strides[..]);
+  }
+}
+
+#[test]
+fn negative_and_zero_strides_compute_the_extent_from_min_and_max() {
+  // Reverse a row of 8: first element at the end of the buffer.
+  let mut spec = Spec::f32(&[8]).strides(&[-1]);
+  spec.byte_offset = 7 * 4;
+  let (result, _calls) = import_versioned(spec);
+  let tensor = result.unwrap();
+  assert_eq!(tensor.layout().min_offset, -7);
+  assert_eq!(tensor.layout().max_offset, 0);
+  assert_eq!(tensor.span_bytes(), 32);
+  assert!(!tensor.is_contiguous());
+  assert_eq!(tensor.as_slice::<f32>().unwrap_err().code(), "ERR_DLPACK_NOT_CONTIGUOUS");
+
+  // A broadcast (stride 0) dimension.
+  let (result, _calls) = import_versioned(Spec::f32(&[5, 3]).strides(&[0, 1]));
+  let tensor = result.unwrap();
+  assert_eq!(tensor.span_bytes(), 12);
+  assert!(!tensor.is_contiguous());
+}
+
+#[test]
+fn byte_offset_is_applied() {
+  let mut spec = Spec::f32(&[2]);
+  let base = spec.data.as_ptr() as usize;
+  spec.byte_offset = 16;
+  let (result, _calls) = import_versioned(spec);
+  let tensor = result.unwrap();
+  assert_eq!(tensor.data_ptr() as usize, base + 16);
+  assert_eq!(tensor.raw_data() as usize, base);
+  assert_eq!(tensor.byte_offset(), 16);
+}
+
+#[test]
+fn misaligned_elements_are_refused_for_typed_access() {
+  let mut spec = Spec::f32(&[2]);
+  spec.byte_offset = 2;
+  let (result, _calls) = import_versioned(spec);
+  let tensor = result.unwrap();
+  assert_eq!(tensor.as_slice::<f32>().unwrap_err().code(), "ERR_DLPACK_MISALIGNED");
+}
+
+#[test]
+fn invalid_bool_bytes_are_refused() {
+  let mut spec = Spec::f32(&[3]);
+  spec.dtype = DLDataType { code: 6, bits: 8, lanes: 1 };
+  spec.data[0] = 0x0000_0000_0002_0100; // bytes 0, 1, 2
+  let (result, _calls) = import_versioned(spec);
+  let tensor = result.unwrap();
+  assert_eq!(tensor.as_slice::<bool>().unwrap_err().code(), "ERR_DLPACK_INVALID_BOOL");
+  assert_eq!(tensor.view::<bool>().unwrap_err().code(), "ERR_DLPACK_INVALID_BOOL");
+  // The same bytes read fine as uint8 would; and a valid bool tensor reads as bool.
+  let mut spec = Spec::f32(&[2]);
+  spec.dtype = DLDataType { code: 6, bits: 8, lanes: 1 };
+  spec.data[0] = 0x0000_0000_0000_0100;
+  let (result, _calls) = import_versioned(spec);
+  assert_eq!(result.unwrap().as_slice::<bool>().unwrap(), &[false, true]);
+}
+
+#[test]
+fn wrong_element_type_is_refused() {
+  let (result, _calls) = import_versioned(Spec::f32(&[2]));
+  let tensor = result.unwrap();
+  assert_eq!(tensor.as_slice::<f64>().unwrap_err().code(), "ERR_DLPACK_DTYPE_MISMATCH");
+  assert_eq!(tensor.to_vec::<i32>().unwrap_err().code(), "ERR_DLPACK_DTYPE_MISMATCH");
+}
+
+#[test]
+fn read_only_refuses_mutable_slices() {
+  let mut spec = Spec::f32(&[2]);
+  spec.flags = DLPACK_FLAG_BITMASK_READ_ONLY;
+  let (result, _calls) = import_versioned(spec);
+  let mut tensor = result.unwrap();
+  assert!(tensor.is_read_only());
+  assert_eq!(tensor.as_mut_slice::<f32>().unwrap_err().code(), "ERR_DLPACK_READ_ONLY");
+  assert!(tensor.as_slice::<f32>().is_ok());
+}
+
+#[test]
+fn deleter_runs_once_when_dropped_on_another_thread() {
+  let (result, calls) = import_versioned(Spec::f32(&[16]));
+  let tensor = result.unwrap();
+  std::thread::spawn(move || drop(tensor)).join().unwrap();
+  assert_eq!(count(&calls), 1);
+}

@@ -1,0 +1,586 @@
+/*
+ * napi_dlpack.h - the "Node capsule ABI" for exchanging DLPack tensors
+ * between native Node.js addons through JavaScript.
+ *
+ * Part of napi-dlpack. This header is self-contained C99 and also compiles as
+ * C++. It declares the DLPack 1.3 data structures (written for this project;
+ * the layout is the standard DLPack ABI) and implements, as static inline
+ * functions, the producer and consumer sides of the capsule protocol, so that
+ * any C, C++ or Rust addon loaded into the same process can pass a tensor to
+ * any other addon without copying and without linking against each other.
+ *
+ * ---------------------------------------------------------------------------
+ * The JavaScript side of the protocol
+ * ---------------------------------------------------------------------------
+ *
+ *   const capsule = x.__dlpack__({ maxVersion: [1, 3], ... });
+ *   const [deviceType, deviceId] = x.__dlpack_device__();
+ *
+ * `__dlpack__()` returns a *capsule*: an opaque `External` JS value as defined
+ * below. A capsule owns exactly one DLPack managed tensor. It is meant to be
+ * handed straight to a consumer (`fromDlpack(x)` in some other library), which
+ * takes ownership of the tensor exactly once. A capsule that is never consumed
+ * releases its tensor when the garbage collector finalizes it. JS code never
+ * looks inside a capsule; only native code does, via the functions below.
+ *
+ * ---------------------------------------------------------------------------
+ * Usage
+ * ---------------------------------------------------------------------------
+ *
+ *   #define NAPI_VERSION 8          (or higher; 8 added napi_type_tag_object)
+ *   #include <napi_dlpack.h>
+ *
+ * If the translation unit already includes a real dlpack.h (version 1.0 or
+ * newer, i.e. one that declares DLManagedTensorVersioned), define
+ * NAPI_DLPACK_NO_DLPACK_TYPES before including this header so the DLPack
+ * declarations are not repeated. The helpers below use the standard names
+ * DLManagedTensor and DLManagedTensorVersioned either way.
+ */
+#ifndef NAPI_DLPACK_H_
+#define NAPI_DLPACK_H_
+
+#include <stdint.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <node_api.h>
+#if defined(_MSC_VER) && !defined(__clang__) && !defined(__GNUC__)
+#include <intrin.h> /* _InterlockedExchangePointer */
+#endif
+
+#if !defined(NAPI_VERSION) || NAPI_VERSION < 8
+#error "napi_dlpack.h needs Node-API version 8 or newer (napi_type_tag_object): #define NAPI_VERSION 8 before including it"
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ===========================================================================
+ * Compile-time assertions (usable at file scope in C99, C11 and C++)
+ * ========================================================================= */
+#if defined(__cplusplus) && __cplusplus >= 201103L
+#define NAPI_DLPACK_STATIC_ASSERT(cond, name) static_assert(cond, #name)
+#elif !defined(__cplusplus) && defined(__STDC_VERSION__) && \
+    __STDC_VERSION__ >= 201112L
+#define NAPI_DLPACK_STATIC_ASSERT(cond, name) _Static_assert(cond, #name)
+#else
+/* C99 / C++98: a negative array size is a compile error. */
+#define NAPI_DLPACK_STATIC_ASSERT(cond, name) \
+  typedef char napi_dlpack_assert_##name[(cond) ? 1 : -1]
+#endif
+
+/* ===========================================================================
+ * Part 1: DLPack 1.3 declarations
+ * ========================================================================= */
+#ifndef NAPI_DLPACK_NO_DLPACK_TYPES
+
+/* The DLPack ABI version these declarations describe. */
+#define DLPACK_MAJOR_VERSION 1
+#define DLPACK_MINOR_VERSION 3
+
+/*
+ * Version stamped into every DLManagedTensorVersioned by its producer.
+ * A consumer compares `major` with the major version it was built for:
+ *   - different major: the layout after `deleter` may differ. The consumer
+ *     must not read anything except `deleter`; it must call the deleter (that
+ *     is always safe) and report an error.
+ *   - same major, newer minor: accepted, as long as the consumer understands
+ *     the values it finds (minor bumps only add enum values and flags).
+ */
+typedef struct {
+  uint32_t major;
+  uint32_t minor;
+} DLPackVersion;
+
+/* Kind of memory a tensor lives in. Stored as a 32-bit integer. */
+typedef enum {
+  kDLCPU = 1,          /* host memory */
+  kDLCUDA = 2,         /* CUDA device memory */
+  kDLCUDAHost = 3,     /* pinned host memory registered with CUDA */
+  kDLOpenCL = 4,       /* OpenCL buffer (data is an opaque cl_mem) */
+  kDLVulkan = 7,       /* Vulkan buffer */
+  kDLMetal = 8,        /* Metal buffer (data is an opaque MTLBuffer) */
+  kDLVPI = 9,          /* Verilog simulator memory */
+  kDLROCM = 10,        /* ROCm/HIP device memory */
+  kDLROCMHost = 11,    /* pinned host memory registered with ROCm */
+  kDLExtDev = 12,      /* reserved for out-of-tree devices */
+  kDLCUDAManaged = 13, /* CUDA unified (managed) memory */
+  kDLOneAPI = 14,      /* oneAPI unified shared memory */
+  kDLWebGPU = 15,      /* WebGPU buffer */
+  kDLHexagon = 16,     /* Qualcomm Hexagon DSP */
+  kDLMAIA = 17,        /* Microsoft MAIA */
+  kDLTrn = 18          /* AWS Trainium */
+} DLDeviceType;
+
+/* A device: its type plus an ordinal (0 for the host). */
+typedef struct {
+  DLDeviceType device_type;
+  int32_t device_id;
+} DLDevice;
+
+/* Type code stored in DLDataType.code. */
+typedef enum {
+  kDLInt = 0,                /* signed integer */
+  kDLUInt = 1,               /* unsigned integer */
+  kDLFloat = 2,              /* IEEE 754 binary floating point */
+  kDLOpaqueHandle = 3,       /* opaque pointer-sized handle */
+  kDLBfloat = 4,             /* bfloat16 */
+  kDLComplex = 5,            /* complex; `bits` counts both parts */
+  kDLBool = 6,               /* boolean, normally stored in 8 bits */
+  kDLFloat8_e3m4 = 7,        /* 8-bit float formats ... */
+  kDLFloat8_e4m3 = 8,
+  kDLFloat8_e4m3b11fnuz = 9,
+  kDLFloat8_e4m3fn = 10,
+  kDLFloat8_e4m3fnuz = 11,
+  kDLFloat8_e5m2 = 12,
+  kDLFloat8_e5m2fnuz = 13,
+  kDLFloat8_e8m0fnu = 14,
+  kDLFloat6_e2m3fn = 15,     /* 6-bit floats; bits must be 6 */
+  kDLFloat6_e3m2fn = 16,
+  kDLFloat4_e2m1fn = 17      /* 4-bit float; bits must be 4 */
+} DLDataTypeCode;
+
+/*
+ * Element type. `code` holds a DLDataTypeCode value, `bits` the width of one
+ * lane, `lanes` the vector width (1 for ordinary scalars; consumers that do
+ * not support vector types reject lanes != 1). Examples: float32 = {2,32,1},
+ * bool = {6,8,1}, complex64 = {5,64,1}, bfloat16 = {4,16,1}. Element data is
+ * in native byte order. Sub-byte types (bits < 8) are packed, lowest bits
+ * first, unless the producer sets DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED.
+ */
+typedef struct {
+  uint8_t code;
+  uint8_t bits;
+  uint16_t lanes;
+} DLDataType;
+
+/*
+ * A borrowed view of an n-dimensional array. Field rules:
+ *
+ *  data        Start of the allocation. A plain address for CPU and CUDA-like
+ *              memory, an opaque handle on some devices (OpenCL, Metal), so do
+ *              not do arithmetic on it unless the device allows it. Producers
+ *              should set it to NULL for tensors with zero elements, but
+ *              consumers must also accept a non-NULL pointer there. Nothing
+ *              guarantees any alignment of `data`.
+ *  device      Where the memory lives.
+ *  ndim        Number of dimensions; 0 for a scalar.
+ *  dtype       Element type.
+ *  shape       `ndim` extents. May be NULL when ndim == 0.
+ *  strides     `ndim` steps, counted in ELEMENTS (not bytes); may be negative
+ *              or zero. Since DLPack 1.2 a producer must provide strides when
+ *              ndim > 0 (NULL only for ndim == 0). Consumers still accept NULL
+ *              from older producers (every legacy DLManagedTensor, and
+ *              versioned tensors below 1.2) and read it as compact row-major
+ *              (C-contiguous) layout.
+ *  byte_offset The first element is at (char*)data + byte_offset. Needed where
+ *              `data` is a handle rather than an address.
+ */
+typedef struct {
+  void* data;
+  DLDevice device;
+  int32_t ndim;
+  DLDataType dtype;
+  int64_t* shape;
+  int64_t* strides;
+  uint64_t byte_offset;
+} DLTensor;
+
+/*
+ * Pre-1.0 managed tensor ("legacy"). Carries no version and no flags.
+ *
+ *  manager_ctx  Producer's private context.
+ *  deleter      Called exactly once by whoever owns the tensor when it is done
+ *               with it; it frees the struct itself too. It may be NULL when
+ *               the producer has nothing to release. It may run on ANY thread
+ *               (a consumer can drop the tensor from a worker or during
+ *               garbage collection), so it must not use JS engine state
+ *               without first getting back onto the right thread.
+ */
+typedef struct DLManagedTensor {
+  DLTensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(struct DLManagedTensor* self);
+} DLManagedTensor;
+
+/* Bits of DLManagedTensorVersioned.flags */
+/* The consumer must not write through the data pointer. */
+#define DLPACK_FLAG_BITMASK_READ_ONLY (1ULL << 0)
+/* The producer made a copy for this export; memory is not shared with it. */
+#define DLPACK_FLAG_BITMASK_IS_COPIED (1ULL << 1)
+/* Sub-byte elements each occupy a whole byte instead of being packed. */
+#define DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED (1ULL << 2)
+
+/*
+ * Versioned managed tensor (DLPack >= 1.0). The first three fields
+ * (version, manager_ctx, deleter) keep their places across all future major
+ * versions so that the deleter can always be found; everything after them
+ * belongs to the major version in `version.major`. Same deleter rules as for
+ * DLManagedTensor.
+ */
+typedef struct DLManagedTensorVersioned {
+  DLPackVersion version;
+  void* manager_ctx;
+  void (*deleter)(struct DLManagedTensorVersioned* self);
+  uint64_t flags;
+  DLTensor dl_tensor;
+} DLManagedTensorVersioned;
+
+/* ---- layout checks ------------------------------------------------------
+ * Offsets are written in terms of the pointer size and the alignment of
+ * uint64_t so that they hold on 32-bit targets as well as 64-bit ones.
+ * On x86_64 / aarch64 they reduce to the standard numbers: DLTensor 48 bytes
+ * (offsets 0,8,16,20,24,32,40), DLManagedTensor 64, DLManagedTensorVersioned
+ * 80 (offsets 0,8,16,24,32). */
+typedef struct {
+  char c;
+  uint64_t v;
+} napi_dlpack_u64_align_probe_;
+#define NAPI_DLPACK_P_ sizeof(void*)
+#define NAPI_DLPACK_A64_ offsetof(napi_dlpack_u64_align_probe_, v)
+#define NAPI_DLPACK_ROUND_UP_(n, a) ((((n) + (a)-1) / (a)) * (a))
+#define NAPI_DLPACK_MAXA_ \
+  (NAPI_DLPACK_A64_ > NAPI_DLPACK_P_ ? NAPI_DLPACK_A64_ : NAPI_DLPACK_P_)
+#define NAPI_DLPACK_TENSOR_SIZE_                                           \
+  NAPI_DLPACK_ROUND_UP_(                                                   \
+      NAPI_DLPACK_ROUND_UP_(3 * NAPI_DLPACK_P_ + 16, NAPI_DLPACK_A64_) + 8, \
+      NAPI_DLPACK_MAXA_)
+
+NAPI_DLPACK_STATIC_ASSERT(sizeof(void (*)(void)) == sizeof(void*),
+                          function_pointer_size);
+NAPI_DLPACK_STATIC_ASSERT(sizeof(DLPackVersion) == 8, version_size);
+NAPI_DLPACK_STATIC_ASSERT(sizeof(DLDeviceType) == 4, device_type_size);
+NAPI_DLPACK_STATIC_ASSERT(sizeof(DLDevice) == 8, device_size);
+NAPI_DLPACK_STATIC_ASSERT(sizeof(DLDataType) == 4, dtype_size);
+NAPI_DLPACK_STATIC_ASSERT(offsetof(DLTensor, data) == 0, tensor_data);
+NAPI_DLPACK_STATIC_ASSERT(offsetof(DLTensor, device) == NAPI_DLPACK_P_,
+                          tensor_device);
+NAPI_DLPACK_STATIC_ASSERT(offsetof(DLTensor, ndim) == NAPI_DLPACK_P_ + 8,
+                          tensor_ndim);
+NAPI_DLPACK_STATIC_ASSERT(offsetof(DLTensor, dtype) == NAPI_DLPACK_P_ + 12,
+                          tensor_dtype);
+NAPI_DLPACK_STATIC_ASSERT(offsetof(DLTensor, shape) == NAPI_DLPACK_P_ + 16,
+                          tensor_shape);
+NAPI_DLPACK_STATIC_ASSERT(offsetof(DLTensor, strides) ==
+                              2 * NAPI_DLPACK_P_ + 16,
+                          tensor_strides);
+NAPI_DLPACK_STATIC_ASSERT(offsetof(DLTensor, byte_offset) ==
+                              NAPI_DLPACK_ROUND_UP_(3 * NAPI_DLPACK_P_ + 16,
+                                                    NAPI_DLPACK_A64_),
+                          tensor_byte_offset);
+NAPI_DLPACK_STATIC_ASSERT(sizeof(DLTensor) == NAPI_DLPACK_TENSOR_SIZE_,
+                          tensor_size);
+NAPI_DLPACK_STATIC_ASSERT(offsetof(DLManagedTensor, manager_ctx) ==
+                              NAPI_DLPACK_TENSOR_SIZE_,
+                          managed_ctx);
+NAPI_DLPACK_STATIC_ASSERT(offsetof(DLManagedTensor, deleter) ==
+                              NAPI_DLPACK_TENSOR_SIZE_ + NAPI_DLPACK_P_,
+                          managed_deleter);
+NAPI_DLPACK_STATIC_ASSERT(sizeof(DLManagedTensor) ==
+                              NAPI_DLPACK_ROUND_UP_(NAPI_DLPACK_TENSOR_SIZE_ +
+                                                        2 * NAPI_DLPACK_P_,
+                                                    NAPI_DLPACK_MAXA_),
+                          managed_size);
+NAPI_DLPACK_STATIC_ASSERT(offsetof(DLManagedTensorVersioned, version) == 0,
+                          versioned_version);
+NAPI_DLPACK_STATIC_ASSERT(offsetof(DLManagedTensorVersioned, manager_ctx) == 8,
+                          versioned_ctx);
+NAPI_DLPACK_STATIC_ASSERT(offsetof(DLManagedTensorVersioned, deleter) ==
+                              8 + NAPI_DLPACK_P_,
+                          versioned_deleter);
+NAPI_DLPACK_STATIC_ASSERT(offsetof(DLManagedTensorVersioned, flags) ==
+                              NAPI_DLPACK_ROUND_UP_(8 + 2 * NAPI_DLPACK_P_,
+                                                    NAPI_DLPACK_A64_),
+                          versioned_flags);
+NAPI_DLPACK_STATIC_ASSERT(
+    offsetof(DLManagedTensorVersioned, dl_tensor) ==
+        NAPI_DLPACK_ROUND_UP_(
+            NAPI_DLPACK_ROUND_UP_(8 + 2 * NAPI_DLPACK_P_, NAPI_DLPACK_A64_) + 8,
+            NAPI_DLPACK_MAXA_),
+    versioned_tensor);
+#if UINTPTR_MAX == UINT64_MAX
+NAPI_DLPACK_STATIC_ASSERT(sizeof(DLTensor) == 48, tensor_size_64);
+NAPI_DLPACK_STATIC_ASSERT(sizeof(DLManagedTensor) == 64, managed_size_64);
+NAPI_DLPACK_STATIC_ASSERT(sizeof(DLManagedTensorVersioned) == 80,
+                          versioned_size_64);
+#endif
+
+#endif /* NAPI_DLPACK_NO_DLPACK_TYPES */
+
+/* ===========================================================================
+ * Part 2: the Node capsule ABI
+ * ===========================================================================
+ *
+ * A capsule is a JS value created with napi_create_external whose data
+ * pointer is a `napi_dlpack_capsule*`, and which is tagged with
+ * napi_type_tag_object using the 128-bit tag below. The tag identifies
+ * capsules across independently built addons; nothing else (class, prototype,
+ * property) is part of the contract.
+ *
+ * Producer:
+ *  - allocates the payload (any allocator; only the producer frees it),
+ *    fills abi_version, kind and tensor, creates the external with its own
+ *    finalizer and tags it.
+ *  - the finalizer does exactly:
+ *        t = atomic_exchange(&payload->tensor, NULL);
+ *        if (t != NULL && t->deleter != NULL) t->deleter(t);
+ *        free the payload;
+ *    so an unconsumed capsule releases its tensor when it is collected, and a
+ *    consumed one releases nothing.
+ *
+ * Consumer (napi_dlpack_capsule_consume does all of this):
+ *  1. checks that the value is an external carrying the tag;
+ *  2. reads the payload pointer with napi_get_value_external;
+ *  3. rejects abi_version != NAPI_DLPACK_CAPSULE_ABI_VERSION or an unknown kind
+ *     WITHOUT touching `tensor`;
+ *  4. takes ownership with ONE sequentially consistent atomic exchange of
+ *     `tensor` with NULL. A NULL result means the capsule was already
+ *     consumed: report an error, touch nothing.
+ *  5. from then on owns the tensor and must call its deleter exactly once
+ *     (if non-NULL), INCLUDING when its own validation rejects the tensor
+ *     afterwards (for a versioned tensor with version.major != 1: call the
+ *     deleter and read nothing else).
+ *  The consumer never frees the payload and never writes any field other than
+ *  `tensor` (and that only through the exchange).
+ *
+ * `abi_version` and `kind` are written once, before the capsule is visible to
+ * JS, and never change. `tensor` is only ever accessed atomically.
+ */
+
+#define NAPI_DLPACK_CAPSULE_ABI_VERSION 1u
+
+/* Type tag stamped on every capsule with napi_type_tag_object. */
+#define NAPI_DLPACK_CAPSULE_TAG_LOWER 0xc8f8f2b7f76b4e13ULL
+#define NAPI_DLPACK_CAPSULE_TAG_UPPER 0xb778e7826105b33aULL
+
+/* Which struct `napi_dlpack_capsule.tensor` points to. */
+enum {
+  NAPI_DLPACK_KIND_LEGACY = 0,   /* DLManagedTensor* */
+  NAPI_DLPACK_KIND_VERSIONED = 1 /* DLManagedTensorVersioned* */
+};
+
+typedef struct napi_dlpack_capsule {
+  uint32_t abi_version; /* NAPI_DLPACK_CAPSULE_ABI_VERSION */
+  uint32_t kind;        /* NAPI_DLPACK_KIND_*: which struct `tensor` points to */
+  void* tensor;         /* owned DLManagedTensorVersioned* or DLManagedTensor*;
+                           only ever accessed with atomic operations; NULL once
+                           consumed */
+} napi_dlpack_capsule;  /* 16 bytes on 64-bit */
+
+NAPI_DLPACK_STATIC_ASSERT(offsetof(napi_dlpack_capsule, abi_version) == 0,
+                          capsule_abi_version);
+NAPI_DLPACK_STATIC_ASSERT(offsetof(napi_dlpack_capsule, kind) == 4,
+                          capsule_kind);
+NAPI_DLPACK_STATIC_ASSERT(offsetof(napi_dlpack_capsule, tensor) == 8,
+                          capsule_tensor);
+NAPI_DLPACK_STATIC_ASSERT(sizeof(napi_dlpack_capsule) == 8 + sizeof(void*),
+                          capsule_size);
+
+/* Status of the helper functions. */
+typedef enum {
+  NAPI_DLPACK_OK = 0,
+  NAPI_DLPACK_ERR_NOT_A_CAPSULE = 1, /* not an external with the capsule tag */
+  NAPI_DLPACK_ERR_CONSUMED = 2,      /* tensor already taken by someone */
+  NAPI_DLPACK_ERR_ABI_VERSION = 3,   /* abi_version or kind not understood */
+  NAPI_DLPACK_ERR_NAPI = 4,          /* a Node-API call failed */
+  NAPI_DLPACK_ERR_NO_MEMORY = 5,     /* allocation failed */
+  NAPI_DLPACK_ERR_INVALID_ARG = 6    /* NULL pointer or bad kind passed in */
+} napi_dlpack_status;
+
+/* ---- atomics ------------------------------------------------------------
+ * NAPI_DLPACK_ATOMIC_EXCHANGE_PTR(pp, v): store v into *pp and return the old
+ * value, sequentially consistent. NAPI_DLPACK_ATOMIC_LOAD_PTR(pp): load *pp,
+ * sequentially consistent. `pp` has type void**. Either may be predefined by
+ * the user for other compilers. */
+#if !defined(NAPI_DLPACK_ATOMIC_EXCHANGE_PTR) || \
+    !defined(NAPI_DLPACK_ATOMIC_LOAD_PTR)
+#if defined(__GNUC__) || defined(__clang__)
+#define NAPI_DLPACK_ATOMIC_EXCHANGE_PTR(pp, v) \
+  __atomic_exchange_n((void**)(pp), (void*)(v), __ATOMIC_SEQ_CST)
+#define NAPI_DLPACK_ATOMIC_LOAD_PTR(pp) \
+  __atomic_load_n((void**)(pp), __ATOMIC_SEQ_CST)
+#elif defined(_MSC_VER)
+/* <intrin.h> is included at the top of this file, outside extern "C". */
+/* Interlocked operations are full barriers on every Windows target. */
+#define NAPI_DLPACK_ATOMIC_EXCHANGE_PTR(pp, v) \
+  _InterlockedExchangePointer((void* volatile*)(pp), (void*)(v))
+#define NAPI_DLPACK_ATOMIC_LOAD_PTR(pp) \
+  _InterlockedCompareExchangePointer((void* volatile*)(pp), NULL, NULL)
+#else
+#error "napi_dlpack.h: define NAPI_DLPACK_ATOMIC_EXCHANGE_PTR and NAPI_DLPACK_ATOMIC_LOAD_PTR for this compiler"
+#endif
+#endif
+
+/* Environment type of a finalizer passed to napi_create_external. With
+ * NAPI_EXPERIMENTAL on Node >= 21 headers it is the const "basic" env. */
+#ifndef NAPI_DLPACK_FINALIZE_ENV
+#if defined(NAPI_EXPERIMENTAL) &&                        \
+    defined(NODE_API_EXPERIMENTAL_HAS_POST_FINALIZER) && \
+    !defined(NODE_API_EXPERIMENTAL_NOGC_ENV_OPT_OUT) &&  \
+    !defined(NODE_API_EXPERIMENTAL_BASIC_ENV_OPT_OUT)
+#define NAPI_DLPACK_FINALIZE_ENV node_api_nogc_env
+#else
+#define NAPI_DLPACK_FINALIZE_ENV napi_env
+#endif
+#endif
+
+/* The type tag as a napi_type_tag value. */
+static inline const napi_type_tag* napi_dlpack_capsule_tag(void) {
+  static const napi_type_tag tag = {NAPI_DLPACK_CAPSULE_TAG_LOWER,
+                                    NAPI_DLPACK_CAPSULE_TAG_UPPER};
+  return &tag;
+}
+
+/* Releases a tensor of the given kind: calls its deleter if there is one. */
+static inline void napi_dlpack_tensor_release(uint32_t kind, void* tensor) {
+  if (tensor == NULL) return;
+  if (kind == NAPI_DLPACK_KIND_VERSIONED) {
+    DLManagedTensorVersioned* t = (DLManagedTensorVersioned*)tensor;
+    if (t->deleter != NULL) t->deleter(t);
+  } else if (kind == NAPI_DLPACK_KIND_LEGACY) {
+    DLManagedTensor* t = (DLManagedTensor*)tensor;
+    if (t->deleter != NULL) t->deleter(t);
+  }
+}
+
+/* Finalizer of capsules made by napi_dlpack_capsule_create. Touches no JS
+ * state, so it is safe to run during garbage collection. */
+static inline void napi_dlpack_capsule_finalize_(NAPI_DLPACK_FINALIZE_ENV env,
+                                                 void* data, void* hint) {
+  napi_dlpack_capsule* payload = (napi_dlpack_capsule*)data;
+  void* tensor;
+  (void)env;
+  (void)hint;
+  if (payload == NULL) return;
+  tensor = NAPI_DLPACK_ATOMIC_EXCHANGE_PTR(&payload->tensor, NULL);
+  napi_dlpack_tensor_release(payload->kind, tensor);
+  free(payload);
+}
+
+/*
+ * Producer: wraps `tensor` (a DLManagedTensorVersioned* when kind is
+ * NAPI_DLPACK_KIND_VERSIONED, a DLManagedTensor* when NAPI_DLPACK_KIND_LEGACY)
+ * in a new capsule stored in *result. On success the capsule owns the tensor.
+ * On ANY failure ownership stays with the caller and the deleter has not been
+ * called.
+ */
+static inline napi_dlpack_status napi_dlpack_capsule_create(
+    napi_env env, uint32_t kind, void* tensor, napi_value* result) {
+  napi_dlpack_capsule* payload;
+  napi_value value;
+  if (env == NULL || tensor == NULL || result == NULL ||
+      (kind != NAPI_DLPACK_KIND_LEGACY && kind != NAPI_DLPACK_KIND_VERSIONED))
+    return NAPI_DLPACK_ERR_INVALID_ARG;
+  payload = (napi_dlpack_capsule*)malloc(sizeof(napi_dlpack_capsule));
+  if (payload == NULL) return NAPI_DLPACK_ERR_NO_MEMORY;
+  payload->abi_version = NAPI_DLPACK_CAPSULE_ABI_VERSION;
+  payload->kind = kind;
+  payload->tensor = tensor;
+  if (napi_create_external(env, payload, napi_dlpack_capsule_finalize_, NULL,
+                           &value) != napi_ok) {
+    free(payload);
+    return NAPI_DLPACK_ERR_NAPI;
+  }
+  if (napi_type_tag_object(env, value, napi_dlpack_capsule_tag()) !=
+      napi_ok) {
+    /* The external exists and its finalizer will run later: take the tensor
+     * back out so that the finalizer only frees the payload. */
+    (void)NAPI_DLPACK_ATOMIC_EXCHANGE_PTR(&payload->tensor, NULL);
+    return NAPI_DLPACK_ERR_NAPI;
+  }
+  *result = value;
+  return NAPI_DLPACK_OK;
+}
+
+/* NAPI_DLPACK_OK if `value` is a capsule (consumed or not),
+ * NAPI_DLPACK_ERR_NOT_A_CAPSULE if it is anything else. */
+static inline napi_dlpack_status napi_dlpack_capsule_check(napi_env env,
+                                                           napi_value value) {
+  napi_valuetype type;
+  bool tagged = false;
+  if (env == NULL || value == NULL) return NAPI_DLPACK_ERR_INVALID_ARG;
+  if (napi_typeof(env, value, &type) != napi_ok) return NAPI_DLPACK_ERR_NAPI;
+  /* Checking a tag on a non-object fails with napi_object_expected, so
+   * anything but an external is rejected first. */
+  if (type != napi_external) return NAPI_DLPACK_ERR_NOT_A_CAPSULE;
+  if (napi_check_object_type_tag(env, value, napi_dlpack_capsule_tag(),
+                                 &tagged) != napi_ok)
+    return NAPI_DLPACK_ERR_NAPI;
+  return tagged ? NAPI_DLPACK_OK : NAPI_DLPACK_ERR_NOT_A_CAPSULE;
+}
+
+/* Reads the payload of a capsule (internal; validates tag and abi_version). */
+static inline napi_dlpack_status napi_dlpack_capsule_payload_(
+    napi_env env, napi_value value, napi_dlpack_capsule** out) {
+  void* data = NULL;
+  napi_dlpack_capsule* payload;
+  napi_dlpack_status st = napi_dlpack_capsule_check(env, value);
+  if (st != NAPI_DLPACK_OK) return st;
+  if (napi_get_value_external(env, value, &data) != napi_ok)
+    return NAPI_DLPACK_ERR_NAPI;
+  payload = (napi_dlpack_capsule*)data;
+  if (payload == NULL) return NAPI_DLPACK_ERR_NOT_A_CAPSULE;
+  if (payload->abi_version != NAPI_DLPACK_CAPSULE_ABI_VERSION ||
+      (payload->kind != NAPI_DLPACK_KIND_LEGACY &&
+       payload->kind != NAPI_DLPACK_KIND_VERSIONED))
+    return NAPI_DLPACK_ERR_ABI_VERSION;
+  *out = payload;
+  return NAPI_DLPACK_OK;
+}
+
+/*
+ * Consumer: takes ownership of the capsule's tensor. On NAPI_DLPACK_OK,
+ * *kind and *tensor are written and the caller must eventually call the
+ * tensor's deleter exactly once (napi_dlpack_tensor_release does that), even
+ * if it then rejects the tensor. On any error nothing was taken and *kind and
+ * *tensor are left untouched. An unknown kind is reported as
+ * NAPI_DLPACK_ERR_ABI_VERSION.
+ */
+static inline napi_dlpack_status napi_dlpack_capsule_consume(
+    napi_env env, napi_value value, uint32_t* kind, void** tensor) {
+  napi_dlpack_capsule* payload = NULL;
+  void* taken;
+  napi_dlpack_status st;
+  if (kind == NULL || tensor == NULL) return NAPI_DLPACK_ERR_INVALID_ARG;
+  st = napi_dlpack_capsule_payload_(env, value, &payload);
+  if (st != NAPI_DLPACK_OK) return st;
+  taken = NAPI_DLPACK_ATOMIC_EXCHANGE_PTR(&payload->tensor, NULL);
+  if (taken == NULL) return NAPI_DLPACK_ERR_CONSUMED;
+  *kind = payload->kind;
+  *tensor = taken;
+  return NAPI_DLPACK_OK;
+}
+
+/* Writes 1 to *consumed if the capsule's tensor has been taken, else 0.
+ * The answer can be stale as soon as it is returned if other threads consume
+ * (in practice only the JS thread of the capsule's env can). */
+static inline napi_dlpack_status napi_dlpack_capsule_is_consumed(
+    napi_env env, napi_value value, int* consumed) {
+  napi_dlpack_capsule* payload = NULL;
+  napi_dlpack_status st;
+  if (consumed == NULL) return NAPI_DLPACK_ERR_INVALID_ARG;
+  st = napi_dlpack_capsule_payload_(env, value, &payload);
+  if (st != NAPI_DLPACK_OK) return st;
+  *consumed = NAPI_DLPACK_ATOMIC_LOAD_PTR(&payload->tensor) == NULL ? 1 : 0;
+  return NAPI_DLPACK_OK;
+}
+
+/* Stable JS error code (the `code` property of thrown errors) for a status. */
+static inline const char* napi_dlpack_status_code(napi_dlpack_status status) {
+  switch (status) {
+    case NAPI_DLPACK_OK: return "OK";
+    case NAPI_DLPACK_ERR_NOT_A_CAPSULE: return "ERR_DLPACK_NOT_A_CAPSULE";
+    case NAPI_DLPACK_ERR_CONSUMED: return "ERR_DLPACK_CAPSULE_CONSUMED";
+    case NAPI_DLPACK_ERR_ABI_VERSION: return "ERR_DLPACK_CAPSULE_ABI";
+    case NAPI_DLPACK_ERR_NAPI: return "ERR_DLPACK_NAPI";
+    case NAPI_DLPACK_ERR_NO_MEMORY: return "ERR_DLPACK_NO_MEMORY";
+    case NAPI_DLPACK_ERR_INVALID_ARG: return "ERR_DLPACK_INVALID_ARGUMENT";
+  }
+  return "ERR_DLPACK_UNKNOWN";
+}
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* NAPI_DLPACK_H_ */

@@ -1,0 +1,83 @@
+import { DLDeviceType } from './dtype'
+import { DLPackTypeError } from './errors'
+
+const NAMES: Record<number, string> = {
+  [DLDeviceType.CPU]: 'cpu',
+  [DLDeviceType.CUDA]: 'cuda',
+  [DLDeviceType.CUDAHost]: 'cuda_host',
+  [DLDeviceType.OpenCL]: 'opencl',
+  [DLDeviceType.Vulkan]: 'vulkan',
+  [DLDeviceType.Metal]: 'metal',
+  [DLDeviceType.VPI]: 'vpi',
+  [DLDeviceType.ROCM]: 'rocm',
+  [DLDeviceType.ROCMHost]: 'rocm_host',
+  [DLDeviceType.ExtDev]: 'ext_dev',
+  [DLDeviceType.CUDAManaged]: 'cuda_managed',
+  [DLDeviceType.OneAPI]: 'oneapi',
+  [DLDeviceType.WebGPU]: 'webgpu',
+  [DLDeviceType.Hexagon]: 'hexagon',
+  [DLDeviceType.MAIA]: 'maia',
+  [DLDeviceType.Trn]: 'trn',
+}
+
+/** A device: DLPack type and ordinal. Prints as `cpu` or `cuda:0`. */
+export class Device<T extends DLDeviceType = DLDeviceType, I extends number = number> {
+  readonly type: T
+  readonly id: I
+
+  constructor(type: T, id: I) {
+    this.type = type
+    this.id = id
+    Object.freeze(this)
+  }
+
+  /** `'cpu'`, `'cuda'`, ... */
+  get name(): string {
+    return NAMES[this.type] ?? `device${this.type}`
+  }
+
+  toString(): string {
+    return this.type === DLDeviceType.CPU ? 'cpu' : `${this.name}:${this.id}`
+  }
+
+  toJSON(): string {
+    return this.toString()
+  }
+
+  /** `[type, id]`, as `__dlpack_device__` returns it. */
+  toDLPack(): [T, I] {
+    return [this.type, this.id]
+  }
+
+  equals(other: DeviceLike): boolean {
+    const device = toDevice(other)
+    return device.type === this.type && device.id === this.id
+  }
+
+  static readonly CPU = new Device(DLDeviceType.CPU, 0)
+}
+
+/** Anything that names a device: `'cpu'`, `'cuda:1'`, `[2, 1]`, `{ type: 2, id: 1 }`, a Device. */
+export type DeviceLike = Device | string | readonly [number, number] | { readonly type: number; readonly id: number }
+
+const BY_NAME = new Map(Object.entries(NAMES).map(([type, name]) => [name, Number(type) as DLDeviceType]))
+
+export function toDevice(value: DeviceLike): Device {
+  if (value instanceof Device) return value
+  if (typeof value === 'string') {
+    const match = /^([a-z_]+)(?::(\d+))?$/.exec(value)
+    const type = match ? BY_NAME.get(match[1] as string) : undefined
+    const id = match?.[2] === undefined ? 0 : Number(match[2])
+    if (type === undefined || (type === DLDeviceType.CPU && id !== 0)) {
+      throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `invalid device string ${JSON.stringify(value)}`)
+    }
+    return type === DLDeviceType.CPU ? Device.CPU : new Device(type, id)
+  }
+  const [type, id] = Array.isArray(value)
+    ? value
+    : [(value as { type: number }).type, (value as { id: number }).id]
+  if (!Number.isInteger(type) || !Number.isInteger(id) || NAMES[type] === undefined || id < 0) {
+    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `invalid device ${JSON.stringify(value)}`)
+  }
+  return type === DLDeviceType.CPU && id === 0 ? Device.CPU : new Device(type as DLDeviceType, id)
+}

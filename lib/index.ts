@@ -1,0 +1,45 @@
+/**
+ * napi-dlpack: zero-copy DLPack tensor exchange for Node.js.
+ *
+ * ```ts
+ * import { Tensor, fromDLPack } from 'napi-dlpack'
+ * const t = Tensor.from(new Float32Array([1, 2, 3]))
+ * const capsule = t.__dlpack__()      // hand to any native addon
+ * const back = fromDLPack(capsule)    // same memory, no copy
+ * ```
+ */
+export { Device, type DeviceLike, toDevice } from './device'
+export {
+  type DataArray,
+  DLDataTypeCode,
+  DLDeviceType,
+  type DType,
+  type DTypeArrayMap,
+  DTYPE_NAMES,
+  DTYPES,
+  type Float16View,
+  isDType,
+} from './dtype'
+export {
+  BufferError,
+  CapsuleError,
+  CudaError,
+  DLPackError,
+  DLPackTypeError,
+  InvalidTensorError,
+  ReadOnlyError,
+  TensorDisposedError,
+} from './errors'
+export {
+  type CanDLPack,
+  type CanDLPackDevice,
+  type DLPackSource,
+  externalBuffersAllowed,
+  fromDLPack,
+  type FromDLPackOptions,
+  isCapsule,
+  isCapsuleConsumed,
+  MAX_VERSION,
+  type NDArrayLike,
+} from './protocol'
+export { type ArrayDType, type DLPackCapsule, type DLPackOptions, type FromArrayOptions, Tensor } from './tensor'

@@ -1,0 +1,183 @@
+import * as native from '../index.js'
+import { type DeviceLike, toDevice } from './device'
+import { DLDeviceType, type DType, dtypeOfArray, isDType } from './dtype'
+import { BufferError, CapsuleError, DLPackTypeError } from './errors'
+import {
+  type ArrayDType,
+  callNative,
+  createFromMemory,
+  type DLPackCapsule,
+  type DLPackOptions,
+  isSharedArrayBuffer,
+  Tensor,
+} from './tensor'
+
+/** An object that exports itself through DLPack (the JS `__dlpack__` protocol). */
+export interface CanDLPack<T extends DLDeviceType = DLDeviceType, I extends number = number> {
+  __dlpack__(options?: DLPackOptions): DLPackCapsule
+  /** Phantom, for typing only: the device the capsule will be on. */
+  readonly __dlpackDeviceType__?: T
+  readonly __dlpackDeviceId__?: I
+}
+
+/** An object that reports its DLPack device without exporting. */
+export interface CanDLPackDevice<T extends DLDeviceType = DLDeviceType, I extends number = number> {
+  __dlpack_device__(): readonly [T, I]
+}
+
+/** scijs `ndarray` and `@stdlib/ndarray` style arrays: a TypedArray plus layout, in elements. */
+export interface NDArrayLike {
+  readonly data: ArrayBufferView
+  readonly shape: readonly number[]
+  readonly stride?: readonly number[]
+  readonly strides?: readonly number[]
+  readonly offset?: number
+  readonly dtype?: string
+}
+
+/** Everything `fromDLPack` accepts. */
+export type DLPackSource =
+  | Tensor
+  | DLPackCapsule
+  | CanDLPack
+  | ArrayBuffer
+  | SharedArrayBuffer
+  | ArrayBufferView
+  | NDArrayLike
+
+export interface FromDLPackOptions {
+  /** The device the result must be on (default: where the data is). */
+  device?: DeviceLike
+  /** `true`: always copy; `false`: never copy (throw if impossible); default: copy only if needed. */
+  copy?: boolean | null
+  /** The consumer's stream, passed to the producer's `__dlpack__` (CUDA producers). */
+  stream?: bigint | number | null
+}
+
+/** The newest DLPack version we understand, as announced to producers. */
+export const MAX_VERSION: readonly [number, number] = Object.freeze([1, 3]) as unknown as readonly [number, number]
+
+const COPY_IF_NEEDED = 0
+const COPY_ALWAYS = 1
+const COPY_NEVER = 2
+
+function copyMode(copy: boolean | null | undefined): number {
+  if (copy === undefined || copy === null) return COPY_IF_NEEDED
+  if (copy === true) return COPY_ALWAYS
+  if (copy === false) return COPY_NEVER
+  throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', 'copy must be a boolean, null or undefined')
+}
+
+function isNDArrayLike(value: unknown): value is NDArrayLike {
+  if (typeof value !== 'object' || value === null) return false
+  const candidate = value as Partial<NDArrayLike>
+  return ArrayBuffer.isView(candidate.data) && Array.isArray(candidate.shape)
+}
+
+/** Checks the requested device against where the data is (only same-device results so far). */
+function checkDevice(options: FromDLPackOptions, actual: readonly [number, number]): void {
+  if (options.device === undefined) return
+  const wanted = toDevice(options.device)
+  if (wanted.type !== actual[0] || wanted.id !== actual[1]) {
+    throw new BufferError(
+      options.copy === false ? 'ERR_DLPACK_COPY_REQUIRED' : 'ERR_DLPACK_DEVICE',
+      `the data is on ${String(toDevice(actual))}, not ${String(wanted)}`,
+    )
+  }
+}
+
+function fromCapsule(capsule: unknown, options: FromDLPackOptions): Tensor {
+  const mode = copyMode(options.copy)
+  const tensor = Tensor._fromHandle(callNative(() => native.importCapsule(capsule, mode)))
+  if (options.device !== undefined) {
+    try {
+      checkDevice(options, tensor.__dlpack_device__())
+    } catch (error) {
+      tensor.dispose()
+      throw error
+    }
+  }
+  return tensor
+}
+
+/**
+ * Imports `source` as a Tensor, zero-copy whenever the layout and runtime allow:
+ * - a `Tensor`: shares its memory (no capsule is made);
+ * - a capsule from `__dlpack__` (ours or any addon's);
+ * - any object with `__dlpack__` (and optionally `__dlpack_device__`);
+ * - an ArrayBuffer, SharedArrayBuffer, TypedArray, DataView or Buffer (keeps it alive);
+ * - an ndarray-like `{ data, shape, stride | strides, offset }` (scijs ndarray, @stdlib/ndarray).
+ */
+export function fromDLPack<D extends DType>(source: Tensor<D>, options?: FromDLPackOptions): Tensor<D>
+export function fromDLPack<A extends ArrayBufferView>(source: A, options?: FromDLPackOptions): Tensor<ArrayDType<A>>
+export function fromDLPack(source: DLPackSource, options?: FromDLPackOptions): Tensor
+export function fromDLPack(source: DLPackSource, options: FromDLPackOptions = {}): Tensor {
+  if (source instanceof Tensor) {
+    if (options.device !== undefined) checkDevice(options, source.__dlpack_device__())
+    if (options.copy === true) return Tensor._fromHandle(callNative(() => native.copyHandle(source._handle())))
+    copyMode(options.copy)
+    return source._share()
+  }
+  if (typeof source !== 'object' || source === null) {
+    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `cannot import ${source === null ? 'null' : typeof source} through DLPack`)
+  }
+  if (native.isCapsule(source)) return fromCapsule(source, options)
+  const producer = source as Partial<CanDLPack & CanDLPackDevice>
+  if (typeof producer.__dlpack__ === 'function') {
+    const device = typeof producer.__dlpack_device__ === 'function' ? producer.__dlpack_device__() : undefined
+    const request: DLPackOptions = { maxVersion: MAX_VERSION, copy: options.copy ?? null }
+    if (options.device !== undefined) request.dlDevice = toDevice(options.device).toDLPack()
+    if (options.stream !== undefined) request.stream = options.stream
+    const capsule = producer.__dlpack__(request)
+    if (!native.isCapsule(capsule)) {
+      throw new CapsuleError('ERR_DLPACK_NOT_A_CAPSULE', '__dlpack__() did not return a DLPack capsule')
+    }
+    const tensor = fromCapsule(capsule, options)
+    if (device !== undefined) {
+      const actual = tensor.__dlpack_device__()
+      if (!options.device && (actual[0] !== device[0] || actual[1] !== device[1])) {
+        tensor.dispose()
+        throw new BufferError('ERR_DLPACK_DEVICE', `__dlpack_device__ said ${String(device)} but the capsule is on ${String(actual)}`)
+      }
+    }
+    return tensor
+  }
+  let tensor: Tensor
+  if (ArrayBuffer.isView(source) || source instanceof ArrayBuffer || isSharedArrayBuffer(source)) {
+    checkDevice(options, [DLDeviceType.CPU, 0])
+    const dtype = ArrayBuffer.isView(source) ? (dtypeOfArray(source) ?? 'uint8') : 'uint8'
+    tensor = Tensor.from(source as ArrayBufferView, undefined, { dtype })
+  } else if (isNDArrayLike(source)) {
+    checkDevice(options, [DLDeviceType.CPU, 0])
+    const natural = dtypeOfArray(source.data) ?? 'uint8'
+    const dtype = isDType(source.dtype) ? source.dtype : natural
+    const strides = source.strides ?? source.stride
+    tensor = createFromMemory(source.data, dtype, source.shape, strides, source.offset ?? 0)
+  } else {
+    throw new DLPackTypeError(
+      'ERR_DLPACK_INVALID_ARGUMENT',
+      'expected a Tensor, a DLPack capsule, an object with __dlpack__, an ArrayBuffer, a TypedArray or an ndarray-like object',
+    )
+  }
+  if (options.copy === true) {
+    const copy = Tensor._fromHandle(callNative(() => native.copyHandle(tensor._handle())))
+    tensor.dispose()
+    return copy
+  }
+  return tensor
+}
+
+/** Whether `value` is a DLPack capsule (consumed or not). */
+export function isCapsule(value: unknown): value is DLPackCapsule {
+  return native.isCapsule(value)
+}
+
+/** Whether a capsule has already been consumed. */
+export function isCapsuleConsumed(capsule: DLPackCapsule): boolean {
+  return callNative(() => native.capsuleIsConsumed(capsule))
+}
+
+/** Whether zero-copy views of foreign memory are possible in this runtime (false in Electron). */
+export function externalBuffersAllowed(): boolean {
+  return native.externalBuffersAllowed()
+}

@@ -1,0 +1,457 @@
+import * as native from '../index.js'
+import { Device, type DeviceLike, toDevice } from './device'
+import { type DataArray, DLDeviceType, type DType, DTYPES, dtypeOfArray, isDType } from './dtype'
+import {
+  BufferError,
+  DLPackTypeError,
+  ReadOnlyError,
+  TensorDisposedError,
+  rethrow,
+} from './errors'
+
+declare const capsuleBrand: unique symbol
+
+/**
+ * A DLPack capsule: an opaque, consume-once object holding one exported tensor. It is what
+ * `x.__dlpack__()` returns; pass it to `fromDLPack` (or to any native addon that speaks the
+ * capsule ABI of `include/napi_dlpack.h`) exactly once.
+ */
+export interface DLPackCapsule {
+  readonly [capsuleBrand]: 'DLPackCapsule'
+}
+
+/** Options of `__dlpack__`, mirroring the Python array API's keywords. */
+export interface DLPackOptions {
+  /**
+   * The consumer's stream (CUDA: a `cudaStream_t` as bigint, or `1n` legacy default, `2n`
+   * per-thread default, `-1n` no synchronisation). Must be `undefined`/`null` for CPU tensors.
+   */
+  stream?: bigint | number | null
+  /** The newest DLPack version the consumer understands; below `[1, 0]` gives a legacy capsule. */
+  maxVersion?: readonly [number, number] | null
+  /** The device the consumer wants the data on. */
+  dlDevice?: readonly [number, number] | null
+  /** `true`: always copy; `false`: never copy (throw if needed); `null`/`undefined`: copy only if needed. */
+  copy?: boolean | null
+}
+
+/** Options of `Tensor.from`. */
+export interface FromArrayOptions<D extends DType = DType> {
+  /** Reinterpret the bytes as this dtype (e.g. `'bfloat16'` over a Uint16Array). */
+  dtype?: D
+  /** Strides in elements (default: row-major). */
+  strides?: readonly number[]
+  /** Offset of the first element, in elements from the start of the array. */
+  offset?: number
+  /** Mark the tensor read-only: exports carry READ_ONLY, `.data` refuses a writable view. */
+  readonly?: boolean
+}
+
+/** The dtype of a TypedArray type. */
+export type ArrayDType<A> = A extends Float32Array
+  ? 'float32'
+  : A extends Float64Array
+    ? 'float64'
+    : A extends Int8Array
+      ? 'int8'
+      : A extends Int16Array
+        ? 'int16'
+        : A extends Int32Array
+          ? 'int32'
+          : A extends Uint16Array
+            ? 'uint16'
+            : A extends Uint32Array
+              ? 'uint32'
+              : A extends BigInt64Array
+                ? 'int64'
+                : A extends BigUint64Array
+                  ? 'uint64'
+                  : A extends Uint8Array | Uint8ClampedArray
+                    ? 'uint8'
+                    : DType
+
+/** A native handle shared by every `Tensor` object that views the same data. */
+interface SharedHandle {
+  readonly handle: unknown
+  refs: number
+}
+
+const internal = Symbol('napi-dlpack.internal')
+
+function call<T>(fn: () => T): T {
+  try {
+    return fn()
+  } catch (error) {
+    return rethrow(error)
+  }
+}
+
+function checkShape(shape: readonly number[], what = 'shape'): number[] {
+  if (!Array.isArray(shape)) {
+    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `${what} must be an array of integers`)
+  }
+  for (const dim of shape) {
+    if (!Number.isSafeInteger(dim)) {
+      throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `${what} must hold integers, got ${String(dim)}`)
+    }
+  }
+  return shape as number[]
+}
+
+function checkDType(dtype: unknown): DType {
+  if (!isDType(dtype)) {
+    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `unknown dtype ${JSON.stringify(dtype)}`)
+  }
+  return dtype
+}
+
+/**
+ * Wraps JS memory as a native handle, without copying. `offset` is in elements of `dtype`
+ * from the start of `view`.
+ */
+function wrapMemory(
+  memory: ArrayBuffer | SharedArrayBuffer | ArrayBufferView,
+  dtype: DType,
+  shape: readonly number[],
+  strides: readonly number[] | undefined,
+  offset: number,
+  readonly: boolean,
+): unknown {
+  let bytes: Uint8Array
+  if (ArrayBuffer.isView(memory)) {
+    bytes = new Uint8Array(memory.buffer, memory.byteOffset, memory.byteLength)
+  } else if (memory instanceof ArrayBuffer || isSharedArrayBuffer(memory)) {
+    bytes = new Uint8Array(memory)
+  } else {
+    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', 'expected an ArrayBuffer, SharedArrayBuffer or TypedArray')
+  }
+  if (!Number.isSafeInteger(offset) || offset < 0) {
+    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `offset must be a non-negative integer, got ${String(offset)}`)
+  }
+  return call(() =>
+    native.wrapBuffer(bytes, dtype, checkShape(shape), strides ? checkShape(strides, 'strides') : null, offset, readonly),
+  )
+}
+
+export function isSharedArrayBuffer(value: unknown): value is SharedArrayBuffer {
+  return typeof SharedArrayBuffer === 'function' && value instanceof SharedArrayBuffer
+}
+
+/**
+ * A tensor: shape, strides, dtype and device over memory that may be shared, without copies,
+ * with native addons through DLPack. Create one with `Tensor.from`, `Tensor.empty`,
+ * `Tensor.zeros` or `fromDLPack`.
+ */
+export class Tensor<D extends DType = DType> {
+  #shared: SharedHandle | null
+  #info: native.HandleInfo | undefined
+  #data: DataArray<D> | undefined
+  #dataWritable = false
+  #shape: readonly number[] | undefined
+  #strides: readonly number[] | undefined
+  #device: Device | undefined
+
+  /** @internal Use `Tensor.from`, `Tensor.empty`, `Tensor.zeros` or `fromDLPack`. */
+  constructor(token: symbol, shared: SharedHandle) {
+    if (token !== internal) {
+      throw new DLPackTypeError(
+        'ERR_DLPACK_INVALID_ARGUMENT',
+        'use Tensor.from, Tensor.empty, Tensor.zeros or fromDLPack to create tensors',
+      )
+    }
+    this.#shared = shared
+  }
+
+  /** @internal A new tensor over a fresh native handle. */
+  static _fromHandle(handle: unknown): Tensor {
+    return new Tensor(internal, { handle, refs: 1 })
+  }
+
+  /** @internal A new tensor object sharing this tensor's native handle (no capsule). */
+  _share(): Tensor<D> {
+    const shared = this.#live()
+    shared.refs += 1
+    return new Tensor<D>(internal, shared)
+  }
+
+  /** @internal The native handle, for the protocol functions. */
+  _handle(): unknown {
+    return this.#live().handle
+  }
+
+  #live(): SharedHandle {
+    const shared = this.#shared
+    if (shared === null) {
+      throw new TensorDisposedError('ERR_TENSOR_DISPOSED', 'the tensor has been disposed')
+    }
+    return shared
+  }
+
+  #meta(): native.HandleInfo {
+    const handle = this.#live().handle
+    return (this.#info ??= call(() => native.handleInfo(handle)))
+  }
+
+  /** Zero-copy view of `array` (any TypedArray, DataView or Buffer), keeping its memory alive. */
+  static from<A extends ArrayBufferView>(array: A, shape?: readonly number[], options?: FromArrayOptions): Tensor<ArrayDType<A>>
+  static from<D extends DType>(
+    array: ArrayBufferView | ArrayBuffer | SharedArrayBuffer,
+    shape: readonly number[] | undefined,
+    options: FromArrayOptions<D> & { dtype: D },
+  ): Tensor<D>
+  static from(
+    array: ArrayBufferView | ArrayBuffer | SharedArrayBuffer,
+    shape?: readonly number[],
+    options: FromArrayOptions = {},
+  ): Tensor {
+    const natural = ArrayBuffer.isView(array) ? (dtypeOfArray(array) ?? 'uint8') : 'uint8'
+    const dtype = checkDType(options.dtype ?? natural)
+    const byteLength = ArrayBuffer.isView(array) ? array.byteLength : (array as ArrayBuffer).byteLength
+    const itemsize = DTYPES[dtype].itemsize
+    if (shape === undefined) {
+      if (byteLength % itemsize !== 0) {
+        throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `${byteLength} bytes is not a whole number of ${dtype}`)
+      }
+      shape = [byteLength / itemsize - (options.offset ?? 0)]
+    }
+    const handle = wrapMemory(array, dtype, shape, options.strides, options.offset ?? 0, options.readonly ?? false)
+    return Tensor._fromHandle(handle)
+  }
+
+  /** A new tensor in V8 memory (zero-filled, since ArrayBuffers are). Zero-copy to export everywhere, Electron included. */
+  static empty<D extends DType = 'float32'>(shape: readonly number[], dtype: D = 'float32' as D): Tensor<D> {
+    checkShape(shape)
+    const { itemsize } = DTYPES[checkDType(dtype)]
+    let numel = 1
+    for (const dim of shape) numel *= dim
+    if (!Number.isSafeInteger(numel * itemsize) || numel < 0) {
+      throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `shape [${shape.join(', ')}] is too large or negative`)
+    }
+    const buffer = new ArrayBuffer(numel * itemsize)
+    return Tensor._fromHandle(wrapMemory(buffer, dtype, shape, undefined, 0, false)) as Tensor<D>
+  }
+
+  /** A new zero-filled tensor. */
+  static zeros<D extends DType = 'float32'>(shape: readonly number[], dtype: D = 'float32' as D): Tensor<D> {
+    return Tensor.empty(shape, dtype)
+  }
+
+  /** Dimensions. */
+  get shape(): readonly number[] {
+    this.#live()
+    return (this.#shape ??= Object.freeze(this.#meta().shape.slice()))
+  }
+
+  /** Strides in elements (never null, even for producers that sent NULL). */
+  get strides(): readonly number[] {
+    this.#live()
+    return (this.#strides ??= Object.freeze(this.#meta().strides.slice()))
+  }
+
+  get dtype(): D {
+    return this.#meta().dtype as D
+  }
+
+  get device(): Device {
+    this.#live()
+    if (this.#device === undefined) {
+      const meta = this.#meta()
+      this.#device = toDevice([meta.deviceType, meta.deviceId])
+    }
+    return this.#device
+  }
+
+  /** DLPack `byte_offset` an export of this tensor carries. */
+  get byteOffset(): number {
+    return this.#meta().byteOffset
+  }
+
+  get ndim(): number {
+    return this.shape.length
+  }
+
+  get numel(): number {
+    return this.#meta().numel
+  }
+
+  /** Bytes of the elements (`numel × itemsize`). */
+  get nbytes(): number {
+    return this.numel * DTYPES[this.dtype].itemsize
+  }
+
+  /** Row-major contiguous (size-1 dimensions ignored). */
+  get isContiguous(): boolean {
+    return this.#meta().contiguous
+  }
+
+  /** The producer marked the memory read-only. */
+  get readonly(): boolean {
+    return this.#meta().readonly
+  }
+
+  /** This tensor's memory is a copy (made by the producer, or by us where zero-copy was impossible). */
+  get isCopy(): boolean {
+    return this.#meta().isCopy
+  }
+
+  /** Index of the first element within `data` (in elements; non-zero with negative strides). */
+  get offset(): number {
+    return this.#meta().viewOffset
+  }
+
+  /** Whether the tensor has been disposed. */
+  get disposed(): boolean {
+    return this.#shared === null
+  }
+
+  /** Address of the first element (diagnostics, and zero-copy checks). */
+  get dataPointer(): bigint {
+    return call(() => native.dataPointer(this.#live().handle))
+  }
+
+  /**
+   * Zero-copy TypedArray over the tensor's memory, created on first access and cached. It spans
+   * from the lowest- to the highest-addressed element; index it with `offset` and `strides`
+   * (both equal `0` and row-major for contiguous tensors). Throws `ReadOnlyError` for read-only
+   * tensors: use `getData({ allowReadOnly: true })` or `toTypedArray()`.
+   */
+  get data(): DataArray<D> {
+    const data = this.#data
+    if (data !== undefined && this.#dataWritable && this.#shared !== null) return data
+    return this.getData()
+  }
+
+  /** Like `data`; `allowReadOnly` returns the zero-copy view of a read-only tensor too (do not write to it). */
+  getData(options: { allowReadOnly?: boolean } = {}): DataArray<D> {
+    const meta = this.#meta()
+    if (meta.readonly && options.allowReadOnly !== true) {
+      throw new ReadOnlyError(
+        'ERR_DLPACK_READ_ONLY',
+        'the tensor is read-only: use getData({ allowReadOnly: true }) for a view you will not write to, or toTypedArray() for a copy',
+      )
+    }
+    if (this.#data === undefined) {
+      const view = call(() => native.handleView(this.#live().handle))
+      const spec = DTYPES[meta.dtype as DType]
+      const View = spec.view()
+      this.#data = new View(view.buffer as ArrayBuffer, view.byteOffset, meta.viewLength * spec.lanes) as DataArray<D>
+      this.#dataWritable = !meta.readonly
+    }
+    return this.#data
+  }
+
+  /** A row-major copy of the elements (complex: interleaved real, imaginary). */
+  toTypedArray(): DataArray<D> {
+    const meta = this.#meta()
+    const copy = call(() => native.copyHandle(this.#live().handle))
+    try {
+      const view = call(() => native.handleView(copy))
+      const spec = DTYPES[meta.dtype as DType]
+      return new (spec.view())(view.buffer as ArrayBuffer, view.byteOffset, meta.numel * spec.lanes) as DataArray<D>
+    } finally {
+      call(() => native.releaseHandle(copy))
+    }
+  }
+
+  /** Nested arrays of the elements (bool as booleans, 64-bit integers as bigints, complex as [re, im]). */
+  toArray(): unknown[] | unknown {
+    const flat = this.toTypedArray() as ArrayLike<number | bigint>
+    const dtype = this.dtype
+    const lanes = DTYPES[dtype].lanes
+    const element = (index: number): unknown => {
+      if (lanes === 2) return [flat[index * 2], flat[index * 2 + 1]]
+      const value = flat[index]
+      return dtype === 'bool' ? value !== 0 : value
+    }
+    const shape = this.shape
+    let next = 0
+    const build = (axis: number): unknown => {
+      if (axis === shape.length) return element(next++)
+      const out: unknown[] = []
+      for (let i = 0; i < (shape[axis] as number); i++) out.push(build(axis + 1))
+      return out
+    }
+    return build(0)
+  }
+
+  /**
+   * Exports the tensor as a consume-once DLPack capsule. Each call gives a new capsule that
+   * keeps the memory alive by itself until its consumer calls the deleter.
+   */
+  __dlpack__(options: DLPackOptions = {}): DLPackCapsule {
+    const handle = this.#live().handle
+    const { stream, maxVersion, dlDevice, copy } = options ?? {}
+    if (copy !== undefined && copy !== null && typeof copy !== 'boolean') {
+      throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', 'copy must be a boolean, null or undefined')
+    }
+    let legacy = false
+    if (maxVersion !== undefined && maxVersion !== null) {
+      if (!Array.isArray(maxVersion) || maxVersion.length !== 2 || !maxVersion.every(Number.isInteger)) {
+        throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', 'maxVersion must be [major, minor]')
+      }
+      legacy = (maxVersion[0] as number) < 1
+    }
+    const device = this.device
+    if (stream !== undefined && stream !== null) {
+      if (typeof stream !== 'bigint' && typeof stream !== 'number') {
+        throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', 'stream must be a bigint, a number, null or undefined')
+      }
+      if (device.type === DLDeviceType.CPU) {
+        throw new BufferError('ERR_DLPACK_STREAM', 'CPU tensors take no stream (pass null or leave it out)')
+      }
+    }
+    if (dlDevice !== undefined && dlDevice !== null && !device.equals(toDevice(dlDevice))) {
+      const target = toDevice(dlDevice)
+      throw new BufferError(
+        copy === false ? 'ERR_DLPACK_COPY_REQUIRED' : 'ERR_DLPACK_DEVICE',
+        `cannot export a ${String(device)} tensor to ${String(target)}`,
+      )
+    }
+    return call(() => native.exportCapsule(handle, legacy, copy === true)) as DLPackCapsule
+  }
+
+  /** `[deviceType, deviceId]`, without exporting anything. */
+  __dlpack_device__(): [DLDeviceType, number] {
+    return this.device.toDLPack()
+  }
+
+  /**
+   * Releases this tensor's hold on its memory now. Tensors sharing the same data through
+   * `fromDLPack` keep it; exported capsules keep it until consumed and deleted. Zero-copy views
+   * of foreign memory become empty. Later use of this tensor throws `TensorDisposedError`.
+   */
+  dispose(): void {
+    const shared = this.#shared
+    if (shared === null) return
+    this.#shared = null
+    this.#data = undefined
+    shared.refs -= 1
+    if (shared.refs === 0) call(() => native.releaseHandle(shared.handle))
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose()
+  }
+
+  toString(): string {
+    if (this.#shared === null) return 'Tensor(disposed)'
+    return `Tensor(shape=[${this.shape.join(', ')}], dtype=${this.dtype}, device=${String(this.device)})`
+  }
+
+  [Symbol.for('nodejs.util.inspect.custom')](): string {
+    return this.toString()
+  }
+}
+
+/** @internal */
+export function createFromMemory(
+  memory: ArrayBuffer | SharedArrayBuffer | ArrayBufferView,
+  dtype: DType,
+  shape: readonly number[],
+  strides: readonly number[] | undefined,
+  offset: number,
+): Tensor {
+  return Tensor._fromHandle(wrapMemory(memory, dtype, shape, strides, offset, false))
+}
+
+export { call as callNative, type DeviceLike }

@@ -1,0 +1,331 @@
+//! The few raw Node-API calls that touch ArrayBuffer memory, in one place.
+//!
+//! napi-rs's own external-buffer helpers fall back to a copy silently, and some of those
+//! fallbacks returned views of freed memory before 3.12.3 (see docs/protocol.md). We make these
+//! calls ourselves so that every fallback is explicit, reported (`isCopy`) and tested: the
+//! `NAPI_DLPACK_NO_EXTERNAL_BUFFERS=1` switch forces the Electron behaviour in any runtime.
+//!
+//! It also owns the per-environment state that lets a JS buffer reference be released from any
+//! thread: DLPack deleters may run anywhere, but `napi_delete_reference` must run on the JS
+//! thread of its environment.
+
+use std::cell::{Cell, RefCell};
+use std::ffi::c_void;
+use std::ptr;
+use std::sync::{Arc, Mutex};
+use std::thread::ThreadId;
+
+use napi::sys;
+use napi_dlpack::{DLPackError, ErrorKind};
+
+pub fn napi_error(what: &str, status: sys::napi_status) -> DLPackError {
+  DLPackError::new(ErrorKind::Napi, format!("{what} failed (napi status {status})"))
+}
+
+fn check(what: &str, status: sys::napi_status) -> Result<(), DLPackError> {
+  if status == sys::Status::napi_ok {
+    Ok(())
+  } else {
+    Err(napi_error(what, status))
+  }
+}
+
+/// State shared between one JS environment (main thread or a Worker) and the threads that may
+/// drop its buffer references.
+pub struct EnvShared {
+  env: sys::napi_env,
+  thread: ThreadId,
+  /// The release queue; `None` once the environment is being torn down. Calls into the
+  /// threadsafe function happen under this lock, so it is never used after release.
+  release_queue: Mutex<Option<SendPtr>>,
+}
+
+#[derive(Clone, Copy)]
+struct SendPtr(sys::napi_threadsafe_function);
+// SAFETY: a threadsafe function handle is designed to be used from any thread.
+unsafe impl Send for SendPtr {}
+
+// SAFETY: `env` is only dereferenced (passed to Node-API) on `thread`, checked at each use; the
+// queue handle is thread-safe and guarded by the mutex.
+unsafe impl Send for EnvShared {}
+// SAFETY: as above.
+unsafe impl Sync for EnvShared {}
+
+thread_local! {
+  /// One environment per JS thread in Node (the main thread, or one per Worker).
+  static ENV_STATE: RefCell<Option<Arc<EnvShared>>> = const { RefCell::new(None) };
+  /// Whether external ArrayBuffers work here; probed once per environment.
+  static EXTERNALS_ALLOWED: Cell<Option<bool>> = const { Cell::new(None) };
+}
+
+/// Runs on the JS thread for each queued reference.
+unsafe extern "C" fn release_on_js_thread(
+  env: sys::napi_env,
+  _callback: sys::napi_value,
+  _context: *mut c_void,
+  data: *mut c_void,
+) {
+  // `env` is NULL when the queue is drained during teardown; the references die with the env.
+  if !env.is_null() && !data.is_null() {
+    // SAFETY: `data` is a napi_ref of this env, queued by `BufferRef::drop`.
+    unsafe { sys::napi_delete_reference(env, data.cast()) };
+  }
+}
+
+unsafe extern "C" fn on_env_teardown(arg: *mut c_void) {
+  // SAFETY: `arg` is the Arc we leaked in `env_shared`; reclaim it.
+  let shared = unsafe { Arc::from_raw(arg.cast::<EnvShared>()) };
+  if let Ok(mut queue) = shared.release_queue.lock() {
+    if let Some(SendPtr(tsfn)) = queue.take() {
+      // SAFETY: the handle is live until this release; no caller can use it after we cleared
+      // the slot under the lock.
+      unsafe { sys::napi_release_threadsafe_function(tsfn, sys::ThreadsafeFunctionReleaseMode::abort) };
+    }
+  }
+  ENV_STATE.with(|state| state.borrow_mut().take());
+  EXTERNALS_ALLOWED.with(|allowed| allowed.set(None));
+}
+
+/// The shared state of the current thread's environment, created on first use.
+///
+/// # Safety
+/// `env` must be the live environment of the calling thread.
+pub unsafe fn env_shared(env: sys::napi_env) -> Result<Arc<EnvShared>, DLPackError> {
+  if let Some(shared) = ENV_STATE.with(|state| state.borrow().clone()) {
+    return Ok(shared);
+  }
+  let mut name = ptr::null_mut();
+  let label = "napi-dlpack release queue";
+  // SAFETY: valid env, UTF-8 string with explicit length.
+  check("napi_create_string_utf8", unsafe {
+    sys::napi_create_string_utf8(env, label.as_ptr().cast(), label.len() as isize, &mut name)
+  })?;
+  let mut tsfn = ptr::null_mut();
+  // SAFETY: no JS function; `release_on_js_thread` does the work. Unbounded queue.
+  check("napi_create_threadsafe_function", unsafe {
+    sys::napi_create_threadsafe_function(
+      env,
+      ptr::null_mut(),
+      ptr::null_mut(),
+      name,
+      0,
+      1,
+      ptr::null_mut(),
+      None,
+      ptr::null_mut(),
+      Some(release_on_js_thread),
+      &mut tsfn,
+    )
+  })?;
+  // The queue must not keep the process alive.
+  // SAFETY: live handle on its own env.
+  check("napi_unref_threadsafe_function", unsafe { sys::napi_unref_threadsafe_function(env, tsfn) })?;
+  let shared = Arc::new(EnvShared {
+    env,
+    thread: std::thread::current().id(),
+    release_queue: Mutex::new(Some(SendPtr(tsfn))),
+  });
+  let hook_arg = Arc::into_raw(shared.clone()) as *mut c_void;
+  // SAFETY: the hook reclaims `hook_arg` exactly once, at teardown.
+  check("napi_add_env_cleanup_hook", unsafe {
+    sys::napi_add_env_cleanup_hook(env, Some(on_env_teardown), hook_arg)
+  })?;
+  ENV_STATE.with(|state| *state.borrow_mut() = Some(shared.clone()));
+  Ok(shared)
+}
+
+/// A strong reference to a JS value (an ArrayBuffer) that may be dropped on any thread.
+pub struct BufferRef {
+  reference: sys::napi_ref,
+  shared: Arc<EnvShared>,
+}
+
+// SAFETY: the reference is only used on its env's thread; other threads hand it to the
+// release queue (see Drop).
+unsafe impl Send for BufferRef {}
+// SAFETY: no `&self` method touches the reference off-thread.
+unsafe impl Sync for BufferRef {}
+
+impl BufferRef {
+  /// # Safety
+  /// `env` must be the live environment of the calling thread and `value` a value of it.
+  pub unsafe fn new(env: sys::napi_env, value: sys::napi_value) -> Result<BufferRef, DLPackError> {
+    // SAFETY: forwarded contract.
+    let shared = unsafe { env_shared(env)? };
+    let mut reference = ptr::null_mut();
+    // SAFETY: forwarded contract.
+    check("napi_create_reference", unsafe { sys::napi_create_reference(env, value, 1, &mut reference) })?;
+    Ok(BufferRef { reference, shared })
+  }
+
+  /// The referenced value, on the owning thread only.
+  ///
+  /// # Safety
+  /// `env` must be the live environment of the calling thread.
+  pub unsafe fn value(&self, env: sys::napi_env) -> Result<sys::napi_value, DLPackError> {
+    if env != self.shared.env || std::thread::current().id() != self.shared.thread {
+      return Err(DLPackError::new(ErrorKind::InvalidArgument, "tensor used outside the JS environment that created it"));
+    }
+    let mut value = ptr::null_mut();
+    // SAFETY: our reference, on its env's thread.
+    check("napi_get_reference_value", unsafe { sys::napi_get_reference_value(env, self.reference, &mut value) })?;
+    Ok(value)
+  }
+}
+
+impl Drop for BufferRef {
+  fn drop(&mut self) {
+    let on_owner_thread = std::thread::current().id() == self.shared.thread;
+    let Ok(queue) = self.shared.release_queue.lock() else {
+      return;
+    };
+    let Some(SendPtr(tsfn)) = *queue else {
+      // The environment is gone; its references died with it.
+      return;
+    };
+    if on_owner_thread {
+      // SAFETY: our reference, on its env's thread, env still alive (queue not torn down).
+      unsafe { sys::napi_delete_reference(self.shared.env, self.reference) };
+    } else {
+      // SAFETY: the queue handle is live while we hold the lock.
+      let status = unsafe {
+        sys::napi_call_threadsafe_function(tsfn, self.reference.cast(), sys::ThreadsafeFunctionCallMode::nonblocking)
+      };
+      // napi_closing: the env is shutting down and releases its references itself.
+      let _ = status;
+    }
+  }
+}
+
+/// Whether this environment accepts external ArrayBuffers. Probed once per environment with a
+/// real call; `NAPI_DLPACK_NO_EXTERNAL_BUFFERS=1` forces `false` (the Electron behaviour).
+///
+/// # Safety
+/// `env` must be the live environment of the calling thread.
+pub unsafe fn external_buffers_allowed(env: sys::napi_env) -> bool {
+  if let Some(known) = EXTERNALS_ALLOWED.with(Cell::get) {
+    return known;
+  }
+  let allowed = !forced_copy_mode() && {
+    static PROBE: [u8; 8] = [0; 8];
+    let mut value = ptr::null_mut();
+    // SAFETY: a static buffer needs no finalizer and outlives the ArrayBuffer.
+    let status = unsafe {
+      sys::napi_create_external_arraybuffer(env, PROBE.as_ptr() as *mut c_void, PROBE.len(), None, ptr::null_mut(), &mut value)
+    };
+    status == sys::Status::napi_ok
+  };
+  EXTERNALS_ALLOWED.with(|known| known.set(Some(allowed)));
+  allowed
+}
+
+pub fn forced_copy_mode() -> bool {
+  std::env::var_os("NAPI_DLPACK_NO_EXTERNAL_BUFFERS").is_some_and(|value| value != "0" && !value.is_empty())
+}
+
+/// An external ArrayBuffer over `len` bytes at `data`; `keep_alive` is dropped by the
+/// ArrayBuffer's finalizer. Fails with `ERR_DLPACK_COPY_REQUIRED` where externals are refused.
+///
+/// # Safety
+/// `env` must be the live environment of the calling thread; the memory must stay valid while
+/// `keep_alive` is alive.
+pub unsafe fn external_arraybuffer<K: Send + 'static>(
+  env: sys::napi_env,
+  data: *mut u8,
+  len: usize,
+  keep_alive: K,
+) -> Result<sys::napi_value, DLPackError> {
+  if len == 0 {
+    // Empty views need no memory (and a dangling pointer must not be wrapped).
+    // SAFETY: forwarded contract.
+    return unsafe { arraybuffer_copy(env, &[]) };
+  }
+  // SAFETY: forwarded contract.
+  if !unsafe { external_buffers_allowed(env) } {
+    return Err(DLPackError::new(ErrorKind::CopyRequired, "external ArrayBuffers are not allowed in this runtime"));
+  }
+  unsafe extern "C" fn finalize<K>(_env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
+    // SAFETY: `hint` is the Box we leaked below; the finalizer runs once.
+    drop(unsafe { Box::from_raw(hint.cast::<K>()) });
+  }
+  let hint = Box::into_raw(Box::new(keep_alive));
+  let mut value = ptr::null_mut();
+  // SAFETY: memory valid while `hint` lives (caller); the finalizer frees `hint`.
+  let status = unsafe {
+    sys::napi_create_external_arraybuffer(env, data.cast(), len, Some(finalize::<K>), hint.cast(), &mut value)
+  };
+  if status != sys::Status::napi_ok {
+    // SAFETY: not adopted by an ArrayBuffer; reclaim it.
+    drop(unsafe { Box::from_raw(hint) });
+    if status == sys::Status::napi_no_external_buffers_allowed {
+      EXTERNALS_ALLOWED.with(|known| known.set(Some(false)));
+      return Err(DLPackError::new(ErrorKind::CopyRequired, "external ArrayBuffers are not allowed in this runtime"));
+    }
+    return Err(napi_error("napi_create_external_arraybuffer", status));
+  }
+  Ok(value)
+}
+
+/// A new V8-owned ArrayBuffer holding a copy of `bytes`.
+///
+/// # Safety
+/// `env` must be the live environment of the calling thread.
+pub unsafe fn arraybuffer_copy(env: sys::napi_env, bytes: &[u8]) -> Result<sys::napi_value, DLPackError> {
+  let mut data = ptr::null_mut();
+  let mut value = ptr::null_mut();
+  // SAFETY: valid env.
+  check("napi_create_arraybuffer", unsafe { sys::napi_create_arraybuffer(env, bytes.len(), &mut data, &mut value) })?;
+  if !bytes.is_empty() {
+    // SAFETY: V8 gave us `bytes.len()` writable bytes at `data`.
+    unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), data.cast::<u8>(), bytes.len()) };
+  }
+  Ok(value)
+}
+
+/// A new zeroed V8-owned ArrayBuffer of `len` bytes and its data pointer.
+///
+/// # Safety
+/// `env` must be the live environment of the calling thread.
+pub unsafe fn arraybuffer_new(env: sys::napi_env, len: usize) -> Result<(sys::napi_value, *mut u8), DLPackError> {
+  let mut data = ptr::null_mut();
+  let mut value = ptr::null_mut();
+  // SAFETY: valid env.
+  check("napi_create_arraybuffer", unsafe { sys::napi_create_arraybuffer(env, len, &mut data, &mut value) })?;
+  Ok((value, data.cast()))
+}
+
+/// Data pointer, length and backing buffer of a TypedArray (ArrayBuffer or SharedArrayBuffer).
+///
+/// # Safety
+/// `env` must be the live environment of the calling thread and `value` a value of it.
+pub unsafe fn typedarray_bytes(
+  env: sys::napi_env,
+  value: sys::napi_value,
+) -> Result<(*mut u8, usize, sys::napi_value), DLPackError> {
+  let mut is_typedarray = false;
+  // SAFETY: forwarded contract.
+  check("napi_is_typedarray", unsafe { sys::napi_is_typedarray(env, value, &mut is_typedarray) })?;
+  if !is_typedarray {
+    return Err(DLPackError::new(ErrorKind::InvalidArgument, "expected a Uint8Array"));
+  }
+  let (mut kind, mut length, mut data, mut buffer, mut offset) = (0, 0usize, ptr::null_mut(), ptr::null_mut(), 0usize);
+  // SAFETY: `value` is a TypedArray.
+  check("napi_get_typedarray_info", unsafe {
+    sys::napi_get_typedarray_info(env, value, &mut kind, &mut length, &mut data, &mut buffer, &mut offset)
+  })?;
+  if kind != sys::TypedarrayType::uint8_array {
+    return Err(DLPackError::new(ErrorKind::InvalidArgument, "expected a Uint8Array"));
+  }
+  Ok((data.cast(), length, buffer))
+}
+
+/// Whether an ArrayBuffer has been detached (a SharedArrayBuffer never is).
+///
+/// # Safety
+/// `env` must be the live environment of the calling thread and `value` a value of it.
+pub unsafe fn is_detached(env: sys::napi_env, value: sys::napi_value) -> bool {
+  let mut detached = false;
+  // SAFETY: forwarded contract; a non-ArrayBuffer simply reports false.
+  let status = unsafe { sys::napi_is_detached_arraybuffer(env, value, &mut detached) };
+  status == sys::Status::napi_ok && detached
+}

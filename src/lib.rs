@@ -1,0 +1,8 @@
+//! The `napi-dlpack` Node addon: thin bindings over the `napi-dlpack` crate. The JS `Tensor`
+//! class and the protocol functions live in `lib/` (TypeScript) and call these.
+
+#![deny(clippy::all)]
+
+mod js_memory;
+mod storage;
+mod tensor;

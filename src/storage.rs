@@ -1,0 +1,169 @@
+//! Where a tensor's bytes live, and how they are exported.
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use napi_dlpack::{DLPackError, DType, Device, ErrorKind, ForeignTensor, IntoDLPack, TensorInfo};
+
+use crate::js_memory::BufferRef;
+
+/// The memory behind one or more tensors. Shared through `Arc` by tensor handles, JS views
+/// and DLPack exports; the last owner to let go releases it, on whatever thread that is.
+pub enum Memory {
+  /// V8-owned memory: an ArrayBuffer or SharedArrayBuffer kept alive by a reference. Zero-copy
+  /// in every runtime, Electron included.
+  Js { base: *mut u8, buffer: BufferRef },
+  /// Producer-owned memory imported through DLPack; the producer's deleter runs when the last
+  /// owner drops it.
+  Foreign(ForeignTensor),
+  /// A copy we made for an export (`copy: true`), owned by that export alone.
+  Owned(Vec<u64>),
+}
+
+// SAFETY: `base` points into the ArrayBuffer that `buffer` keeps alive; the pointer itself is
+// plain data. BufferRef and ForeignTensor are Send + Sync.
+unsafe impl Send for Memory {}
+// SAFETY: as above; `&Memory` only reads.
+unsafe impl Sync for Memory {}
+
+/// The layout of one tensor over a storage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Meta {
+  pub dtype: DType,
+  pub shape: Vec<i64>,
+  pub strides: Vec<i64>,
+  /// Byte offset of the first element from the start of the storage region.
+  pub first_byte: usize,
+  /// Lowest element offset relative to the first element (≤ 0).
+  pub min_offset: i64,
+  /// Bytes from the lowest to the end of the highest element.
+  pub span_bytes: usize,
+  pub numel: usize,
+  pub contiguous: bool,
+  pub device: Device,
+  pub readonly: bool,
+  pub is_copy: bool,
+  pub version: Option<(u32, u32)>,
+  pub flags: u64,
+}
+
+impl Meta {
+  /// Byte offset, from the storage start, of the lowest-addressed element.
+  pub fn span_start(&self) -> usize {
+    (self.first_byte as i64 + self.min_offset * self.dtype.itemsize() as i64) as usize
+  }
+}
+
+pub struct Storage {
+  pub memory: Memory,
+}
+
+impl Storage {
+  /// Start of the storage region (for foreign tensors: the lowest element's address).
+  pub fn base(&self) -> *mut u8 {
+    match &self.memory {
+      Memory::Js { base, .. } => *base,
+      Memory::Foreign(tensor) => tensor.layout().span_start() as *mut u8,
+      Memory::Owned(words) => words.as_ptr() as *mut u8,
+    }
+  }
+
+}
+
+/// A DLPack export of (part of) a storage. Holding the Arc keeps the memory alive until the
+/// consumer calls the deleter, wherever that happens.
+pub struct ExportOwner {
+  /// Held for its Drop: the consumer's deleter releases the memory by dropping this.
+  #[allow(dead_code)]
+  pub storage: Arc<Storage>,
+  pub info: TensorInfo,
+}
+
+// SAFETY: `info` describes memory inside `storage`, which this owner keeps alive and which
+// never moves (ArrayBuffer backing stores and foreign memory are fixed, the Vec is not
+// resized). Writes by other holders are the user's to synchronise, as documented.
+unsafe impl IntoDLPack for ExportOwner {
+  fn tensor_info(&self) -> TensorInfo {
+    self.info.clone()
+  }
+}
+
+impl ExportOwner {
+  /// Describes `meta` over `storage` for export.
+  pub fn new(storage: Arc<Storage>, meta: &Meta) -> ExportOwner {
+    let info = match &storage.memory {
+      // Re-exports keep the producer's data pointer and byte_offset (Metal-style handles need
+      // the offset to stay separate).
+      Memory::Foreign(tensor) => TensorInfo::strided(tensor.raw_data(), meta.dtype, &meta.shape, &meta.strides)
+        .byte_offset(tensor.byte_offset()),
+      // Our own memory: data points at the first element, byte_offset 0, which every consumer
+      // reads correctly (including those that ignore byte_offset).
+      Memory::Js { .. } | Memory::Owned(_) => TensorInfo::strided(
+        // SAFETY: first_byte lies inside the storage region (checked at construction).
+        unsafe { storage.base().add(meta.first_byte) }.cast::<c_void>(),
+        meta.dtype,
+        &meta.shape,
+        &meta.strides,
+      ),
+    }
+    .device(meta.device)
+    .read_only(meta.readonly);
+    ExportOwner { storage, info }
+  }
+}
+
+/// Copies the elements of a host tensor in row-major order into `out` (`numel * itemsize`
+/// bytes). `first` is the address of the first element.
+///
+/// # Safety
+/// Every element addressed by `shape`/`strides` from `first` must be readable.
+pub unsafe fn gather(first: *const u8, itemsize: usize, shape: &[i64], strides: &[i64], contiguous: bool, out: &mut [u8]) {
+  if out.is_empty() {
+    return;
+  }
+  if contiguous {
+    // SAFETY: contiguous: `out.len()` bytes from `first` are the elements (caller contract).
+    unsafe { std::ptr::copy_nonoverlapping(first, out.as_mut_ptr(), out.len()) };
+    return;
+  }
+  let ndim = shape.len();
+  let mut index = vec![0i64; ndim];
+  let mut offset = 0i64;
+  for chunk in out.chunks_exact_mut(itemsize) {
+    // SAFETY: `offset` is the element offset of an in-bounds index (caller contract).
+    let source = unsafe { first.offset(offset as isize * itemsize as isize) };
+    // SAFETY: one element, readable (caller contract); `chunk` is one element long.
+    unsafe { std::ptr::copy_nonoverlapping(source, chunk.as_mut_ptr(), itemsize) };
+    for axis in (0..ndim).rev() {
+      index[axis] += 1;
+      offset += strides[axis];
+      if index[axis] < shape[axis] {
+        break;
+      }
+      offset -= strides[axis] * shape[axis];
+      index[axis] = 0;
+    }
+  }
+}
+
+/// Bytes of a row-major copy of a tensor described by `meta` over `storage`.
+pub fn copy_bytes(storage: &Storage, meta: &Meta, out: &mut [u8]) -> Result<(), DLPackError> {
+  if !meta.device.is_host_accessible() {
+    return Err(DLPackError::new(
+      ErrorKind::NotCpu,
+      format!("tensor memory is on {}; host copies need .to('cpu')", meta.device),
+    ));
+  }
+  // SAFETY: the layout was validated against the storage region at construction.
+  unsafe {
+    gather(
+      storage.base().add(meta.first_byte),
+      meta.dtype.itemsize(),
+      &meta.shape,
+      &meta.strides,
+      meta.contiguous,
+      out,
+    )
+  };
+  Ok(())
+}

@@ -1,0 +1,531 @@
+//! The native tensor handle behind the JS `Tensor` class, and the functions the JS layer calls.
+//!
+//! A handle is a type-tagged `napi_external` holding a [`Handle`]: a shared storage plus the
+//! layout of one tensor over it. The JS class wraps it; several JS tensors may share one handle
+//! (`fromDLPack(tensor)` needs no capsule at all). Everything here runs on the JS thread of the
+//! environment that created the handle.
+
+use std::cell::RefCell;
+use std::ffi::c_void;
+use std::ptr;
+use std::sync::Arc;
+
+use napi::bindgen_prelude::{BigInt, Unknown};
+use napi::{sys, Env, JsValue};
+use napi_derive::napi;
+use napi_dlpack::capsule;
+use napi_dlpack::validation::layout_of;
+use napi_dlpack::{export, DLPackError, DType, Device, ErrorKind, ExportFormat, ForeignTensor, TensorInfo};
+
+use crate::js_memory::{self, BufferRef};
+use crate::storage::{copy_bytes, ExportOwner, Memory, Meta, Storage};
+
+/// Type tag of handle externals (private to this addon, unlike the capsule tag).
+const HANDLE_TAG: sys::napi_type_tag = sys::napi_type_tag {
+  lower: 0x5a1e_77c4_d2b9_4f0e,
+  upper: 0x9e3c_61a8_0b7d_42f5,
+};
+
+/// What a handle external points to.
+pub struct Handle {
+  /// `None` once released (`dispose()`).
+  storage: Option<Arc<Storage>>,
+  meta: Meta,
+  /// A cached zero-copy view (external ArrayBuffer) of foreign memory, so a storage is wrapped
+  /// by at most one ArrayBuffer per handle.
+  view: RefCell<Option<BufferRef>>,
+}
+
+type Result<T> = std::result::Result<T, napi::Error<&'static str>>;
+
+fn fail(kind: ErrorKind, message: impl Into<String>) -> napi::Error<&'static str> {
+  DLPackError::new(kind, message).into()
+}
+
+fn status(what: &str, status: sys::napi_status) -> Result<()> {
+  if status == sys::Status::napi_ok {
+    Ok(())
+  } else {
+    Err(js_memory::napi_error(what, status).into())
+  }
+}
+
+unsafe extern "C" fn finalize_handle(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+  // SAFETY: `data` is the Box leaked in `new_handle`; finalizers run once.
+  drop(unsafe { Box::from_raw(data.cast::<Handle>()) });
+}
+
+fn new_handle<'env>(env: &'env Env, storage: Arc<Storage>, meta: Meta) -> Result<Unknown<'env>> {
+  let handle = Box::into_raw(Box::new(Handle {
+    storage: Some(storage),
+    meta,
+    view: RefCell::new(None),
+  }));
+  let mut value = ptr::null_mut();
+  // SAFETY: live env on its thread; the finalizer owns `handle` once the external exists.
+  let created = unsafe { sys::napi_create_external(env.raw(), handle.cast(), Some(finalize_handle), ptr::null_mut(), &mut value) };
+  if created != sys::Status::napi_ok {
+    // SAFETY: not adopted; reclaim.
+    drop(unsafe { Box::from_raw(handle) });
+    return Err(js_memory::napi_error("napi_create_external", created).into());
+  }
+  // SAFETY: `value` is a live external of this env.
+  status("napi_type_tag_object", unsafe { sys::napi_type_tag_object(env.raw(), value, &HANDLE_TAG) })?;
+  // SAFETY: live value of this env.
+  Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), value) })
+}
+
+/// The `Handle` behind a JS value, after checking the type tag.
+fn handle_of<'a>(env: &Env, value: &Unknown<'a>) -> Result<&'a mut Handle> {
+  let not_a_handle = || fail(ErrorKind::InvalidArgument, "expected a napi-dlpack tensor handle");
+  let mut value_type = 0;
+  // SAFETY: live value of this env.
+  status("napi_typeof", unsafe { sys::napi_typeof(env.raw(), value.raw(), &mut value_type) })?;
+  if value_type != sys::ValueType::napi_external {
+    return Err(not_a_handle());
+  }
+  let mut tagged = false;
+  // SAFETY: live external of this env.
+  status("napi_check_object_type_tag", unsafe {
+    sys::napi_check_object_type_tag(env.raw(), value.raw(), &HANDLE_TAG, &mut tagged)
+  })?;
+  if !tagged {
+    return Err(not_a_handle());
+  }
+  let mut data = ptr::null_mut();
+  // SAFETY: live external of this env.
+  status("napi_get_value_external", unsafe { sys::napi_get_value_external(env.raw(), value.raw(), &mut data) })?;
+  // SAFETY: tagged externals of ours always hold a live `Handle` (freed only by the finalizer,
+  // which cannot run while `value` is reachable). JS is single-threaded, and no two of these
+  // borrows are alive at once: each native call takes one and returns before the next.
+  Ok(unsafe { &mut *data.cast::<Handle>() })
+}
+
+fn storage_of(handle: &Handle) -> Result<&Arc<Storage>> {
+  handle
+    .storage
+    .as_ref()
+    .ok_or_else(|| fail(ErrorKind::Disposed, "the tensor has been disposed"))
+}
+
+/// Fails if the JS buffer behind a storage has been detached (transferred) under us.
+fn check_attached(env: &Env, storage: &Storage) -> Result<()> {
+  if let Memory::Js { buffer, .. } = &storage.memory {
+    // SAFETY: our env, on its thread.
+    let value = unsafe { buffer.value(env.raw())? };
+    // SAFETY: live value of this env.
+    if unsafe { js_memory::is_detached(env.raw(), value) } {
+      return Err(fail(ErrorKind::Detached, "the tensor's ArrayBuffer has been detached (transferred)"));
+    }
+  }
+  Ok(())
+}
+
+fn parse_dtype(name: &str) -> Result<DType> {
+  DType::from_name(name).ok_or_else(|| fail(ErrorKind::Dtype, format!("unknown dtype {name:?}")))
+}
+
+/// Builds the layout of a tensor over a host storage region of `len` bytes, checking that every
+/// element lies inside it.
+fn meta_over_region(
+  dtype: DType,
+  shape: &[i64],
+  strides: Option<&[i64]>,
+  first_byte: usize,
+  base: *mut u8,
+  len: usize,
+  readonly: bool,
+) -> Result<Meta> {
+  let first_address = (base as usize)
+    .checked_add(first_byte)
+    .ok_or_else(|| fail(ErrorKind::InvalidLayout, "offset overflows"))?;
+  let layout = layout_of(dtype, Device::CPU, shape, strides, first_address)?;
+  let itemsize = dtype.itemsize() as i64;
+  let low = first_byte as i64 + layout.min_offset * itemsize;
+  let high = first_byte as i64 + (layout.max_offset + 1) * itemsize;
+  if layout.numel > 0 && (low < 0 || high > len as i64) {
+    return Err(fail(
+      ErrorKind::InvalidLayout,
+      format!("the tensor reaches bytes {low}..{high} of a buffer of {len} bytes"),
+    ));
+  }
+  let strides = match strides {
+    Some(strides) => strides.to_vec(),
+    None => napi_dlpack::validation::contiguous_strides(shape)
+      .ok_or_else(|| fail(ErrorKind::Overflow, "strides overflow"))?
+      .into_vec(),
+  };
+  Ok(Meta {
+    dtype,
+    shape: shape.to_vec(),
+    strides,
+    first_byte,
+    min_offset: layout.min_offset,
+    span_bytes: layout.span_bytes,
+    numel: layout.numel,
+    contiguous: layout.c_contiguous,
+    device: Device::CPU,
+    readonly,
+    is_copy: false,
+    version: None,
+    flags: 0,
+  })
+}
+
+/// Wraps JS memory (a Uint8Array over an ArrayBuffer or SharedArrayBuffer) without copying.
+/// `offset` is in elements from the start of `bytes`; strides in elements (null: row-major).
+#[napi(js_name = "wrapBuffer")]
+pub fn wrap_buffer<'env>(
+  env: &'env Env,
+  bytes: Unknown<'env>,
+  dtype: String,
+  shape: Vec<i64>,
+  strides: Option<Vec<i64>>,
+  offset: i64,
+  readonly: bool,
+) -> Result<Unknown<'env>> {
+  let dtype = parse_dtype(&dtype)?;
+  // SAFETY: live value of this env.
+  let (base, len, buffer) = unsafe { js_memory::typedarray_bytes(env.raw(), bytes.raw())? };
+  // SAFETY: live value of this env.
+  if unsafe { js_memory::is_detached(env.raw(), buffer) } {
+    return Err(fail(ErrorKind::Detached, "the ArrayBuffer has been detached"));
+  }
+  if offset < 0 {
+    return Err(fail(ErrorKind::InvalidLayout, "offset must be non-negative"));
+  }
+  let first_byte = (offset as u64)
+    .checked_mul(dtype.itemsize() as u64)
+    .and_then(|bytes| usize::try_from(bytes).ok())
+    .ok_or_else(|| fail(ErrorKind::Overflow, "offset overflows"))?;
+  let meta = meta_over_region(dtype, &shape, strides.as_deref(), first_byte, base, len, readonly)?;
+  // SAFETY: live value of this env; the reference keeps the buffer (and `base`) alive.
+  let buffer = unsafe { BufferRef::new(env.raw(), bytes.raw())? };
+  let storage = Arc::new(Storage {
+    memory: Memory::Js { base, buffer },
+  });
+  new_handle(env, storage, meta)
+}
+
+/// `copyMode` of [`import_capsule`].
+const COPY_IF_NEEDED: u32 = 0;
+const COPY_ALWAYS: u32 = 1;
+const COPY_NEVER: u32 = 2;
+
+/// Consumes a capsule (from any addon) into a new handle. Host tensors stay zero-copy where the
+/// runtime allows external ArrayBuffers and the data is aligned; otherwise they are copied into
+/// V8 memory (`isCopy`), unless `copyMode` is never-copy, which throws instead.
+#[napi(js_name = "importCapsule")]
+pub fn import_capsule<'env>(env: &'env Env, capsule: Unknown<'env>, copy_mode: u32) -> Result<Unknown<'env>> {
+  if !matches!(copy_mode, COPY_IF_NEEDED | COPY_ALWAYS | COPY_NEVER) {
+    return Err(fail(ErrorKind::InvalidArgument, format!("invalid copy mode {copy_mode}")));
+  }
+  // SAFETY: live value of this env. On any error below, `tensor` drops and its deleter runs.
+  let tensor = unsafe { capsule::import_capsule(env.raw(), capsule.raw())? };
+  from_foreign(env, tensor, copy_mode)
+}
+
+fn foreign_meta(tensor: &ForeignTensor) -> Meta {
+  let layout = tensor.layout();
+  Meta {
+    dtype: tensor.dtype(),
+    shape: tensor.shape().to_vec(),
+    strides: tensor.strides().to_vec(),
+    first_byte: layout.first_element - layout.span_start(),
+    min_offset: layout.min_offset,
+    span_bytes: layout.span_bytes,
+    numel: layout.numel,
+    contiguous: layout.c_contiguous,
+    device: tensor.device(),
+    readonly: tensor.is_read_only(),
+    is_copy: tensor.is_copied(),
+    version: tensor.version().map(|v| (v.major, v.minor)),
+    flags: tensor.flags(),
+  }
+}
+
+fn from_foreign<'env>(env: &'env Env, tensor: ForeignTensor, copy_mode: u32) -> Result<Unknown<'env>> {
+  let meta = foreign_meta(&tensor);
+  if !tensor.device().is_host_accessible() {
+    if copy_mode == COPY_ALWAYS {
+      return Err(fail(
+        ErrorKind::Device,
+        format!("copying {} memory to the host is not supported", tensor.device()),
+      ));
+    }
+    // Device memory is never viewed from JS; the handle only carries it.
+    let storage = Arc::new(Storage { memory: Memory::Foreign(tensor) });
+    return new_handle(env, storage, meta);
+  }
+  let aligned = (tensor.data_ptr() as usize).is_multiple_of(tensor.dtype().itemsize().min(8));
+  // SAFETY: our env, on its thread.
+  let zero_copy_possible = aligned && unsafe { js_memory::external_buffers_allowed(env.raw()) };
+  if copy_mode != COPY_ALWAYS && zero_copy_possible {
+    let storage = Arc::new(Storage { memory: Memory::Foreign(tensor) });
+    return new_handle(env, storage, meta);
+  }
+  if copy_mode == COPY_NEVER {
+    let why = if aligned {
+      "this runtime does not allow external ArrayBuffers (Electron's memory cage), so a JS view needs a copy"
+    } else {
+      "the data is not aligned to its element size, so a JS view needs a copy"
+    };
+    return Err(fail(ErrorKind::CopyRequired, format!("copy: false cannot be honoured: {why}")));
+  }
+  // Copy the span as it is (keeping strides and offsets) into V8 memory; the foreign tensor is
+  // released right after, so its deleter runs now.
+  let span = tensor.layout().span_start() as *const u8;
+  // SAFETY: the validated span of a host-accessible tensor is readable.
+  let bytes = unsafe { std::slice::from_raw_parts(span, tensor.span_bytes()) };
+  // SAFETY: our env.
+  let array_buffer = unsafe { js_memory::arraybuffer_copy(env.raw(), bytes)? };
+  drop(tensor);
+  js_storage_handle(env, array_buffer, Meta { is_copy: true, ..meta })
+}
+
+/// A handle over a fresh V8 ArrayBuffer holding the whole region `meta` describes.
+fn js_storage_handle<'env>(env: &'env Env, array_buffer: sys::napi_value, meta: Meta) -> Result<Unknown<'env>> {
+  let (mut data, mut _len) = (ptr::null_mut(), 0usize);
+  // SAFETY: a live ArrayBuffer of this env.
+  status("napi_get_arraybuffer_info", unsafe { sys::napi_get_arraybuffer_info(env.raw(), array_buffer, &mut data, &mut _len) })?;
+  // SAFETY: as above; the reference keeps the buffer alive.
+  let buffer = unsafe { BufferRef::new(env.raw(), array_buffer)? };
+  let storage = Arc::new(Storage {
+    memory: Memory::Js { base: data.cast(), buffer },
+  });
+  new_handle(env, storage, meta)
+}
+
+/// Exports a handle as a new capsule. `legacy` asks for the pre-1.0 struct; `copy` makes the
+/// export a private row-major copy flagged `IS_COPIED`.
+#[napi(js_name = "exportCapsule")]
+pub fn export_capsule<'env>(env: &'env Env, handle: Unknown<'env>, legacy: bool, copy: bool) -> Result<Unknown<'env>> {
+  let handle = handle_of(env, &handle)?;
+  let storage = storage_of(handle)?.clone();
+  check_attached(env, &storage)?;
+  let format = if legacy { ExportFormat::Legacy } else { ExportFormat::Versioned };
+  let managed = if copy {
+    let words = (handle.meta.numel * handle.meta.dtype.itemsize()).div_ceil(8);
+    let mut owned = vec![0u64; words];
+    // SAFETY: reinterpreting initialised u64s as bytes.
+    let out = unsafe { std::slice::from_raw_parts_mut(owned.as_mut_ptr().cast::<u8>(), handle.meta.numel * handle.meta.dtype.itemsize()) };
+    copy_bytes(&storage, &handle.meta, out)?;
+    let copy_meta = Meta {
+      strides: napi_dlpack::validation::contiguous_strides(&handle.meta.shape)
+        .ok_or_else(|| fail(ErrorKind::Overflow, "strides overflow"))?
+        .into_vec(),
+      first_byte: 0,
+      contiguous: true,
+      readonly: false,
+      ..handle.meta.clone()
+    };
+    let storage = Arc::new(Storage { memory: Memory::Owned(owned) });
+    let owner = ExportOwner::new(storage, &copy_meta);
+    let info: TensorInfo = owner.info.clone().copied(true);
+    export(ExportOwner { info, ..owner }, format)?
+  } else {
+    export(ExportOwner::new(storage, &handle.meta), format)?
+  };
+  // SAFETY: our env, on its thread.
+  let capsule = unsafe { capsule::create_capsule(env.raw(), managed)? };
+  // SAFETY: live value of this env.
+  Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), capsule) })
+}
+
+/// A row-major copy of a tensor in a new handle over V8 memory (`isCopy`).
+#[napi(js_name = "copyHandle")]
+pub fn copy_handle<'env>(env: &'env Env, handle: Unknown<'env>) -> Result<Unknown<'env>> {
+  let handle = handle_of(env, &handle)?;
+  let storage = storage_of(handle)?.clone();
+  check_attached(env, &storage)?;
+  let nbytes = handle.meta.numel * handle.meta.dtype.itemsize();
+  // SAFETY: our env.
+  let (array_buffer, data) = unsafe { js_memory::arraybuffer_new(env.raw(), nbytes)? };
+  let out: &mut [u8] = if nbytes == 0 {
+    &mut []
+  } else {
+    // SAFETY: V8 just gave us `nbytes` writable bytes.
+    unsafe { std::slice::from_raw_parts_mut(data, nbytes) }
+  };
+  copy_bytes(&storage, &handle.meta, out)?;
+  let meta = meta_over_region(handle.meta.dtype, &handle.meta.shape, None, 0, data, nbytes, false)?;
+  js_storage_handle(env, array_buffer, Meta { is_copy: true, ..meta })
+}
+
+/// Layout and flags of a handle, read once per JS tensor.
+#[napi(object)]
+pub struct HandleInfo {
+  pub dtype: String,
+  pub shape: Vec<i64>,
+  pub strides: Vec<i64>,
+  /// DLPack byte_offset an export of this tensor carries.
+  pub byte_offset: i64,
+  pub device_type: u32,
+  pub device_id: i32,
+  pub readonly: bool,
+  pub is_copy: bool,
+  pub contiguous: bool,
+  pub numel: i64,
+  /// Element offset of the first element inside the `.data` view (non-zero with negative
+  /// strides).
+  pub view_offset: i64,
+  /// Elements the `.data` view spans (from the lowest to the highest element).
+  pub view_length: i64,
+  pub version: Option<Vec<u32>>,
+  pub flags: i64,
+}
+
+#[napi(js_name = "handleInfo")]
+pub fn handle_info(env: &Env, handle: Unknown<'_>) -> Result<HandleInfo> {
+  let handle = handle_of(env, &handle)?;
+  let storage = storage_of(handle)?;
+  let meta = &handle.meta;
+  let itemsize = meta.dtype.itemsize() as i64;
+  let byte_offset = match &storage.memory {
+    Memory::Foreign(tensor) => tensor.byte_offset() as i64,
+    _ => 0,
+  };
+  Ok(HandleInfo {
+    dtype: meta.dtype.name().to_string(),
+    shape: meta.shape.clone(),
+    strides: meta.strides.clone(),
+    byte_offset,
+    device_type: meta.device.device_type as u32,
+    device_id: meta.device.id,
+    readonly: meta.readonly,
+    is_copy: meta.is_copy,
+    contiguous: meta.contiguous,
+    numel: meta.numel as i64,
+    view_offset: -meta.min_offset,
+    view_length: meta.span_bytes as i64 / itemsize,
+    version: meta.version.map(|(major, minor)| vec![major, minor]),
+    flags: meta.flags as i64,
+  })
+}
+
+/// The memory of a host tensor as an ArrayBuffer (or SharedArrayBuffer) and the byte offset of
+/// its lowest element in it. Zero-copy: JS memory is returned as is; foreign memory through an
+/// external ArrayBuffer that keeps the storage alive.
+#[napi(object)]
+pub struct HandleView<'env> {
+  pub buffer: Unknown<'env>,
+  pub byte_offset: i64,
+}
+
+#[napi(js_name = "handleView")]
+pub fn handle_view<'env>(env: &'env Env, handle: Unknown<'env>) -> Result<HandleView<'env>> {
+  let handle = handle_of(env, &handle)?;
+  let storage = storage_of(handle)?.clone();
+  if !handle.meta.device.is_host_accessible() {
+    return Err(fail(
+      ErrorKind::NotCpu,
+      format!("tensor memory is on {}; call .to('cpu') first", handle.meta.device),
+    ));
+  }
+  let span_start = handle.meta.span_start();
+  match &storage.memory {
+    Memory::Js { buffer, .. } => {
+      // SAFETY: our env, on its thread.
+      let bytes = unsafe { buffer.value(env.raw())? };
+      // The reference is to the Uint8Array given to wrapBuffer, or to a plain ArrayBuffer.
+      let (array_buffer, base_offset) = backing_buffer(env, bytes)?;
+      // SAFETY: live value of this env.
+      if unsafe { js_memory::is_detached(env.raw(), array_buffer) } {
+        return Err(fail(ErrorKind::Detached, "the tensor's ArrayBuffer has been detached (transferred)"));
+      }
+      Ok(HandleView {
+        // SAFETY: live value of this env.
+        buffer: unsafe { Unknown::from_raw_unchecked(env.raw(), array_buffer) },
+        byte_offset: (base_offset + span_start) as i64,
+      })
+    }
+    Memory::Foreign(_) | Memory::Owned(_) => {
+      if let Some(cached) = handle.view.borrow().as_ref() {
+        // SAFETY: our env, on its thread.
+        let value = unsafe { cached.value(env.raw())? };
+        // SAFETY: live value of this env.
+        return Ok(HandleView { buffer: unsafe { Unknown::from_raw_unchecked(env.raw(), value) }, byte_offset: 0 });
+      }
+      // SAFETY: span_start lies inside the storage region.
+      let start = unsafe { storage.base().add(span_start) };
+      let len = handle.meta.span_bytes;
+      // SAFETY: our env; the Arc clone keeps the memory alive until the ArrayBuffer dies.
+      let value = unsafe { js_memory::external_arraybuffer(env.raw(), start, len, storage.clone())? };
+      // SAFETY: live value of this env.
+      *handle.view.borrow_mut() = Some(unsafe { BufferRef::new(env.raw(), value)? });
+      // SAFETY: live value of this env.
+      Ok(HandleView { buffer: unsafe { Unknown::from_raw_unchecked(env.raw(), value) }, byte_offset: 0 })
+    }
+  }
+}
+
+/// The ArrayBuffer behind a JS storage reference and the byte offset of the storage in it.
+fn backing_buffer(env: &Env, value: sys::napi_value) -> Result<(sys::napi_value, usize)> {
+  let mut is_typedarray = false;
+  // SAFETY: live value of this env.
+  status("napi_is_typedarray", unsafe { sys::napi_is_typedarray(env.raw(), value, &mut is_typedarray) })?;
+  if !is_typedarray {
+    return Ok((value, 0));
+  }
+  let (mut kind, mut length, mut data, mut buffer, mut offset) = (0, 0usize, ptr::null_mut(), ptr::null_mut(), 0usize);
+  // SAFETY: `value` is a TypedArray of this env.
+  status("napi_get_typedarray_info", unsafe {
+    sys::napi_get_typedarray_info(env.raw(), value, &mut kind, &mut length, &mut data, &mut buffer, &mut offset)
+  })?;
+  Ok((buffer, offset))
+}
+
+/// Releases the handle's storage now (`dispose()`); later calls fail with ERR_TENSOR_DISPOSED.
+/// Memory still referenced by live exports or views stays valid until they go.
+#[napi(js_name = "releaseHandle")]
+pub fn release_handle(env: &Env, handle: Unknown<'_>) -> Result<bool> {
+  let handle = handle_of(env, &handle)?;
+  handle.view.borrow_mut().take();
+  Ok(handle.storage.take().is_some())
+}
+
+/// Address of the first element, for zero-copy checks and diagnostics.
+#[napi(js_name = "dataPointer")]
+pub fn data_pointer(env: &Env, handle: Unknown<'_>) -> Result<BigInt> {
+  let handle = handle_of(env, &handle)?;
+  let storage = storage_of(handle)?;
+  let address = match &storage.memory {
+    Memory::Foreign(tensor) => tensor.data_ptr() as u64,
+    _ => storage.base() as u64 + handle.meta.first_byte as u64,
+  };
+  Ok(BigInt::from(address))
+}
+
+#[napi(js_name = "isCapsule")]
+pub fn is_capsule(env: &Env, value: Unknown<'_>) -> bool {
+  // SAFETY: live value of this env.
+  unsafe { capsule::is_capsule(env.raw(), value.raw()) }
+}
+
+#[napi(js_name = "capsuleIsConsumed")]
+pub fn capsule_is_consumed(env: &Env, value: Unknown<'_>) -> Result<bool> {
+  // SAFETY: live value of this env.
+  Ok(unsafe { capsule::is_consumed(env.raw(), value.raw())? })
+}
+
+/// Whether this runtime lets us create external ArrayBuffers (false in Electron, or with
+/// `NAPI_DLPACK_NO_EXTERNAL_BUFFERS=1`).
+#[napi(js_name = "externalBuffersAllowed")]
+pub fn external_buffers_allowed(env: &Env) -> bool {
+  // SAFETY: our env, on its thread.
+  unsafe { js_memory::external_buffers_allowed(env.raw()) }
+}
+
+/// Device of a handle as `[type, id]`, without exporting (`__dlpack_device__`).
+#[napi(js_name = "handleDevice")]
+pub fn handle_device(env: &Env, handle: Unknown<'_>) -> Result<Vec<i32>> {
+  let handle = handle_of(env, &handle)?;
+  storage_of(handle)?;
+  Ok(vec![handle.meta.device.device_type as i32, handle.meta.device.id])
+}
+
+/// Names of every dtype, in the order of `DType::ALL`.
+#[napi(js_name = "dtypeNames")]
+pub fn dtype_names() -> Vec<&'static str> {
+  DType::ALL.iter().map(|dtype| dtype.name()).collect()
+}

@@ -9,6 +9,12 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/**
+ * Benchmark floor: the least any capsule exchange costs — allocate a payload, create a
+ * `napi_external` with a finalizer and stamp a type tag (freed by GC later, like a capsule).
+ */
+export declare function benchTaggedExternal(): unknown
+
 export declare function capsuleIsConsumed(value: unknown): boolean
 
 /** A row-major copy of a tensor in a new handle over V8 memory (`isCopy`). */
@@ -81,6 +87,13 @@ export interface HandleView {
 export declare function importCapsule(capsule: unknown, copyMode: number): unknown
 
 export declare function isCapsule(value: unknown): boolean
+
+export declare function nativeStats(): NativeStats
+
+/** Process-wide counters for leak checks: storages (memory regions) still alive. */
+export interface NativeStats {
+  liveStorages: number
+}
 
 /**
  * Releases the handle's storage now (`dispose()`); later calls fail with ERR_TENSOR_DISPOSED.

@@ -835,6 +835,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.benchTaggedExternal = nativeBinding.benchTaggedExternal
 module.exports.capsuleIsConsumed = nativeBinding.capsuleIsConsumed
 module.exports.copyHandle = nativeBinding.copyHandle
 module.exports.dataPointer = nativeBinding.dataPointer
@@ -846,5 +847,6 @@ module.exports.handleInfo = nativeBinding.handleInfo
 module.exports.handleView = nativeBinding.handleView
 module.exports.importCapsule = nativeBinding.importCapsule
 module.exports.isCapsule = nativeBinding.isCapsule
+module.exports.nativeStats = nativeBinding.nativeStats
 module.exports.releaseHandle = nativeBinding.releaseHandle
 module.exports.wrapBuffer = nativeBinding.wrapBuffer

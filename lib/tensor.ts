@@ -117,20 +117,35 @@ function wrapMemory(
   offset: number,
   readonly: boolean,
 ): unknown {
-  let bytes: Uint8Array
-  if (ArrayBuffer.isView(memory)) {
-    bytes = new Uint8Array(memory.buffer, memory.byteOffset, memory.byteLength)
-  } else if (memory instanceof ArrayBuffer || isSharedArrayBuffer(memory)) {
-    bytes = new Uint8Array(memory)
-  } else {
+  const buffer = ArrayBuffer.isView(memory) ? memory.buffer : memory
+  if (!(buffer instanceof ArrayBuffer) && !isSharedArrayBuffer(buffer)) {
     throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', 'expected an ArrayBuffer, SharedArrayBuffer or TypedArray')
   }
+  if (isDetached(buffer)) {
+    throw new TensorDisposedError('ERR_TENSOR_DETACHED', 'the ArrayBuffer has been detached (transferred)')
+  }
+  const bytes = ArrayBuffer.isView(memory)
+    ? new Uint8Array(memory.buffer, memory.byteOffset, memory.byteLength)
+    : new Uint8Array(buffer)
   if (!Number.isSafeInteger(offset) || offset < 0) {
     throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `offset must be a non-negative integer, got ${String(offset)}`)
   }
   return call(() =>
     native.wrapBuffer(bytes, dtype, checkShape(shape), strides ? checkShape(strides, 'strides') : null, offset, readonly),
   )
+}
+
+/** Whether an ArrayBuffer was detached (transferred); SharedArrayBuffers never are. */
+function isDetached(buffer: ArrayBuffer | SharedArrayBuffer): boolean {
+  if (isSharedArrayBuffer(buffer)) return false
+  const flag = (buffer as { detached?: boolean }).detached // Node ≥ 22
+  if (typeof flag === 'boolean') return flag
+  try {
+    new Uint8Array(buffer, 0, 0)
+    return false
+  } catch {
+    return true
+  }
 }
 
 export function isSharedArrayBuffer(value: unknown): value is SharedArrayBuffer {

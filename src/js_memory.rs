@@ -19,7 +19,10 @@ use napi::sys;
 use napi_dlpack::{DLPackError, ErrorKind};
 
 pub fn napi_error(what: &str, status: sys::napi_status) -> DLPackError {
-  DLPackError::new(ErrorKind::Napi, format!("{what} failed (napi status {status})"))
+  DLPackError::new(
+    ErrorKind::Napi,
+    format!("{what} failed (napi status {status})"),
+  )
 }
 
 fn check(what: &str, status: sys::napi_status) -> Result<(), DLPackError> {
@@ -79,7 +82,9 @@ unsafe extern "C" fn on_env_teardown(arg: *mut c_void) {
     if let Some(SendPtr(tsfn)) = queue.take() {
       // SAFETY: the handle is live until this release; no caller can use it after we cleared
       // the slot under the lock.
-      unsafe { sys::napi_release_threadsafe_function(tsfn, sys::ThreadsafeFunctionReleaseMode::abort) };
+      unsafe {
+        sys::napi_release_threadsafe_function(tsfn, sys::ThreadsafeFunctionReleaseMode::abort)
+      };
     }
   }
   ENV_STATE.with(|state| state.borrow_mut().take());
@@ -119,7 +124,9 @@ pub unsafe fn env_shared(env: sys::napi_env) -> Result<Arc<EnvShared>, DLPackErr
   })?;
   // The queue must not keep the process alive.
   // SAFETY: live handle on its own env.
-  check("napi_unref_threadsafe_function", unsafe { sys::napi_unref_threadsafe_function(env, tsfn) })?;
+  check("napi_unref_threadsafe_function", unsafe {
+    sys::napi_unref_threadsafe_function(env, tsfn)
+  })?;
   let shared = Arc::new(EnvShared {
     env,
     thread: std::thread::current().id(),
@@ -154,7 +161,9 @@ impl BufferRef {
     let shared = unsafe { env_shared(env)? };
     let mut reference = ptr::null_mut();
     // SAFETY: forwarded contract.
-    check("napi_create_reference", unsafe { sys::napi_create_reference(env, value, 1, &mut reference) })?;
+    check("napi_create_reference", unsafe {
+      sys::napi_create_reference(env, value, 1, &mut reference)
+    })?;
     Ok(BufferRef { reference, shared })
   }
 
@@ -164,11 +173,16 @@ impl BufferRef {
   /// `env` must be the live environment of the calling thread.
   pub unsafe fn value(&self, env: sys::napi_env) -> Result<sys::napi_value, DLPackError> {
     if env != self.shared.env || std::thread::current().id() != self.shared.thread {
-      return Err(DLPackError::new(ErrorKind::InvalidArgument, "tensor used outside the JS environment that created it"));
+      return Err(DLPackError::new(
+        ErrorKind::InvalidArgument,
+        "tensor used outside the JS environment that created it",
+      ));
     }
     let mut value = ptr::null_mut();
     // SAFETY: our reference, on its env's thread.
-    check("napi_get_reference_value", unsafe { sys::napi_get_reference_value(env, self.reference, &mut value) })?;
+    check("napi_get_reference_value", unsafe {
+      sys::napi_get_reference_value(env, self.reference, &mut value)
+    })?;
     Ok(value)
   }
 }
@@ -189,7 +203,11 @@ impl Drop for BufferRef {
     } else {
       // SAFETY: the queue handle is live while we hold the lock.
       let status = unsafe {
-        sys::napi_call_threadsafe_function(tsfn, self.reference.cast(), sys::ThreadsafeFunctionCallMode::nonblocking)
+        sys::napi_call_threadsafe_function(
+          tsfn,
+          self.reference.cast(),
+          sys::ThreadsafeFunctionCallMode::nonblocking,
+        )
       };
       // napi_closing: the env is shutting down and releases its references itself.
       let _ = status;
@@ -211,7 +229,14 @@ pub unsafe fn external_buffers_allowed(env: sys::napi_env) -> bool {
     let mut value = ptr::null_mut();
     // SAFETY: a static buffer needs no finalizer and outlives the ArrayBuffer.
     let status = unsafe {
-      sys::napi_create_external_arraybuffer(env, PROBE.as_ptr() as *mut c_void, PROBE.len(), None, ptr::null_mut(), &mut value)
+      sys::napi_create_external_arraybuffer(
+        env,
+        PROBE.as_ptr() as *mut c_void,
+        PROBE.len(),
+        None,
+        ptr::null_mut(),
+        &mut value,
+      )
     };
     status == sys::Status::napi_ok
   };
@@ -220,7 +245,8 @@ pub unsafe fn external_buffers_allowed(env: sys::napi_env) -> bool {
 }
 
 pub fn forced_copy_mode() -> bool {
-  std::env::var_os("NAPI_DLPACK_NO_EXTERNAL_BUFFERS").is_some_and(|value| value != "0" && !value.is_empty())
+  std::env::var_os("NAPI_DLPACK_NO_EXTERNAL_BUFFERS")
+    .is_some_and(|value| value != "0" && !value.is_empty())
 }
 
 /// An external ArrayBuffer over `len` bytes at `data`; `keep_alive` is dropped by the
@@ -242,7 +268,10 @@ pub unsafe fn external_arraybuffer<K: Send + 'static>(
   }
   // SAFETY: forwarded contract.
   if !unsafe { external_buffers_allowed(env) } {
-    return Err(DLPackError::new(ErrorKind::CopyRequired, "external ArrayBuffers are not allowed in this runtime"));
+    return Err(DLPackError::new(
+      ErrorKind::CopyRequired,
+      "external ArrayBuffers are not allowed in this runtime",
+    ));
   }
   unsafe extern "C" fn finalize<K>(_env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
     // SAFETY: `hint` is the Box we leaked below; the finalizer runs once.
@@ -252,14 +281,24 @@ pub unsafe fn external_arraybuffer<K: Send + 'static>(
   let mut value = ptr::null_mut();
   // SAFETY: memory valid while `hint` lives (caller); the finalizer frees `hint`.
   let status = unsafe {
-    sys::napi_create_external_arraybuffer(env, data.cast(), len, Some(finalize::<K>), hint.cast(), &mut value)
+    sys::napi_create_external_arraybuffer(
+      env,
+      data.cast(),
+      len,
+      Some(finalize::<K>),
+      hint.cast(),
+      &mut value,
+    )
   };
   if status != sys::Status::napi_ok {
     // SAFETY: not adopted by an ArrayBuffer; reclaim it.
     drop(unsafe { Box::from_raw(hint) });
     if status == sys::Status::napi_no_external_buffers_allowed {
       EXTERNALS_ALLOWED.with(|known| known.set(Some(false)));
-      return Err(DLPackError::new(ErrorKind::CopyRequired, "external ArrayBuffers are not allowed in this runtime"));
+      return Err(DLPackError::new(
+        ErrorKind::CopyRequired,
+        "external ArrayBuffers are not allowed in this runtime",
+      ));
     }
     return Err(napi_error("napi_create_external_arraybuffer", status));
   }
@@ -270,11 +309,16 @@ pub unsafe fn external_arraybuffer<K: Send + 'static>(
 ///
 /// # Safety
 /// `env` must be the live environment of the calling thread.
-pub unsafe fn arraybuffer_copy(env: sys::napi_env, bytes: &[u8]) -> Result<sys::napi_value, DLPackError> {
+pub unsafe fn arraybuffer_copy(
+  env: sys::napi_env,
+  bytes: &[u8],
+) -> Result<sys::napi_value, DLPackError> {
   let mut data = ptr::null_mut();
   let mut value = ptr::null_mut();
   // SAFETY: valid env.
-  check("napi_create_arraybuffer", unsafe { sys::napi_create_arraybuffer(env, bytes.len(), &mut data, &mut value) })?;
+  check("napi_create_arraybuffer", unsafe {
+    sys::napi_create_arraybuffer(env, bytes.len(), &mut data, &mut value)
+  })?;
   if !bytes.is_empty() {
     // SAFETY: V8 gave us `bytes.len()` writable bytes at `data`.
     unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), data.cast::<u8>(), bytes.len()) };
@@ -286,11 +330,16 @@ pub unsafe fn arraybuffer_copy(env: sys::napi_env, bytes: &[u8]) -> Result<sys::
 ///
 /// # Safety
 /// `env` must be the live environment of the calling thread.
-pub unsafe fn arraybuffer_new(env: sys::napi_env, len: usize) -> Result<(sys::napi_value, *mut u8), DLPackError> {
+pub unsafe fn arraybuffer_new(
+  env: sys::napi_env,
+  len: usize,
+) -> Result<(sys::napi_value, *mut u8), DLPackError> {
   let mut data = ptr::null_mut();
   let mut value = ptr::null_mut();
   // SAFETY: valid env.
-  check("napi_create_arraybuffer", unsafe { sys::napi_create_arraybuffer(env, len, &mut data, &mut value) })?;
+  check("napi_create_arraybuffer", unsafe {
+    sys::napi_create_arraybuffer(env, len, &mut data, &mut value)
+  })?;
   Ok((value, data.cast()))
 }
 
@@ -304,17 +353,34 @@ pub unsafe fn typedarray_bytes(
 ) -> Result<(*mut u8, usize, sys::napi_value), DLPackError> {
   let mut is_typedarray = false;
   // SAFETY: forwarded contract.
-  check("napi_is_typedarray", unsafe { sys::napi_is_typedarray(env, value, &mut is_typedarray) })?;
+  check("napi_is_typedarray", unsafe {
+    sys::napi_is_typedarray(env, value, &mut is_typedarray)
+  })?;
   if !is_typedarray {
-    return Err(DLPackError::new(ErrorKind::InvalidArgument, "expected a Uint8Array"));
+    return Err(DLPackError::new(
+      ErrorKind::InvalidArgument,
+      "expected a Uint8Array",
+    ));
   }
-  let (mut kind, mut length, mut data, mut buffer, mut offset) = (0, 0usize, ptr::null_mut(), ptr::null_mut(), 0usize);
+  let (mut kind, mut length, mut data, mut buffer, mut offset) =
+    (0, 0usize, ptr::null_mut(), ptr::null_mut(), 0usize);
   // SAFETY: `value` is a TypedArray.
   check("napi_get_typedarray_info", unsafe {
-    sys::napi_get_typedarray_info(env, value, &mut kind, &mut length, &mut data, &mut buffer, &mut offset)
+    sys::napi_get_typedarray_info(
+      env,
+      value,
+      &mut kind,
+      &mut length,
+      &mut data,
+      &mut buffer,
+      &mut offset,
+    )
   })?;
   if kind != sys::TypedarrayType::uint8_array {
-    return Err(DLPackError::new(ErrorKind::InvalidArgument, "expected a Uint8Array"));
+    return Err(DLPackError::new(
+      ErrorKind::InvalidArgument,
+      "expected a Uint8Array",
+    ));
   }
   Ok((data.cast(), length, buffer))
 }
@@ -328,4 +394,16 @@ pub unsafe fn is_detached(env: sys::napi_env, value: sys::napi_value) -> bool {
   // SAFETY: forwarded contract; a non-ArrayBuffer simply reports false.
   let status = unsafe { sys::napi_is_detached_arraybuffer(env, value, &mut detached) };
   status == sys::Status::napi_ok && detached
+}
+
+/// Detaches an ArrayBuffer: every view of it becomes empty. Used by `dispose()` so that views of
+/// foreign memory cannot outlive the release.
+///
+/// # Safety
+/// `env` must be the live environment of the calling thread and `value` a value of it.
+pub unsafe fn detach(env: sys::napi_env, value: sys::napi_value) -> Result<(), DLPackError> {
+  // SAFETY: forwarded contract.
+  check("napi_detach_arraybuffer", unsafe {
+    sys::napi_detach_arraybuffer(env, value)
+  })
 }

@@ -1,6 +1,7 @@
 //! Where a tensor's bytes live, and how they are exported.
 
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use napi_dlpack::{DLPackError, DType, Device, ErrorKind, ForeignTensor, IntoDLPack, TensorInfo};
@@ -55,10 +56,28 @@ impl Meta {
 }
 
 pub struct Storage {
-  pub memory: Memory,
+  memory: Memory,
+}
+
+/// Storages alive in this process (all environments): a leak check for tests and diagnostics.
+pub static LIVE_STORAGES: AtomicUsize = AtomicUsize::new(0);
+
+impl Drop for Storage {
+  fn drop(&mut self) {
+    LIVE_STORAGES.fetch_sub(1, Ordering::Relaxed);
+  }
 }
 
 impl Storage {
+  pub fn new(memory: Memory) -> Arc<Storage> {
+    LIVE_STORAGES.fetch_add(1, Ordering::Relaxed);
+    Arc::new(Storage { memory })
+  }
+
+  pub fn memory(&self) -> &Memory {
+    &self.memory
+  }
+
   /// Start of the storage region (for foreign tensors: the lowest element's address).
   pub fn base(&self) -> *mut u8 {
     match &self.memory {
@@ -67,15 +86,14 @@ impl Storage {
       Memory::Owned(words) => words.as_ptr() as *mut u8,
     }
   }
-
 }
 
 /// A DLPack export of (part of) a storage. Holding the Arc keeps the memory alive until the
 /// consumer calls the deleter, wherever that happens.
 pub struct ExportOwner {
-  /// Held for its Drop: the consumer's deleter releases the memory by dropping this.
-  #[allow(dead_code)]
+  /// Dropping this (in the consumer's deleter) releases our hold on the memory.
   pub storage: Arc<Storage>,
+  pub meta: Arc<Meta>,
   pub info: TensorInfo,
 }
 
@@ -90,12 +108,14 @@ unsafe impl IntoDLPack for ExportOwner {
 
 impl ExportOwner {
   /// Describes `meta` over `storage` for export.
-  pub fn new(storage: Arc<Storage>, meta: &Meta) -> ExportOwner {
-    let info = match &storage.memory {
+  pub fn new(storage: Arc<Storage>, meta: Arc<Meta>) -> ExportOwner {
+    let info = match storage.memory() {
       // Re-exports keep the producer's data pointer and byte_offset (Metal-style handles need
       // the offset to stay separate).
-      Memory::Foreign(tensor) => TensorInfo::strided(tensor.raw_data(), meta.dtype, &meta.shape, &meta.strides)
-        .byte_offset(tensor.byte_offset()),
+      Memory::Foreign(tensor) => {
+        TensorInfo::strided(tensor.raw_data(), meta.dtype, &meta.shape, &meta.strides)
+          .byte_offset(tensor.byte_offset())
+      }
       // Our own memory: data points at the first element, byte_offset 0, which every consumer
       // reads correctly (including those that ignore byte_offset).
       Memory::Js { .. } | Memory::Owned(_) => TensorInfo::strided(
@@ -107,8 +127,13 @@ impl ExportOwner {
       ),
     }
     .device(meta.device)
-    .read_only(meta.readonly);
-    ExportOwner { storage, info }
+    .read_only(meta.readonly)
+    .copied(meta.is_copy && matches!(storage.memory(), Memory::Owned(_)));
+    ExportOwner {
+      storage,
+      meta,
+      info,
+    }
   }
 }
 
@@ -117,7 +142,14 @@ impl ExportOwner {
 ///
 /// # Safety
 /// Every element addressed by `shape`/`strides` from `first` must be readable.
-pub unsafe fn gather(first: *const u8, itemsize: usize, shape: &[i64], strides: &[i64], contiguous: bool, out: &mut [u8]) {
+pub unsafe fn gather(
+  first: *const u8,
+  itemsize: usize,
+  shape: &[i64],
+  strides: &[i64],
+  contiguous: bool,
+  out: &mut [u8],
+) {
   if out.is_empty() {
     return;
   }
@@ -151,7 +183,10 @@ pub fn copy_bytes(storage: &Storage, meta: &Meta, out: &mut [u8]) -> Result<(), 
   if !meta.device.is_host_accessible() {
     return Err(DLPackError::new(
       ErrorKind::NotCpu,
-      format!("tensor memory is on {}; host copies need .to('cpu')", meta.device),
+      format!(
+        "tensor memory is on {}; host copies need .to('cpu')",
+        meta.device
+      ),
     ));
   }
   // SAFETY: the layout was validated against the storage region at construction.

@@ -8,14 +8,16 @@
 use std::cell::RefCell;
 use std::ffi::c_void;
 use std::ptr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use napi::bindgen_prelude::{BigInt, Unknown};
 use napi::{sys, Env, JsValue};
 use napi_derive::napi;
 use napi_dlpack::capsule;
 use napi_dlpack::validation::layout_of;
-use napi_dlpack::{export, DLPackError, DType, Device, ErrorKind, ExportFormat, ForeignTensor, TensorInfo};
+use napi_dlpack::{
+  export, take_owner, DLPackError, DType, Device, ErrorKind, ExportFormat, ForeignTensor,
+};
 
 use crate::js_memory::{self, BufferRef};
 use crate::storage::{copy_bytes, ExportOwner, Memory, Meta, Storage};
@@ -30,11 +32,16 @@ const HANDLE_TAG: sys::napi_type_tag = sys::napi_type_tag {
 pub struct Handle {
   /// `None` once released (`dispose()`).
   storage: Option<Arc<Storage>>,
-  meta: Meta,
+  meta: Arc<Meta>,
   /// A cached zero-copy view (external ArrayBuffer) of foreign memory, so a storage is wrapped
-  /// by at most one ArrayBuffer per handle.
-  view: RefCell<Option<BufferRef>>,
+  /// by at most one ArrayBuffer per handle, and the slot through which that ArrayBuffer keeps
+  /// the storage alive (emptied by `dispose()`).
+  view: RefCell<Option<(BufferRef, ViewSlot)>>,
 }
+
+/// What an external ArrayBuffer view holds on to. `dispose()` detaches the ArrayBuffer and
+/// empties the slot, so the memory is released now rather than at the next GC.
+type ViewSlot = Arc<Mutex<Option<Arc<Storage>>>>;
 
 type Result<T> = std::result::Result<T, napi::Error<&'static str>>;
 
@@ -58,29 +65,46 @@ unsafe extern "C" fn finalize_handle(_env: sys::napi_env, data: *mut c_void, _hi
 fn new_handle<'env>(env: &'env Env, storage: Arc<Storage>, meta: Meta) -> Result<Unknown<'env>> {
   let handle = Box::into_raw(Box::new(Handle {
     storage: Some(storage),
-    meta,
+    meta: Arc::new(meta),
     view: RefCell::new(None),
   }));
   let mut value = ptr::null_mut();
   // SAFETY: live env on its thread; the finalizer owns `handle` once the external exists.
-  let created = unsafe { sys::napi_create_external(env.raw(), handle.cast(), Some(finalize_handle), ptr::null_mut(), &mut value) };
+  let created = unsafe {
+    sys::napi_create_external(
+      env.raw(),
+      handle.cast(),
+      Some(finalize_handle),
+      ptr::null_mut(),
+      &mut value,
+    )
+  };
   if created != sys::Status::napi_ok {
     // SAFETY: not adopted; reclaim.
     drop(unsafe { Box::from_raw(handle) });
     return Err(js_memory::napi_error("napi_create_external", created).into());
   }
   // SAFETY: `value` is a live external of this env.
-  status("napi_type_tag_object", unsafe { sys::napi_type_tag_object(env.raw(), value, &HANDLE_TAG) })?;
+  status("napi_type_tag_object", unsafe {
+    sys::napi_type_tag_object(env.raw(), value, &HANDLE_TAG)
+  })?;
   // SAFETY: live value of this env.
   Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), value) })
 }
 
 /// The `Handle` behind a JS value, after checking the type tag.
 fn handle_of<'a>(env: &Env, value: &Unknown<'a>) -> Result<&'a mut Handle> {
-  let not_a_handle = || fail(ErrorKind::InvalidArgument, "expected a napi-dlpack tensor handle");
+  let not_a_handle = || {
+    fail(
+      ErrorKind::InvalidArgument,
+      "expected a napi-dlpack tensor handle",
+    )
+  };
   let mut value_type = 0;
   // SAFETY: live value of this env.
-  status("napi_typeof", unsafe { sys::napi_typeof(env.raw(), value.raw(), &mut value_type) })?;
+  status("napi_typeof", unsafe {
+    sys::napi_typeof(env.raw(), value.raw(), &mut value_type)
+  })?;
   if value_type != sys::ValueType::napi_external {
     return Err(not_a_handle());
   }
@@ -94,7 +118,9 @@ fn handle_of<'a>(env: &Env, value: &Unknown<'a>) -> Result<&'a mut Handle> {
   }
   let mut data = ptr::null_mut();
   // SAFETY: live external of this env.
-  status("napi_get_value_external", unsafe { sys::napi_get_value_external(env.raw(), value.raw(), &mut data) })?;
+  status("napi_get_value_external", unsafe {
+    sys::napi_get_value_external(env.raw(), value.raw(), &mut data)
+  })?;
   // SAFETY: tagged externals of ours always hold a live `Handle` (freed only by the finalizer,
   // which cannot run while `value` is reachable). JS is single-threaded, and no two of these
   // borrows are alive at once: each native call takes one and returns before the next.
@@ -110,12 +136,16 @@ fn storage_of(handle: &Handle) -> Result<&Arc<Storage>> {
 
 /// Fails if the JS buffer behind a storage has been detached (transferred) under us.
 fn check_attached(env: &Env, storage: &Storage) -> Result<()> {
-  if let Memory::Js { buffer, .. } = &storage.memory {
+  if let Memory::Js { buffer, .. } = storage.memory() {
     // SAFETY: our env, on its thread.
     let value = unsafe { buffer.value(env.raw())? };
+    let (array_buffer, _) = backing_buffer(env, value)?;
     // SAFETY: live value of this env.
-    if unsafe { js_memory::is_detached(env.raw(), value) } {
-      return Err(fail(ErrorKind::Detached, "the tensor's ArrayBuffer has been detached (transferred)"));
+    if unsafe { js_memory::is_detached(env.raw(), array_buffer) } {
+      return Err(fail(
+        ErrorKind::Detached,
+        "the tensor's ArrayBuffer has been detached (transferred)",
+      ));
     }
   }
   Ok(())
@@ -189,21 +219,33 @@ pub fn wrap_buffer<'env>(
   let (base, len, buffer) = unsafe { js_memory::typedarray_bytes(env.raw(), bytes.raw())? };
   // SAFETY: live value of this env.
   if unsafe { js_memory::is_detached(env.raw(), buffer) } {
-    return Err(fail(ErrorKind::Detached, "the ArrayBuffer has been detached"));
+    return Err(fail(
+      ErrorKind::Detached,
+      "the ArrayBuffer has been detached",
+    ));
   }
   if offset < 0 {
-    return Err(fail(ErrorKind::InvalidLayout, "offset must be non-negative"));
+    return Err(fail(
+      ErrorKind::InvalidLayout,
+      "offset must be non-negative",
+    ));
   }
   let first_byte = (offset as u64)
     .checked_mul(dtype.itemsize() as u64)
     .and_then(|bytes| usize::try_from(bytes).ok())
     .ok_or_else(|| fail(ErrorKind::Overflow, "offset overflows"))?;
-  let meta = meta_over_region(dtype, &shape, strides.as_deref(), first_byte, base, len, readonly)?;
+  let meta = meta_over_region(
+    dtype,
+    &shape,
+    strides.as_deref(),
+    first_byte,
+    base,
+    len,
+    readonly,
+  )?;
   // SAFETY: live value of this env; the reference keeps the buffer (and `base`) alive.
   let buffer = unsafe { BufferRef::new(env.raw(), bytes.raw())? };
-  let storage = Arc::new(Storage {
-    memory: Memory::Js { base, buffer },
-  });
+  let storage = Storage::new(Memory::Js { base, buffer });
   new_handle(env, storage, meta)
 }
 
@@ -216,13 +258,57 @@ const COPY_NEVER: u32 = 2;
 /// runtime allows external ArrayBuffers and the data is aligned; otherwise they are copied into
 /// V8 memory (`isCopy`), unless `copyMode` is never-copy, which throws instead.
 #[napi(js_name = "importCapsule")]
-pub fn import_capsule<'env>(env: &'env Env, capsule: Unknown<'env>, copy_mode: u32) -> Result<Unknown<'env>> {
+pub fn import_capsule<'env>(
+  env: &'env Env,
+  capsule: Unknown<'env>,
+  copy_mode: u32,
+) -> Result<Unknown<'env>> {
   if !matches!(copy_mode, COPY_IF_NEEDED | COPY_ALWAYS | COPY_NEVER) {
-    return Err(fail(ErrorKind::InvalidArgument, format!("invalid copy mode {copy_mode}")));
+    return Err(fail(
+      ErrorKind::InvalidArgument,
+      format!("invalid copy mode {copy_mode}"),
+    ));
   }
-  // SAFETY: live value of this env. On any error below, `tensor` drops and its deleter runs.
-  let tensor = unsafe { capsule::import_capsule(env.raw(), capsule.raw())? };
-  from_foreign(env, tensor, copy_mode)
+  // SAFETY: live value of this env. From here on we own the tensor: every error path below
+  // drops it, which runs its deleter exactly once.
+  let managed = unsafe { capsule::consume_capsule(env.raw(), capsule.raw())? };
+  let version = managed.version().map(|v| (v.major, v.minor));
+  let format = if managed.is_versioned() {
+    ExportFormat::Versioned
+  } else {
+    ExportFormat::Legacy
+  };
+  let managed = if copy_mode == COPY_ALWAYS {
+    managed
+  } else {
+    // Our own export coming straight back: share the original storage, no copy, no
+    // re-validation of metadata we produced ourselves.
+    match take_owner::<ExportOwner>(managed) {
+      Ok(owner) => {
+        // SAFETY: our env, on its thread.
+        let viewable = matches!(owner.storage.memory(), Memory::Js { .. })
+          || !owner.meta.device.is_host_accessible()
+          || unsafe { js_memory::external_buffers_allowed(env.raw()) };
+        if viewable {
+          let meta = Meta {
+            version,
+            flags: if version.is_some() {
+              owner.info.flags()
+            } else {
+              0
+            },
+            is_copy: owner.info.is_copied(),
+            ..(*owner.meta).clone()
+          };
+          return new_handle(env, owner.storage, meta);
+        }
+        // Memory a JS view can only copy (Electron): take the general path below.
+        export(owner, format)?
+      }
+      Err(managed) => managed,
+    }
+  };
+  from_foreign(env, ForeignTensor::new(managed)?, copy_mode)
 }
 
 fn foreign_meta(tensor: &ForeignTensor) -> Meta {
@@ -244,24 +330,31 @@ fn foreign_meta(tensor: &ForeignTensor) -> Meta {
   }
 }
 
-fn from_foreign<'env>(env: &'env Env, tensor: ForeignTensor, copy_mode: u32) -> Result<Unknown<'env>> {
+fn from_foreign<'env>(
+  env: &'env Env,
+  tensor: ForeignTensor,
+  copy_mode: u32,
+) -> Result<Unknown<'env>> {
   let meta = foreign_meta(&tensor);
   if !tensor.device().is_host_accessible() {
     if copy_mode == COPY_ALWAYS {
       return Err(fail(
         ErrorKind::Device,
-        format!("copying {} memory to the host is not supported", tensor.device()),
+        format!(
+          "copying {} memory to the host is not supported",
+          tensor.device()
+        ),
       ));
     }
     // Device memory is never viewed from JS; the handle only carries it.
-    let storage = Arc::new(Storage { memory: Memory::Foreign(tensor) });
+    let storage = Storage::new(Memory::Foreign(tensor));
     return new_handle(env, storage, meta);
   }
   let aligned = (tensor.data_ptr() as usize).is_multiple_of(tensor.dtype().itemsize().min(8));
   // SAFETY: our env, on its thread.
   let zero_copy_possible = aligned && unsafe { js_memory::external_buffers_allowed(env.raw()) };
   if copy_mode != COPY_ALWAYS && zero_copy_possible {
-    let storage = Arc::new(Storage { memory: Memory::Foreign(tensor) });
+    let storage = Storage::new(Memory::Foreign(tensor));
     return new_handle(env, storage, meta);
   }
   if copy_mode == COPY_NEVER {
@@ -270,7 +363,10 @@ fn from_foreign<'env>(env: &'env Env, tensor: ForeignTensor, copy_mode: u32) -> 
     } else {
       "the data is not aligned to its element size, so a JS view needs a copy"
     };
-    return Err(fail(ErrorKind::CopyRequired, format!("copy: false cannot be honoured: {why}")));
+    return Err(fail(
+      ErrorKind::CopyRequired,
+      format!("copy: false cannot be honoured: {why}"),
+    ));
   }
   // Copy the span as it is (keeping strides and offsets) into V8 memory; the foreign tensor is
   // released right after, so its deleter runs now.
@@ -280,18 +376,32 @@ fn from_foreign<'env>(env: &'env Env, tensor: ForeignTensor, copy_mode: u32) -> 
   // SAFETY: our env.
   let array_buffer = unsafe { js_memory::arraybuffer_copy(env.raw(), bytes)? };
   drop(tensor);
-  js_storage_handle(env, array_buffer, Meta { is_copy: true, ..meta })
+  js_storage_handle(
+    env,
+    array_buffer,
+    Meta {
+      is_copy: true,
+      ..meta
+    },
+  )
 }
 
 /// A handle over a fresh V8 ArrayBuffer holding the whole region `meta` describes.
-fn js_storage_handle<'env>(env: &'env Env, array_buffer: sys::napi_value, meta: Meta) -> Result<Unknown<'env>> {
+fn js_storage_handle<'env>(
+  env: &'env Env,
+  array_buffer: sys::napi_value,
+  meta: Meta,
+) -> Result<Unknown<'env>> {
   let (mut data, mut _len) = (ptr::null_mut(), 0usize);
   // SAFETY: a live ArrayBuffer of this env.
-  status("napi_get_arraybuffer_info", unsafe { sys::napi_get_arraybuffer_info(env.raw(), array_buffer, &mut data, &mut _len) })?;
+  status("napi_get_arraybuffer_info", unsafe {
+    sys::napi_get_arraybuffer_info(env.raw(), array_buffer, &mut data, &mut _len)
+  })?;
   // SAFETY: as above; the reference keeps the buffer alive.
   let buffer = unsafe { BufferRef::new(env.raw(), array_buffer)? };
-  let storage = Arc::new(Storage {
-    memory: Memory::Js { base: data.cast(), buffer },
+  let storage = Storage::new(Memory::Js {
+    base: data.cast(),
+    buffer,
   });
   new_handle(env, storage, meta)
 }
@@ -299,32 +409,47 @@ fn js_storage_handle<'env>(env: &'env Env, array_buffer: sys::napi_value, meta: 
 /// Exports a handle as a new capsule. `legacy` asks for the pre-1.0 struct; `copy` makes the
 /// export a private row-major copy flagged `IS_COPIED`.
 #[napi(js_name = "exportCapsule")]
-pub fn export_capsule<'env>(env: &'env Env, handle: Unknown<'env>, legacy: bool, copy: bool) -> Result<Unknown<'env>> {
+pub fn export_capsule<'env>(
+  env: &'env Env,
+  handle: Unknown<'env>,
+  legacy: bool,
+  copy: bool,
+) -> Result<Unknown<'env>> {
   let handle = handle_of(env, &handle)?;
   let storage = storage_of(handle)?.clone();
   check_attached(env, &storage)?;
-  let format = if legacy { ExportFormat::Legacy } else { ExportFormat::Versioned };
+  let format = if legacy {
+    ExportFormat::Legacy
+  } else {
+    ExportFormat::Versioned
+  };
   let managed = if copy {
     let words = (handle.meta.numel * handle.meta.dtype.itemsize()).div_ceil(8);
     let mut owned = vec![0u64; words];
     // SAFETY: reinterpreting initialised u64s as bytes.
-    let out = unsafe { std::slice::from_raw_parts_mut(owned.as_mut_ptr().cast::<u8>(), handle.meta.numel * handle.meta.dtype.itemsize()) };
+    let out = unsafe {
+      std::slice::from_raw_parts_mut(
+        owned.as_mut_ptr().cast::<u8>(),
+        handle.meta.numel * handle.meta.dtype.itemsize(),
+      )
+    };
     copy_bytes(&storage, &handle.meta, out)?;
     let copy_meta = Meta {
       strides: napi_dlpack::validation::contiguous_strides(&handle.meta.shape)
         .ok_or_else(|| fail(ErrorKind::Overflow, "strides overflow"))?
         .into_vec(),
       first_byte: 0,
+      min_offset: 0,
+      span_bytes: handle.meta.numel * handle.meta.dtype.itemsize(),
       contiguous: true,
       readonly: false,
-      ..handle.meta.clone()
+      is_copy: true,
+      ..(*handle.meta).clone()
     };
-    let storage = Arc::new(Storage { memory: Memory::Owned(owned) });
-    let owner = ExportOwner::new(storage, &copy_meta);
-    let info: TensorInfo = owner.info.clone().copied(true);
-    export(ExportOwner { info, ..owner }, format)?
+    let storage = Storage::new(Memory::Owned(owned));
+    export(ExportOwner::new(storage, Arc::new(copy_meta)), format)?
   } else {
-    export(ExportOwner::new(storage, &handle.meta), format)?
+    export(ExportOwner::new(storage, handle.meta.clone()), format)?
   };
   // SAFETY: our env, on its thread.
   let capsule = unsafe { capsule::create_capsule(env.raw(), managed)? };
@@ -348,8 +473,23 @@ pub fn copy_handle<'env>(env: &'env Env, handle: Unknown<'env>) -> Result<Unknow
     unsafe { std::slice::from_raw_parts_mut(data, nbytes) }
   };
   copy_bytes(&storage, &handle.meta, out)?;
-  let meta = meta_over_region(handle.meta.dtype, &handle.meta.shape, None, 0, data, nbytes, false)?;
-  js_storage_handle(env, array_buffer, Meta { is_copy: true, ..meta })
+  let meta = meta_over_region(
+    handle.meta.dtype,
+    &handle.meta.shape,
+    None,
+    0,
+    data,
+    nbytes,
+    false,
+  )?;
+  js_storage_handle(
+    env,
+    array_buffer,
+    Meta {
+      is_copy: true,
+      ..meta
+    },
+  )
 }
 
 /// Layout and flags of a handle, read once per JS tensor.
@@ -381,7 +521,7 @@ pub fn handle_info(env: &Env, handle: Unknown<'_>) -> Result<HandleInfo> {
   let storage = storage_of(handle)?;
   let meta = &handle.meta;
   let itemsize = meta.dtype.itemsize() as i64;
-  let byte_offset = match &storage.memory {
+  let byte_offset = match storage.memory() {
     Memory::Foreign(tensor) => tensor.byte_offset() as i64,
     _ => 0,
   };
@@ -419,11 +559,14 @@ pub fn handle_view<'env>(env: &'env Env, handle: Unknown<'env>) -> Result<Handle
   if !handle.meta.device.is_host_accessible() {
     return Err(fail(
       ErrorKind::NotCpu,
-      format!("tensor memory is on {}; call .to('cpu') first", handle.meta.device),
+      format!(
+        "tensor memory is on {}; call .to('cpu') first",
+        handle.meta.device
+      ),
     ));
   }
   let span_start = handle.meta.span_start();
-  match &storage.memory {
+  match storage.memory() {
     Memory::Js { buffer, .. } => {
       // SAFETY: our env, on its thread.
       let bytes = unsafe { buffer.value(env.raw())? };
@@ -431,7 +574,10 @@ pub fn handle_view<'env>(env: &'env Env, handle: Unknown<'env>) -> Result<Handle
       let (array_buffer, base_offset) = backing_buffer(env, bytes)?;
       // SAFETY: live value of this env.
       if unsafe { js_memory::is_detached(env.raw(), array_buffer) } {
-        return Err(fail(ErrorKind::Detached, "the tensor's ArrayBuffer has been detached (transferred)"));
+        return Err(fail(
+          ErrorKind::Detached,
+          "the tensor's ArrayBuffer has been detached (transferred)",
+        ));
       }
       Ok(HandleView {
         // SAFETY: live value of this env.
@@ -440,21 +586,29 @@ pub fn handle_view<'env>(env: &'env Env, handle: Unknown<'env>) -> Result<Handle
       })
     }
     Memory::Foreign(_) | Memory::Owned(_) => {
-      if let Some(cached) = handle.view.borrow().as_ref() {
+      if let Some((cached, _)) = handle.view.borrow().as_ref() {
         // SAFETY: our env, on its thread.
         let value = unsafe { cached.value(env.raw())? };
         // SAFETY: live value of this env.
-        return Ok(HandleView { buffer: unsafe { Unknown::from_raw_unchecked(env.raw(), value) }, byte_offset: 0 });
+        return Ok(HandleView {
+          buffer: unsafe { Unknown::from_raw_unchecked(env.raw(), value) },
+          byte_offset: 0,
+        });
       }
       // SAFETY: span_start lies inside the storage region.
       let start = unsafe { storage.base().add(span_start) };
       let len = handle.meta.span_bytes;
-      // SAFETY: our env; the Arc clone keeps the memory alive until the ArrayBuffer dies.
-      let value = unsafe { js_memory::external_arraybuffer(env.raw(), start, len, storage.clone())? };
+      let slot: ViewSlot = Arc::new(Mutex::new(Some(storage.clone())));
+      // SAFETY: our env; the slot keeps the memory alive until the ArrayBuffer dies or
+      // `dispose()` detaches it first.
+      let value = unsafe { js_memory::external_arraybuffer(env.raw(), start, len, slot.clone())? };
       // SAFETY: live value of this env.
-      *handle.view.borrow_mut() = Some(unsafe { BufferRef::new(env.raw(), value)? });
+      *handle.view.borrow_mut() = Some((unsafe { BufferRef::new(env.raw(), value)? }, slot));
       // SAFETY: live value of this env.
-      Ok(HandleView { buffer: unsafe { Unknown::from_raw_unchecked(env.raw(), value) }, byte_offset: 0 })
+      Ok(HandleView {
+        buffer: unsafe { Unknown::from_raw_unchecked(env.raw(), value) },
+        byte_offset: 0,
+      })
     }
   }
 }
@@ -463,14 +617,25 @@ pub fn handle_view<'env>(env: &'env Env, handle: Unknown<'env>) -> Result<Handle
 fn backing_buffer(env: &Env, value: sys::napi_value) -> Result<(sys::napi_value, usize)> {
   let mut is_typedarray = false;
   // SAFETY: live value of this env.
-  status("napi_is_typedarray", unsafe { sys::napi_is_typedarray(env.raw(), value, &mut is_typedarray) })?;
+  status("napi_is_typedarray", unsafe {
+    sys::napi_is_typedarray(env.raw(), value, &mut is_typedarray)
+  })?;
   if !is_typedarray {
     return Ok((value, 0));
   }
-  let (mut kind, mut length, mut data, mut buffer, mut offset) = (0, 0usize, ptr::null_mut(), ptr::null_mut(), 0usize);
+  let (mut kind, mut length, mut data, mut buffer, mut offset) =
+    (0, 0usize, ptr::null_mut(), ptr::null_mut(), 0usize);
   // SAFETY: `value` is a TypedArray of this env.
   status("napi_get_typedarray_info", unsafe {
-    sys::napi_get_typedarray_info(env.raw(), value, &mut kind, &mut length, &mut data, &mut buffer, &mut offset)
+    sys::napi_get_typedarray_info(
+      env.raw(),
+      value,
+      &mut kind,
+      &mut length,
+      &mut data,
+      &mut buffer,
+      &mut offset,
+    )
   })?;
   Ok((buffer, offset))
 }
@@ -480,7 +645,15 @@ fn backing_buffer(env: &Env, value: sys::napi_value) -> Result<(sys::napi_value,
 #[napi(js_name = "releaseHandle")]
 pub fn release_handle(env: &Env, handle: Unknown<'_>) -> Result<bool> {
   let handle = handle_of(env, &handle)?;
-  handle.view.borrow_mut().take();
+  if let Some((view, slot)) = handle.view.borrow_mut().take() {
+    // SAFETY: our env, on its thread.
+    let value = unsafe { view.value(env.raw())? };
+    // SAFETY: a live external ArrayBuffer of this env: views of it become empty.
+    unsafe { js_memory::detach(env.raw(), value)? };
+    if let Ok(mut slot) = slot.lock() {
+      slot.take();
+    }
+  }
   Ok(handle.storage.take().is_some())
 }
 
@@ -489,7 +662,7 @@ pub fn release_handle(env: &Env, handle: Unknown<'_>) -> Result<bool> {
 pub fn data_pointer(env: &Env, handle: Unknown<'_>) -> Result<BigInt> {
   let handle = handle_of(env, &handle)?;
   let storage = storage_of(handle)?;
-  let address = match &storage.memory {
+  let address = match storage.memory() {
     Memory::Foreign(tensor) => tensor.data_ptr() as u64,
     _ => storage.base() as u64 + handle.meta.first_byte as u64,
   };
@@ -521,11 +694,64 @@ pub fn external_buffers_allowed(env: &Env) -> bool {
 pub fn handle_device(env: &Env, handle: Unknown<'_>) -> Result<Vec<i32>> {
   let handle = handle_of(env, &handle)?;
   storage_of(handle)?;
-  Ok(vec![handle.meta.device.device_type as i32, handle.meta.device.id])
+  Ok(vec![
+    handle.meta.device.device_type as i32,
+    handle.meta.device.id,
+  ])
+}
+
+/// Process-wide counters for leak checks: storages (memory regions) still alive.
+#[napi(object)]
+pub struct NativeStats {
+  pub live_storages: u32,
+}
+
+#[napi(js_name = "nativeStats")]
+pub fn native_stats() -> NativeStats {
+  NativeStats {
+    live_storages: crate::storage::LIVE_STORAGES.load(std::sync::atomic::Ordering::Relaxed) as u32,
+  }
 }
 
 /// Names of every dtype, in the order of `DType::ALL`.
 #[napi(js_name = "dtypeNames")]
 pub fn dtype_names() -> Vec<&'static str> {
   DType::ALL.iter().map(|dtype| dtype.name()).collect()
+}
+
+/// Benchmark floor: the least any capsule exchange costs — allocate a payload, create a
+/// `napi_external` with a finalizer and stamp a type tag (freed by GC later, like a capsule).
+#[napi(js_name = "benchTaggedExternal")]
+pub fn bench_tagged_external<'env>(env: &'env Env) -> Result<Unknown<'env>> {
+  unsafe extern "C" fn finalize(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+    // SAFETY: the Box leaked below; finalizers run once.
+    drop(unsafe { Box::from_raw(data.cast::<[u64; 2]>()) });
+  }
+  const BENCH_TAG: sys::napi_type_tag = sys::napi_type_tag {
+    lower: 1,
+    upper: 0x6265_6e63_6866_6c72,
+  };
+  let payload = Box::into_raw(Box::new([0u64; 2]));
+  let mut value = ptr::null_mut();
+  // SAFETY: live env on its thread; the finalizer owns `payload` once created.
+  let created = unsafe {
+    sys::napi_create_external(
+      env.raw(),
+      payload.cast(),
+      Some(finalize),
+      ptr::null_mut(),
+      &mut value,
+    )
+  };
+  if created != sys::Status::napi_ok {
+    // SAFETY: not adopted; reclaim.
+    drop(unsafe { Box::from_raw(payload) });
+    return Err(js_memory::napi_error("napi_create_external", created).into());
+  }
+  // SAFETY: live external of this env.
+  status("napi_type_tag_object", unsafe {
+    sys::napi_type_tag_object(env.raw(), value, &BENCH_TAG)
+  })?;
+  // SAFETY: live value of this env.
+  Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), value) })
 }

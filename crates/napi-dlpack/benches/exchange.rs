@@ -23,7 +23,11 @@ fn exchange(c: &mut Criterion) {
     // Small batches keep the untouched address space bounded (64 × 1 GiB of untouched pages at 256 Mi).
     let batch = BatchSize::NumIterations(64);
     group.bench_function(BenchmarkId::new("export_versioned", label), |b| {
-      b.iter_batched(|| vec![0f32; len], |data| export_versioned(black_box(data)).unwrap(), batch)
+      b.iter_batched(
+        || vec![0f32; len],
+        |data| export_versioned(black_box(data)).unwrap(),
+        batch,
+      )
     });
     group.bench_function(BenchmarkId::new("import_validate", label), |b| {
       b.iter_batched(
@@ -42,7 +46,9 @@ fn exchange(c: &mut Criterion) {
   copy.sample_size(10);
   for (label, len) in SIZES {
     let source = vec![1f32; len];
-    copy.bench_function(BenchmarkId::new("to_vec", label), |b| b.iter(|| black_box(&source).to_vec()));
+    copy.bench_function(BenchmarkId::new("to_vec", label), |b| {
+      b.iter(|| black_box(&source).to_vec())
+    });
   }
   copy.finish();
 }

@@ -48,7 +48,10 @@ const _: () = {
 };
 
 fn napi_error(what: &str, status: sys::napi_status) -> DLPackError {
-  DLPackError::new(ErrorKind::Napi, format!("{what} failed with napi status {status}"))
+  DLPackError::new(
+    ErrorKind::Napi,
+    format!("{what} failed with napi status {status}"),
+  )
 }
 
 /// The external's finalizer: runs on the JS thread when the capsule is collected.
@@ -97,12 +100,21 @@ pub unsafe fn create_capsule(
   let mut external = ptr::null_mut();
   // SAFETY: valid env (caller); on success the finalizer owns `payload`.
   let status = unsafe {
-    sys::napi_create_external(env, payload.cast(), Some(finalize_capsule), ptr::null_mut(), &mut external)
+    sys::napi_create_external(
+      env,
+      payload.cast(),
+      Some(finalize_capsule),
+      ptr::null_mut(),
+      &mut external,
+    )
   };
   if status != sys::Status::napi_ok {
     // SAFETY: the external was not created, so we still own the payload.
     let payload = unsafe { Box::from_raw(payload) };
-    drop(managed_from_raw(kind, payload.tensor.swap(ptr::null_mut(), Ordering::SeqCst)));
+    drop(managed_from_raw(
+      kind,
+      payload.tensor.swap(ptr::null_mut(), Ordering::SeqCst),
+    ));
     return Err(napi_error("napi_create_external", status));
   }
   // SAFETY: `external` is a live value of this env.
@@ -111,7 +123,9 @@ pub unsafe fn create_capsule(
     // The external exists and its finalizer will free the payload later; take the tensor out
     // now so the finalizer finds it consumed, and release it here.
     // SAFETY: the payload stays alive until the finalizer, which cannot run during this call.
-    let taken = unsafe { &*payload }.tensor.swap(ptr::null_mut(), Ordering::SeqCst);
+    let taken = unsafe { &*payload }
+      .tensor
+      .swap(ptr::null_mut(), Ordering::SeqCst);
     drop(managed_from_raw(kind, taken));
     return Err(napi_error("napi_type_tag_object", status));
   }
@@ -199,7 +213,9 @@ pub unsafe fn consume_capsule(
   // SAFETY: forwarded contract; the payload lives as long as the external, which `value`
   // keeps alive during this call.
   let payload = unsafe { &*payload_of(env, value)? };
-  if payload.abi_version != CAPSULE_ABI_VERSION || !matches!(payload.kind, KIND_LEGACY | KIND_VERSIONED) {
+  if payload.abi_version != CAPSULE_ABI_VERSION
+    || !matches!(payload.kind, KIND_LEGACY | KIND_VERSIONED)
+  {
     return Err(DLPackError::new(
       ErrorKind::CapsuleAbi,
       format!(
@@ -210,7 +226,10 @@ pub unsafe fn consume_capsule(
   }
   let tensor = payload.tensor.swap(ptr::null_mut(), Ordering::SeqCst);
   managed_from_raw(payload.kind, tensor).ok_or_else(|| {
-    DLPackError::new(ErrorKind::CapsuleConsumed, "the DLPack capsule has already been consumed")
+    DLPackError::new(
+      ErrorKind::CapsuleConsumed,
+      "the DLPack capsule has already been consumed",
+    )
   })
 }
 

@@ -233,7 +233,11 @@ mod tests {
     assert_eq!(Device::cuda(0).to_string(), "cuda:0");
     assert_eq!("cuda".parse::<Device>(), Ok(Device::cuda(0)));
     for bad in ["gpu", "cuda:-1", "cuda:x", "cpu:1", ""] {
-      assert_eq!(bad.parse::<Device>().map_err(|e| e.code()), Err("ERR_DLPACK_DEVICE"), "{bad}");
+      assert_eq!(
+        bad.parse::<Device>().map_err(|e| e.code()),
+        Err("ERR_DLPACK_DEVICE"),
+        "{bad}"
+      );
     }
   }
 
@@ -243,11 +247,17 @@ mod tests {
       device_type: 5,
       device_id: 0,
     };
-    assert_eq!(Device::from_dl(unknown).map_err(|e| e.code()), Err("ERR_DLPACK_DEVICE"));
+    assert_eq!(
+      Device::from_dl(unknown).map_err(|e| e.code()),
+      Err("ERR_DLPACK_DEVICE")
+    );
     let negative = DLDevice {
       device_type: 2,
       device_id: -1,
     };
-    assert_eq!(Device::from_dl(negative).map_err(|e| e.code()), Err("ERR_DLPACK_DEVICE"));
+    assert_eq!(
+      Device::from_dl(negative).map_err(|e| e.code()),
+      Err("ERR_DLPACK_DEVICE")
+    );
   }
 }

@@ -251,7 +251,10 @@ impl DType {
 
   /// Inverse of [`DType::name`].
   pub fn from_name(name: &str) -> Option<DType> {
-    DType::ALL.iter().copied().find(|dtype| dtype.name() == name)
+    DType::ALL
+      .iter()
+      .copied()
+      .find(|dtype| dtype.name() == name)
   }
 
   /// Validates a foreign `DLDataType`. `flags` are the versioned flags (0 for legacy tensors):
@@ -261,7 +264,10 @@ impl DType {
     if raw.lanes != 1 {
       return Err(DLPackError::new(
         ErrorKind::Dtype,
-        format!("vector dtypes are not supported (lanes = {}, must be 1)", raw.lanes),
+        format!(
+          "vector dtypes are not supported (lanes = {}, must be 1)",
+          raw.lanes
+        ),
       ));
     }
     let Some(code) = DataTypeCode::from_raw(raw.code) else {
@@ -274,7 +280,10 @@ impl DType {
     let Some(dtype) = found else {
       return Err(DLPackError::new(
         ErrorKind::Dtype,
-        format!("{} bits is not a supported width for type code {code:?}", raw.bits),
+        format!(
+          "{} bits is not a supported width for type code {code:?}",
+          raw.bits
+        ),
       ));
     };
     if dtype.is_subbyte() && flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED == 0 {
@@ -353,7 +362,11 @@ mod tests {
   #[test]
   fn every_dtype_round_trips_through_dl_and_name() {
     for dtype in DType::ALL {
-      let flags = if dtype.is_subbyte() { DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED } else { 0 };
+      let flags = if dtype.is_subbyte() {
+        DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED
+      } else {
+        0
+      };
       assert_eq!(DType::from_dl(dtype.to_dl(), flags).ok(), Some(dtype));
       assert_eq!(DType::from_name(dtype.name()), Some(dtype));
     }
@@ -394,17 +407,61 @@ mod tests {
   #[test]
   fn invalid_descriptors_are_rejected_with_the_dtype_code() {
     let cases = [
-      DLDataType { code: 2, bits: 32, lanes: 4 },  // vector
-      DLDataType { code: 2, bits: 32, lanes: 0 },  // zero lanes
-      DLDataType { code: 99, bits: 8, lanes: 1 },  // unknown code
-      DLDataType { code: 6, bits: 1, lanes: 1 },   // bool must be 8 bits
-      DLDataType { code: 5, bits: 32, lanes: 1 },  // complex bits are the whole value
-      DLDataType { code: 2, bits: 24, lanes: 1 },  // odd float width
-      DLDataType { code: 0, bits: 4, lanes: 1 },   // int4 unsupported
-      DLDataType { code: 3, bits: 64, lanes: 1 },  // opaque handle cannot be viewed
-      DLDataType { code: 17, bits: 4, lanes: 1 },  // fp4 without the padded flag
-      DLDataType { code: 15, bits: 8, lanes: 1 },  // fp6 must be 6 bits
-      DLDataType { code: 10, bits: 16, lanes: 1 }, // fp8 must be 8 bits
+      DLDataType {
+        code: 2,
+        bits: 32,
+        lanes: 4,
+      }, // vector
+      DLDataType {
+        code: 2,
+        bits: 32,
+        lanes: 0,
+      }, // zero lanes
+      DLDataType {
+        code: 99,
+        bits: 8,
+        lanes: 1,
+      }, // unknown code
+      DLDataType {
+        code: 6,
+        bits: 1,
+        lanes: 1,
+      }, // bool must be 8 bits
+      DLDataType {
+        code: 5,
+        bits: 32,
+        lanes: 1,
+      }, // complex bits are the whole value
+      DLDataType {
+        code: 2,
+        bits: 24,
+        lanes: 1,
+      }, // odd float width
+      DLDataType {
+        code: 0,
+        bits: 4,
+        lanes: 1,
+      }, // int4 unsupported
+      DLDataType {
+        code: 3,
+        bits: 64,
+        lanes: 1,
+      }, // opaque handle cannot be viewed
+      DLDataType {
+        code: 17,
+        bits: 4,
+        lanes: 1,
+      }, // fp4 without the padded flag
+      DLDataType {
+        code: 15,
+        bits: 8,
+        lanes: 1,
+      }, // fp6 must be 6 bits
+      DLDataType {
+        code: 10,
+        bits: 16,
+        lanes: 1,
+      }, // fp8 must be 8 bits
     ];
     for raw in cases {
       let err = DType::from_dl(raw, 0).expect_err(&format!("{raw:?} accepted"));

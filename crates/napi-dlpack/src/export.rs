@@ -6,6 +6,7 @@
 //! allocation *before* [`IntoDLPack::tensor_info`] is called, so the data pointer it reports is
 //! the one that stays valid: types that keep their elements inline are safe to export.
 
+use core::any::TypeId;
 use core::ffi::c_void;
 use core::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -16,11 +17,11 @@ use crate::device::Device;
 use crate::dtype::{DType, Element};
 use crate::error::{DLPackError, ErrorKind};
 use crate::ffi::{
-  DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor,
-  DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED,
-  DLPACK_FLAG_BITMASK_READ_ONLY,
+  DLManagedTensor, DLManagedTensorDeleter, DLManagedTensorVersioned,
+  DLManagedTensorVersionedDeleter, DLPackVersion, DLTensor, DLPACK_FLAG_BITMASK_IS_COPIED,
+  DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED, DLPACK_FLAG_BITMASK_READ_ONLY,
 };
-use crate::managed::ManagedTensor;
+use crate::managed::{ManagedPtr, ManagedTensor};
 use crate::validation::{contiguous_strides, layout_of};
 
 /// Shape or strides storage; inline up to four dimensions.
@@ -158,7 +159,12 @@ impl TensorInfo {
     self.read_only
   }
 
-  fn flags(&self) -> u64 {
+  pub fn is_copied(&self) -> bool {
+    self.copied
+  }
+
+  /// The DLPack flags a versioned export of this info carries.
+  pub fn flags(&self) -> u64 {
     let mut flags = 0;
     if self.read_only {
       flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
@@ -178,6 +184,8 @@ impl TensorInfo {
 #[repr(C)]
 struct ExportContext<M, T> {
   managed: M,
+  /// Checked by [`take_owner`] before anything else in the context is trusted.
+  owner_type: TypeId,
   shape: Dims,
   strides: Dims,
   owner: T,
@@ -201,6 +209,7 @@ pub fn export_versioned<T: IntoDLPack>(value: T) -> Result<ManagedTensor, DLPack
       flags: 0,
       dl_tensor: DLTensor::zeroed(),
     },
+    owner_type: TypeId::of::<T>(),
     shape: Dims::new(),
     strides: Dims::new(),
     owner: value,
@@ -228,6 +237,7 @@ pub fn export_legacy<T: IntoDLPack>(value: T) -> Result<ManagedTensor, DLPackErr
       manager_ctx: core::ptr::null_mut(),
       deleter: Some(delete_legacy::<T>),
     },
+    owner_type: TypeId::of::<T>(),
     shape: Dims::new(),
     strides: Dims::new(),
     owner: value,
@@ -242,7 +252,10 @@ pub fn export_legacy<T: IntoDLPack>(value: T) -> Result<ManagedTensor, DLPackErr
   if info.dtype.is_subbyte() {
     return Err(DLPackError::new(
       ErrorKind::Dtype,
-      format!("{} needs the IS_SUBBYTE_TYPE_PADDED flag, which legacy tensors lack", info.dtype),
+      format!(
+        "{} needs the IS_SUBBYTE_TYPE_PADDED flag, which legacy tensors lack",
+        info.dtype
+      ),
     ));
   }
   context.managed.dl_tensor = fill(&info, &mut context.shape, &mut context.strides)?;
@@ -269,7 +282,10 @@ fn fill(info: &TensorInfo, shape: &mut Dims, strides: &mut Dims) -> Result<DLTen
     first_element,
   )?;
   if layout.numel > 0 && info.data.is_null() {
-    return Err(DLPackError::new(ErrorKind::NullData, "exporting NULL data with elements"));
+    return Err(DLPackError::new(
+      ErrorKind::NullData,
+      "exporting NULL data with elements",
+    ));
   }
   shape.clone_from(&info.shape);
   // Strides are never NULL when ndim > 0 (DLPack ≥ 1.2); real strides are reported as they
@@ -283,12 +299,24 @@ fn fill(info: &TensorInfo, shape: &mut Dims, strides: &mut Dims) -> Result<DLTen
   let empty = layout.numel == 0;
   Ok(DLTensor {
     // Zero-size tensors carry NULL data, as the header asks.
-    data: if empty { core::ptr::null_mut() } else { info.data },
+    data: if empty {
+      core::ptr::null_mut()
+    } else {
+      info.data
+    },
     device: info.device.to_dl(),
     ndim: ndim as i32, // ≤ MAX_NDIM, checked by layout_of
     dtype: info.dtype.to_dl(),
-    shape: if ndim == 0 { core::ptr::null_mut() } else { shape.as_mut_ptr() },
-    strides: if ndim == 0 { core::ptr::null_mut() } else { strides.as_mut_ptr() },
+    shape: if ndim == 0 {
+      core::ptr::null_mut()
+    } else {
+      shape.as_mut_ptr()
+    },
+    strides: if ndim == 0 {
+      core::ptr::null_mut()
+    } else {
+      strides.as_mut_ptr()
+    },
     byte_offset: if empty { 0 } else { info.byte_offset },
   })
 }
@@ -299,7 +327,13 @@ unsafe extern "C" fn delete_versioned<T: IntoDLPack>(managed: *mut DLManagedTens
   }
   // SAFETY: `managed` is the pointer we produced; `manager_ctx` points at its context box,
   // which the DLPack contract says we are now asked to free, exactly once.
-  let context = unsafe { Box::from_raw((*managed).manager_ctx.cast::<ExportContext<DLManagedTensorVersioned, T>>()) };
+  let context = unsafe {
+    Box::from_raw(
+      (*managed)
+        .manager_ctx
+        .cast::<ExportContext<DLManagedTensorVersioned, T>>(),
+    )
+  };
   // A panicking Drop must not unwind into the (possibly C) caller.
   let _ = std::panic::catch_unwind(AssertUnwindSafe(move || drop(context)));
 }
@@ -309,8 +343,67 @@ unsafe extern "C" fn delete_legacy<T: IntoDLPack>(managed: *mut DLManagedTensor)
     return;
   }
   // SAFETY: as in `delete_versioned`, for the legacy context.
-  let context = unsafe { Box::from_raw((*managed).manager_ctx.cast::<ExportContext<DLManagedTensor, T>>()) };
+  let context = unsafe {
+    Box::from_raw(
+      (*managed)
+        .manager_ctx
+        .cast::<ExportContext<DLManagedTensor, T>>(),
+    )
+  };
   let _ = std::panic::catch_unwind(AssertUnwindSafe(move || drop(context)));
+}
+
+/// Takes back the value an export of `T` made in this process, without running the deleter:
+/// the fast path for a tensor that leaves through DLPack and comes straight back (the consumer
+/// can then share the original owner, with no copy and no validation of trusted metadata).
+/// Returns the managed tensor unchanged when it is not such an export.
+///
+/// Recognition is by deleter address (only this crate installs these deleters), then by the
+/// `TypeId` stored in the context; a deleter address duplicated across codegen units only
+/// makes the check miss, never misfire.
+pub fn take_owner<T: IntoDLPack>(managed: ManagedTensor) -> Result<T, ManagedTensor> {
+  match managed.as_ptr() {
+    ManagedPtr::Versioned(ptr) => {
+      // SAFETY: we own the tensor; the deleter is in the stable prefix.
+      let deleter = unsafe { ptr.as_ref() }.deleter;
+      if deleter.map(|f| f as usize)
+        != Some(delete_versioned::<T> as DLManagedTensorVersionedDeleter as usize)
+      {
+        return Err(managed);
+      }
+      // SAFETY: the deleter is ours, so manager_ctx is an ExportContext<Versioned, U> for some
+      // U; its `owner_type` sits at the same offset for every U.
+      let context = unsafe { ptr.as_ref() }
+        .manager_ctx
+        .cast::<ExportContext<DLManagedTensorVersioned, T>>();
+      // SAFETY: as above; reading the TypeId is valid for any U.
+      if unsafe { (*context).owner_type } != TypeId::of::<T>() {
+        return Err(managed);
+      }
+      let _ = managed.into_raw(); // ownership moves to the Box below; no deleter call
+                                  // SAFETY: the context is an ExportContext<_, T> we leaked in `export_versioned`.
+      Ok(unsafe { Box::from_raw(context) }.owner)
+    }
+    ManagedPtr::Legacy(ptr) => {
+      // SAFETY: as above, for the legacy struct.
+      let deleter = unsafe { ptr.as_ref() }.deleter;
+      if deleter.map(|f| f as usize) != Some(delete_legacy::<T> as DLManagedTensorDeleter as usize)
+      {
+        return Err(managed);
+      }
+      // SAFETY: as above.
+      let context = unsafe { ptr.as_ref() }
+        .manager_ctx
+        .cast::<ExportContext<DLManagedTensor, T>>();
+      // SAFETY: as above.
+      if unsafe { (*context).owner_type } != TypeId::of::<T>() {
+        return Err(managed);
+      }
+      let _ = managed.into_raw();
+      // SAFETY: as above.
+      Ok(unsafe { Box::from_raw(context) }.owner)
+    }
+  }
 }
 
 // SAFETY: a Vec's heap buffer does not move when the Vec is moved, it is freed only when the
@@ -356,13 +449,16 @@ pub struct ShapedBuffer<T> {
 impl<T: Element> ShapedBuffer<T> {
   /// A row-major tensor; fails unless `data.len()` equals the product of `shape`.
   pub fn new(data: Vec<T>, shape: &[i64]) -> Result<ShapedBuffer<T>, DLPackError> {
-    let numel = shape.iter().try_fold(1i64, |acc, &dim| {
-      if dim < 0 {
-        None
-      } else {
-        acc.checked_mul(dim)
-      }
-    });
+    let numel = shape.iter().try_fold(
+      1i64,
+      |acc, &dim| {
+        if dim < 0 {
+          None
+        } else {
+          acc.checked_mul(dim)
+        }
+      },
+    );
     if numel != Some(data.len() as i64) {
       return Err(DLPackError::new(
         ErrorKind::InvalidLayout,
@@ -395,7 +491,10 @@ impl<T: Element> ShapedBuffer<T> {
     if layout.numel > 0 && (low < 0 || high >= data.len() as i64) {
       return Err(DLPackError::new(
         ErrorKind::InvalidLayout,
-        format!("the view reaches elements {low}..={high} of a buffer of {}", data.len()),
+        format!(
+          "the view reaches elements {low}..={high} of a buffer of {}",
+          data.len()
+        ),
       ));
     }
     Ok(ShapedBuffer {

@@ -151,7 +151,13 @@ const _: () = {
   assert!(offset_of!(DLTensor, strides) == offset_of!(DLTensor, shape) + P);
   assert!(offset_of!(DLTensor, byte_offset) == round_up(offset_of!(DLTensor, strides) + P, 8));
   assert!(size_of::<DLTensor>() == TENSOR_SIZE || P != 8);
-  assert!(size_of::<DLTensor>() == round_up(offset_of!(DLTensor, byte_offset) + 8, align_of::<DLTensor>()));
+  assert!(
+    size_of::<DLTensor>()
+      == round_up(
+        offset_of!(DLTensor, byte_offset) + 8,
+        align_of::<DLTensor>()
+      )
+  );
 
   assert!(size_of::<Option<DLManagedTensorDeleter>>() == P);
   assert!(offset_of!(DLManagedTensor, dl_tensor) == 0);
@@ -165,7 +171,10 @@ const _: () = {
   assert!(offset_of!(DLManagedTensorVersioned, flags) == round_up(8 + 2 * P, 8));
   assert!(
     offset_of!(DLManagedTensorVersioned, dl_tensor)
-      == round_up(offset_of!(DLManagedTensorVersioned, flags) + 8, align_of::<DLTensor>())
+      == round_up(
+        offset_of!(DLManagedTensorVersioned, flags) + 8,
+        align_of::<DLTensor>()
+      )
   );
 };
 
@@ -190,30 +199,78 @@ mod tests {
   // The independent implementation: dlpark's bindgen output of the DLPack 1.3 header.
   #[test]
   fn sizes_match_dlpark() {
-    assert_eq!(size_of::<DLPackVersion>(), size_of::<other::DLPackVersion>());
+    assert_eq!(
+      size_of::<DLPackVersion>(),
+      size_of::<other::DLPackVersion>()
+    );
     assert_eq!(size_of::<DLDevice>(), size_of::<other::DLDevice>());
     assert_eq!(size_of::<DLDataType>(), size_of::<other::DLDataType>());
     assert_eq!(size_of::<DLTensor>(), size_of::<other::DLTensor>());
-    assert_eq!(size_of::<DLManagedTensor>(), size_of::<other::DLManagedTensor>());
-    assert_eq!(size_of::<DLManagedTensorVersioned>(), size_of::<other::DLManagedTensorVersioned>());
+    assert_eq!(
+      size_of::<DLManagedTensor>(),
+      size_of::<other::DLManagedTensor>()
+    );
+    assert_eq!(
+      size_of::<DLManagedTensorVersioned>(),
+      size_of::<other::DLManagedTensorVersioned>()
+    );
     assert_eq!(align_of::<DLTensor>(), align_of::<other::DLTensor>());
-    assert_eq!(align_of::<DLManagedTensorVersioned>(), align_of::<other::DLManagedTensorVersioned>());
+    assert_eq!(
+      align_of::<DLManagedTensorVersioned>(),
+      align_of::<other::DLManagedTensorVersioned>()
+    );
   }
 
   #[test]
   fn offsets_match_dlpark() {
-    assert_eq!(offset_of!(DLPackVersion, minor), offset_of!(other::DLPackVersion, minor));
-    assert_eq!(offset_of!(DLDevice, device_id), offset_of!(other::DLDevice, device_id));
-    assert_eq!(offset_of!(DLDataType, bits), offset_of!(other::DLDataType, bits));
-    assert_eq!(offset_of!(DLDataType, lanes), offset_of!(other::DLDataType, lanes));
-    assert_eq!(offset_of!(DLTensor, device), offset_of!(other::DLTensor, device));
-    assert_eq!(offset_of!(DLTensor, ndim), offset_of!(other::DLTensor, ndim));
-    assert_eq!(offset_of!(DLTensor, dtype), offset_of!(other::DLTensor, dtype));
-    assert_eq!(offset_of!(DLTensor, shape), offset_of!(other::DLTensor, shape));
-    assert_eq!(offset_of!(DLTensor, strides), offset_of!(other::DLTensor, strides));
-    assert_eq!(offset_of!(DLTensor, byte_offset), offset_of!(other::DLTensor, byte_offset));
-    assert_eq!(offset_of!(DLManagedTensor, manager_ctx), offset_of!(other::DLManagedTensor, manager_ctx));
-    assert_eq!(offset_of!(DLManagedTensor, deleter), offset_of!(other::DLManagedTensor, deleter));
+    assert_eq!(
+      offset_of!(DLPackVersion, minor),
+      offset_of!(other::DLPackVersion, minor)
+    );
+    assert_eq!(
+      offset_of!(DLDevice, device_id),
+      offset_of!(other::DLDevice, device_id)
+    );
+    assert_eq!(
+      offset_of!(DLDataType, bits),
+      offset_of!(other::DLDataType, bits)
+    );
+    assert_eq!(
+      offset_of!(DLDataType, lanes),
+      offset_of!(other::DLDataType, lanes)
+    );
+    assert_eq!(
+      offset_of!(DLTensor, device),
+      offset_of!(other::DLTensor, device)
+    );
+    assert_eq!(
+      offset_of!(DLTensor, ndim),
+      offset_of!(other::DLTensor, ndim)
+    );
+    assert_eq!(
+      offset_of!(DLTensor, dtype),
+      offset_of!(other::DLTensor, dtype)
+    );
+    assert_eq!(
+      offset_of!(DLTensor, shape),
+      offset_of!(other::DLTensor, shape)
+    );
+    assert_eq!(
+      offset_of!(DLTensor, strides),
+      offset_of!(other::DLTensor, strides)
+    );
+    assert_eq!(
+      offset_of!(DLTensor, byte_offset),
+      offset_of!(other::DLTensor, byte_offset)
+    );
+    assert_eq!(
+      offset_of!(DLManagedTensor, manager_ctx),
+      offset_of!(other::DLManagedTensor, manager_ctx)
+    );
+    assert_eq!(
+      offset_of!(DLManagedTensor, deleter),
+      offset_of!(other::DLManagedTensor, deleter)
+    );
     assert_eq!(
       offset_of!(DLManagedTensorVersioned, manager_ctx),
       offset_of!(other::DLManagedTensorVersioned, manager_ctx)
@@ -234,8 +291,14 @@ mod tests {
 
   #[test]
   fn flag_bits_match_dlpark() {
-    assert_eq!(DLPACK_FLAG_BITMASK_READ_ONLY, other::DLPACK_FLAG_BITMASK_READ_ONLY as u64);
-    assert_eq!(DLPACK_FLAG_BITMASK_IS_COPIED, other::DLPACK_FLAG_BITMASK_IS_COPIED as u64);
+    assert_eq!(
+      DLPACK_FLAG_BITMASK_READ_ONLY,
+      other::DLPACK_FLAG_BITMASK_READ_ONLY as u64
+    );
+    assert_eq!(
+      DLPACK_FLAG_BITMASK_IS_COPIED,
+      other::DLPACK_FLAG_BITMASK_IS_COPIED as u64
+    );
     assert_eq!(
       DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED,
       other::DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED as u64

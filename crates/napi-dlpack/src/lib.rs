@@ -34,7 +34,10 @@ pub mod view;
 pub use device::{Device, DeviceType};
 pub use dtype::{DType, DataTypeCode, Element};
 pub use error::{DLPackError, ErrorKind};
-pub use export::{export, export_legacy, export_versioned, ExportFormat, IntoDLPack, ShapedBuffer, TensorInfo};
+pub use export::{
+  export, export_legacy, export_versioned, take_owner, ExportFormat, IntoDLPack, ShapedBuffer,
+  TensorInfo,
+};
 pub use import::ForeignTensor;
 pub use managed::{ManagedPtr, ManagedTensor};
 pub use validation::{Layout, MAX_NDIM};

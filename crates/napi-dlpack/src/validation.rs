@@ -42,7 +42,8 @@ impl Layout {
   pub fn span_start(&self) -> usize {
     // Cannot overflow: `validate` checked `first_element + min_offset * itemsize` for pointer
     // devices, and for other devices min_offset * itemsize was checked against i64.
-    (self.first_element as i64).wrapping_add(self.min_offset * self.dtype.itemsize() as i64) as usize
+    (self.first_element as i64).wrapping_add(self.min_offset * self.dtype.itemsize() as i64)
+      as usize
   }
 }
 
@@ -89,10 +90,16 @@ pub unsafe fn validate(tensor: &DLTensor, flags: u64) -> Result<Layout, DLPackEr
     &[]
   } else {
     if tensor.shape.is_null() {
-      return Err(err(ErrorKind::NullShape, format!("shape is NULL with ndim {ndim}")));
+      return Err(err(
+        ErrorKind::NullShape,
+        format!("shape is NULL with ndim {ndim}"),
+      ));
     }
     if !tensor.shape.is_aligned() {
-      return Err(err(ErrorKind::InvalidLayout, "shape pointer is not aligned for int64"));
+      return Err(err(
+        ErrorKind::InvalidLayout,
+        "shape pointer is not aligned for int64",
+      ));
     }
     // SAFETY: non-NULL, aligned, `ndim` elements readable per the caller's contract.
     unsafe { core::slice::from_raw_parts(tensor.shape, ndim) }
@@ -101,7 +108,10 @@ pub unsafe fn validate(tensor: &DLTensor, flags: u64) -> Result<Layout, DLPackEr
     None
   } else {
     if !tensor.strides.is_aligned() {
-      return Err(err(ErrorKind::InvalidLayout, "strides pointer is not aligned for int64"));
+      return Err(err(
+        ErrorKind::InvalidLayout,
+        "strides pointer is not aligned for int64",
+      ));
     }
     // SAFETY: non-NULL, aligned, `ndim` elements readable per the caller's contract.
     Some(unsafe { core::slice::from_raw_parts(tensor.strides, ndim) })
@@ -109,8 +119,12 @@ pub unsafe fn validate(tensor: &DLTensor, flags: u64) -> Result<Layout, DLPackEr
   let first_element = (tensor.data as usize as u64)
     .checked_add(tensor.byte_offset)
     .filter(|address| usize::try_from(*address).is_ok())
-    .ok_or_else(|| err(ErrorKind::ByteOffset, "data + byte_offset overflows the address space"))?
-    as usize;
+    .ok_or_else(|| {
+      err(
+        ErrorKind::ByteOffset,
+        "data + byte_offset overflows the address space",
+      )
+    })? as usize;
   let mut layout = layout_of(dtype, device, shape, strides, first_element)?;
   layout.strides_null = strides.is_none() && ndim > 0;
   if layout.numel > 0 && tensor.data.is_null() {
@@ -133,7 +147,10 @@ pub fn layout_of(
 ) -> Result<Layout, DLPackError> {
   let ndim = shape.len();
   if ndim > MAX_NDIM {
-    return Err(err(ErrorKind::Ndim, format!("ndim {ndim} is above {MAX_NDIM}")));
+    return Err(err(
+      ErrorKind::Ndim,
+      format!("ndim {ndim} is above {MAX_NDIM}"),
+    ));
   }
   if let Some(strides) = strides {
     if strides.len() != ndim {
@@ -147,9 +164,14 @@ pub fn layout_of(
   let mut numel: i64 = 1;
   for (axis, &dim) in shape.iter().enumerate() {
     if dim < 0 {
-      return Err(err(ErrorKind::Shape, format!("dimension {axis} is negative ({dim})")));
+      return Err(err(
+        ErrorKind::Shape,
+        format!("dimension {axis} is negative ({dim})"),
+      ));
     }
-    numel = numel.checked_mul(dim).ok_or_else(|| overflow("element count"))?;
+    numel = numel
+      .checked_mul(dim)
+      .ok_or_else(|| overflow("element count"))?;
   }
   let (mut min_offset, mut max_offset) = (0i64, 0i64);
   let mut c_contiguous = true;
@@ -157,11 +179,17 @@ pub fn layout_of(
   if numel > 0 {
     if let Some(strides) = strides {
       for (&dim, &stride) in shape.iter().zip(strides) {
-        let reach = (dim - 1).checked_mul(stride).ok_or_else(|| overflow("stride extent"))?;
+        let reach = (dim - 1)
+          .checked_mul(stride)
+          .ok_or_else(|| overflow("stride extent"))?;
         if reach < 0 {
-          min_offset = min_offset.checked_add(reach).ok_or_else(|| overflow("stride extent"))?;
+          min_offset = min_offset
+            .checked_add(reach)
+            .ok_or_else(|| overflow("stride extent"))?;
         } else {
-          max_offset = max_offset.checked_add(reach).ok_or_else(|| overflow("stride extent"))?;
+          max_offset = max_offset
+            .checked_add(reach)
+            .ok_or_else(|| overflow("stride extent"))?;
         }
       }
       let mut expected = 1i64;
@@ -183,15 +211,25 @@ pub fn layout_of(
       f_contiguous = shape.iter().filter(|&&dim| dim != 1).count() <= 1;
     }
   }
-  let span_elements = if numel == 0 { 0 } else { max_offset - min_offset + 1 };
+  let span_elements = if numel == 0 {
+    0
+  } else {
+    max_offset - min_offset + 1
+  };
   let span_bytes = span_elements
     .checked_mul(itemsize)
     .filter(|bytes| *bytes <= isize::MAX as i64)
     .ok_or_else(|| overflow("byte span"))?;
-  let low_bytes = min_offset.checked_mul(itemsize).ok_or_else(|| overflow("byte span"))?;
-  let high_bytes = (max_offset + 1).checked_mul(itemsize).ok_or_else(|| overflow("byte span"))?;
+  let low_bytes = min_offset
+    .checked_mul(itemsize)
+    .ok_or_else(|| overflow("byte span"))?;
+  let high_bytes = (max_offset + 1)
+    .checked_mul(itemsize)
+    .ok_or_else(|| overflow("byte span"))?;
   if numel > 0 && data_is_address(device.device_type) {
-    let low_ok = (first_element as u64).checked_add_signed(low_bytes).is_some();
+    let low_ok = (first_element as u64)
+      .checked_add_signed(low_bytes)
+      .is_some();
     let high_ok = (first_element as u64)
       .checked_add(high_bytes as u64)
       .is_some_and(|end| usize::try_from(end).is_ok());

@@ -54,13 +54,19 @@ fn check_readable<T: Element>(tensor: &ForeignTensor) -> Result<(), DLPackError>
   if !tensor.device().is_host_accessible() {
     return Err(DLPackError::new(
       ErrorKind::NotCpu,
-      format!("tensor memory is on {}, not host-accessible", tensor.device()),
+      format!(
+        "tensor memory is on {}, not host-accessible",
+        tensor.device()
+      ),
     ));
   }
   if tensor.numel() > 0 && !(tensor.data_ptr() as usize).is_multiple_of(align_of::<T>()) {
     return Err(DLPackError::new(
       ErrorKind::Misaligned,
-      format!("data + byte_offset is not aligned to {} bytes", align_of::<T>()),
+      format!(
+        "data + byte_offset is not aligned to {} bytes",
+        align_of::<T>()
+      ),
     ));
   }
   Ok(())
@@ -72,7 +78,11 @@ fn check_contiguous(tensor: &ForeignTensor) -> Result<(), DLPackError> {
   } else {
     Err(DLPackError::new(
       ErrorKind::NotContiguous,
-      format!("tensor with shape {:?} and strides {:?} is not row-major contiguous", tensor.shape(), tensor.strides()),
+      format!(
+        "tensor with shape {:?} and strides {:?} is not row-major contiguous",
+        tensor.shape(),
+        tensor.strides()
+      ),
     ))
   }
 }
@@ -82,7 +92,10 @@ fn check_bits<T: Element>(bytes: &[u8]) -> Result<(), DLPackError> {
   if T::NEEDS_BIT_CHECK {
     let itemsize = size_of::<T>();
     if !bytes.chunks_exact(itemsize).all(T::is_valid_bits) {
-      return Err(DLPackError::new(ErrorKind::InvalidBool, "bool tensor holds bytes other than 0 and 1"));
+      return Err(DLPackError::new(
+        ErrorKind::InvalidBool,
+        "bool tensor holds bytes other than 0 and 1",
+      ));
     }
   }
   Ok(())
@@ -108,7 +121,10 @@ impl<'a, T: Element> FromDLPack<'a> for &'a [T] {
 impl<'a, T: Element> FromDLPackMut<'a> for &'a mut [T] {
   fn from_dlpack_mut(tensor: &'a mut ForeignTensor) -> Result<&'a mut [T], DLPackError> {
     if tensor.is_read_only() {
-      return Err(DLPackError::new(ErrorKind::ReadOnly, "tensor is flagged READ_ONLY"));
+      return Err(DLPackError::new(
+        ErrorKind::ReadOnly,
+        "tensor is flagged READ_ONLY",
+      ));
     }
     let shared: &[T] = <&[T]>::from_dlpack(tensor)?;
     let (ptr, len) = (shared.as_ptr() as *mut T, shared.len());
@@ -161,7 +177,10 @@ impl<'a, T: Element> FromDLPack<'a> for StridedView<'a, T> {
         T::is_valid_bits(bytes)
       });
       if !all_valid {
-        return Err(DLPackError::new(ErrorKind::InvalidBool, "bool tensor holds bytes other than 0 and 1"));
+        return Err(DLPackError::new(
+          ErrorKind::InvalidBool,
+          "bool tensor holds bytes other than 0 and 1",
+        ));
       }
     }
     Ok(view)
@@ -169,7 +188,11 @@ impl<'a, T: Element> FromDLPack<'a> for StridedView<'a, T> {
 }
 
 /// Element offsets (in elements, from the first element) in row-major order.
-fn element_offsets<'a>(shape: &'a [i64], strides: &'a [i64], numel: usize) -> impl Iterator<Item = i64> + 'a {
+fn element_offsets<'a>(
+  shape: &'a [i64],
+  strides: &'a [i64],
+  numel: usize,
+) -> impl Iterator<Item = i64> + 'a {
   let ndim = shape.len();
   let mut index = vec![0i64; ndim];
   let mut offset = 0i64;

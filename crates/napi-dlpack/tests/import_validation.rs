@@ -10,7 +10,11 @@ use napi_dlpack::{DType, DeviceType, ForeignTensor, MAX_NDIM};
 fn rejected(spec: Spec) -> &'static str {
   let (result, calls) = import_versioned(spec);
   let code = result.expect_err("malformed tensor accepted");
-  assert_eq!(count(&calls), 1, "deleter must run exactly once on rejection ({code})");
+  assert_eq!(
+    count(&calls),
+    1,
+    "deleter must run exactly once on rejection ({code})"
+  );
   code
 }
 
@@ -22,7 +26,11 @@ fn newer_major_version_is_rejected_and_only_the_deleter_runs() {
   // another code (or crash on the NULL shape).
   spec.ndim = Some(-7);
   spec.null_shape = true;
-  spec.dtype = DLDataType { code: 200, bits: 0, lanes: 0 };
+  spec.dtype = DLDataType {
+    code: 200,
+    bits: 0,
+    lanes: 0,
+  };
   assert_eq!(rejected(spec), "ERR_DLPACK_VERSION");
 
   let mut spec = Spec::f32(&[4]);
@@ -33,10 +41,19 @@ fn newer_major_version_is_rejected_and_only_the_deleter_runs() {
 #[test]
 fn newer_minor_version_is_accepted() {
   let mut spec = Spec::f32(&[4]);
-  spec.version = DLPackVersion { major: 1, minor: 99 };
+  spec.version = DLPackVersion {
+    major: 1,
+    minor: 99,
+  };
   let (result, calls) = import_versioned(spec);
   let tensor = result.expect("minor bump accepted");
-  assert_eq!(tensor.version(), Some(DLPackVersion { major: 1, minor: 99 }));
+  assert_eq!(
+    tensor.version(),
+    Some(DLPackVersion {
+      major: 1,
+      minor: 99
+    })
+  );
   drop(tensor);
   assert_eq!(count(&calls), 1);
 }
@@ -124,11 +141,31 @@ fn null_data_without_elements_is_fine() {
 #[test]
 fn dtype_errors() {
   let bad = [
-    DLDataType { code: 2, bits: 32, lanes: 2 },
-    DLDataType { code: 6, bits: 1, lanes: 1 },
-    DLDataType { code: 5, bits: 32, lanes: 1 },
-    DLDataType { code: 18, bits: 8, lanes: 1 },
-    DLDataType { code: 16, bits: 6, lanes: 1 }, // fp6 without the padded flag
+    DLDataType {
+      code: 2,
+      bits: 32,
+      lanes: 2,
+    },
+    DLDataType {
+      code: 6,
+      bits: 1,
+      lanes: 1,
+    },
+    DLDataType {
+      code: 5,
+      bits: 32,
+      lanes: 1,
+    },
+    DLDataType {
+      code: 18,
+      bits: 8,
+      lanes: 1,
+    },
+    DLDataType {
+      code: 16,
+      bits: 6,
+      lanes: 1,
+    }, // fp6 without the padded flag
   ];
   for dtype in bad {
     let mut spec = Spec::f32(&[2]);
@@ -137,7 +174,11 @@ fn dtype_errors() {
   }
   // ... and fp6 with the padded flag is accepted, one byte per element.
   let mut spec = Spec::f32(&[5]);
-  spec.dtype = DLDataType { code: 16, bits: 6, lanes: 1 };
+  spec.dtype = DLDataType {
+    code: 16,
+    bits: 6,
+    lanes: 1,
+  };
   spec.flags = DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
   let (result, _calls) = import_versioned(spec);
   let tensor = result.unwrap();
@@ -148,7 +189,11 @@ fn dtype_errors() {
 #[test]
 fn legacy_tensors_cannot_carry_subbyte_types() {
   let mut spec = Spec::f32(&[2]);
-  spec.dtype = DLDataType { code: 17, bits: 4, lanes: 1 };
+  spec.dtype = DLDataType {
+    code: 17,
+    bits: 4,
+    lanes: 1,
+  };
   let (result, calls) = import_legacy(spec);
   assert_eq!(result.unwrap_err(), "ERR_DLPACK_DTYPE");
   assert_eq!(count(&calls), 1);
@@ -157,10 +202,22 @@ fn legacy_tensors_cannot_carry_subbyte_types() {
 #[test]
 fn unknown_device_type_or_negative_id() {
   for device in [
-    DLDevice { device_type: 0, device_id: 0 },
-    DLDevice { device_type: 5, device_id: 0 },
-    DLDevice { device_type: 19, device_id: 0 },
-    DLDevice { device_type: 2, device_id: -3 },
+    DLDevice {
+      device_type: 0,
+      device_id: 0,
+    },
+    DLDevice {
+      device_type: 5,
+      device_id: 0,
+    },
+    DLDevice {
+      device_type: 19,
+      device_id: 0,
+    },
+    DLDevice {
+      device_type: 2,
+      device_id: -3,
+    },
   ] {
     let mut spec = Spec::f32(&[2]);
     spec.device = device;
@@ -172,7 +229,10 @@ fn unknown_device_type_or_negative_id() {
 fn every_known_device_type_imports() {
   for device_type in DeviceType::ALL {
     let mut spec = Spec::f32(&[2]);
-    spec.device = DLDevice { device_type: device_type as u32, device_id: 1 };
+    spec.device = DLDevice {
+      device_type: device_type as u32,
+      device_id: 1,
+    };
     let (result, calls) = import_versioned(spec);
     let tensor = result.unwrap();
     assert_eq!(tensor.device().device_type, device_type);
@@ -224,8 +284,15 @@ fn null_deleter_is_tolerated() {
 
 #[test]
 fn null_strides_mean_row_major() {
-  for (spec, versioned_struct) in [(Spec::f32(&[2, 3, 4]), true), (Spec::f32(&[2, 3, 4]), false)] {
-    let (result, calls) = if versioned_struct { import_versioned(spec) } else { import_legacy(spec) };
+  for (spec, versioned_struct) in [
+    (Spec::f32(&[2, 3, 4]), true),
+    (Spec::f32(&[2, 3, 4]), false),
+  ] {
+    let (result, calls) = if versioned_struct {
+      import_versioned(spec)
+    } else {
+      import_legacy(spec)
+    };
     let tensor = result.unwrap();
     assert!(tensor.strides_were_null());
     assert_eq!(tensor.strides(), &[12, 4, 1]);
@@ -266,7 +333,10 @@ fn negative_and_zero_strides_compute_the_extent_from_min_and_max() {
   assert_eq!(tensor.layout().max_offset, 0);
   assert_eq!(tensor.span_bytes(), 32);
   assert!(!tensor.is_contiguous());
-  assert_eq!(tensor.as_slice::<f32>().unwrap_err().code(), "ERR_DLPACK_NOT_CONTIGUOUS");
+  assert_eq!(
+    tensor.as_slice::<f32>().unwrap_err().code(),
+    "ERR_DLPACK_NOT_CONTIGUOUS"
+  );
 
   // A broadcast (stride 0) dimension.
   let (result, _calls) = import_versioned(Spec::f32(&[5, 3]).strides(&[0, 1]));
@@ -293,21 +363,38 @@ fn misaligned_elements_are_refused_for_typed_access() {
   spec.byte_offset = 2;
   let (result, _calls) = import_versioned(spec);
   let tensor = result.unwrap();
-  assert_eq!(tensor.as_slice::<f32>().unwrap_err().code(), "ERR_DLPACK_MISALIGNED");
+  assert_eq!(
+    tensor.as_slice::<f32>().unwrap_err().code(),
+    "ERR_DLPACK_MISALIGNED"
+  );
 }
 
 #[test]
 fn invalid_bool_bytes_are_refused() {
   let mut spec = Spec::f32(&[3]);
-  spec.dtype = DLDataType { code: 6, bits: 8, lanes: 1 };
+  spec.dtype = DLDataType {
+    code: 6,
+    bits: 8,
+    lanes: 1,
+  };
   spec.data[0] = 0x0000_0000_0002_0100; // bytes 0, 1, 2
   let (result, _calls) = import_versioned(spec);
   let tensor = result.unwrap();
-  assert_eq!(tensor.as_slice::<bool>().unwrap_err().code(), "ERR_DLPACK_INVALID_BOOL");
-  assert_eq!(tensor.view::<bool>().unwrap_err().code(), "ERR_DLPACK_INVALID_BOOL");
+  assert_eq!(
+    tensor.as_slice::<bool>().unwrap_err().code(),
+    "ERR_DLPACK_INVALID_BOOL"
+  );
+  assert_eq!(
+    tensor.view::<bool>().unwrap_err().code(),
+    "ERR_DLPACK_INVALID_BOOL"
+  );
   // The same bytes read fine as uint8 would; and a valid bool tensor reads as bool.
   let mut spec = Spec::f32(&[2]);
-  spec.dtype = DLDataType { code: 6, bits: 8, lanes: 1 };
+  spec.dtype = DLDataType {
+    code: 6,
+    bits: 8,
+    lanes: 1,
+  };
   spec.data[0] = 0x0000_0000_0000_0100;
   let (result, _calls) = import_versioned(spec);
   assert_eq!(result.unwrap().as_slice::<bool>().unwrap(), &[false, true]);
@@ -317,8 +404,14 @@ fn invalid_bool_bytes_are_refused() {
 fn wrong_element_type_is_refused() {
   let (result, _calls) = import_versioned(Spec::f32(&[2]));
   let tensor = result.unwrap();
-  assert_eq!(tensor.as_slice::<f64>().unwrap_err().code(), "ERR_DLPACK_DTYPE_MISMATCH");
-  assert_eq!(tensor.to_vec::<i32>().unwrap_err().code(), "ERR_DLPACK_DTYPE_MISMATCH");
+  assert_eq!(
+    tensor.as_slice::<f64>().unwrap_err().code(),
+    "ERR_DLPACK_DTYPE_MISMATCH"
+  );
+  assert_eq!(
+    tensor.to_vec::<i32>().unwrap_err().code(),
+    "ERR_DLPACK_DTYPE_MISMATCH"
+  );
 }
 
 #[test]
@@ -328,7 +421,10 @@ fn read_only_refuses_mutable_slices() {
   let (result, _calls) = import_versioned(spec);
   let mut tensor = result.unwrap();
   assert!(tensor.is_read_only());
-  assert_eq!(tensor.as_mut_slice::<f32>().unwrap_err().code(), "ERR_DLPACK_READ_ONLY");
+  assert_eq!(
+    tensor.as_mut_slice::<f32>().unwrap_err().code(),
+    "ERR_DLPACK_READ_ONLY"
+  );
   assert!(tensor.as_slice::<f32>().is_ok());
 }
 

@@ -19,10 +19,16 @@ fn every_dtype_round_trips_in_both_formats() {
   for dtype in DType::ALL {
     for format in [ExportFormat::Versioned, ExportFormat::Legacy] {
       // Raw bytes with the dtype's element size, described as that dtype.
-      let bytes: Vec<u8> = (0..(dtype.itemsize() * 6) as u32).map(|b| (b % 2) as u8).collect();
+      let bytes: Vec<u8> = (0..(dtype.itemsize() * 6) as u32)
+        .map(|b| (b % 2) as u8)
+        .collect();
       let data_address = bytes.as_ptr() as usize;
       let (value, drops) = counted(bytes, |bytes| {
-        TensorInfo::contiguous(bytes.as_ptr() as *mut c_void, DType::UInt8, &[bytes.len() as i64])
+        TensorInfo::contiguous(
+          bytes.as_ptr() as *mut c_void,
+          DType::UInt8,
+          &[bytes.len() as i64],
+        )
       });
       // Re-describe through a wrapper so the dtype varies; bytes stay owned by `value`.
       struct As(Counted<u8>, DType);
@@ -86,7 +92,9 @@ fn typed_round_trips_of_vec_and_box() {
 
 #[test]
 fn zero_dimensional_tensor() {
-  let (value, drops) = counted(vec![42.0f32], |v| TensorInfo::contiguous(v.as_ptr() as *mut c_void, DType::Float32, &[]));
+  let (value, drops) = counted(vec![42.0f32], |v| {
+    TensorInfo::contiguous(v.as_ptr() as *mut c_void, DType::Float32, &[])
+  });
   let managed = export_versioned(value).unwrap();
   // SAFETY: we own the export; ndim 0 means NULL shape and strides are allowed.
   let raw = unsafe { managed.dl_tensor() };
@@ -117,7 +125,8 @@ fn zero_size_tensor_exports_null_data() {
 #[test]
 fn thirty_two_dimensions() {
   let shape = vec![1i64; 31].into_iter().chain([3]).collect::<Vec<_>>();
-  let tensor = import(export_versioned(ShapedBuffer::new(vec![1u8, 2, 3], &shape).unwrap()).unwrap());
+  let tensor =
+    import(export_versioned(ShapedBuffer::new(vec![1u8, 2, 3], &shape).unwrap()).unwrap());
   assert_eq!(tensor.ndim(), 32);
   assert_eq!(tensor.shape(), &shape[..]);
   assert_eq!(tensor.as_slice::<u8>().unwrap(), &[1, 2, 3]);
@@ -130,7 +139,8 @@ fn thirty_two_dimensions() {
 fn transposed_view_reads_in_logical_order() {
   // [[0,1,2],[3,4,5]] stored row-major, exported as its 3x2 transpose.
   let data: Vec<i32> = (0..6).collect();
-  let tensor = import(export_versioned(ShapedBuffer::strided(data, &[3, 2], &[1, 3], 0).unwrap()).unwrap());
+  let tensor =
+    import(export_versioned(ShapedBuffer::strided(data, &[3, 2], &[1, 3], 0).unwrap()).unwrap());
   assert!(!tensor.is_contiguous());
   assert!(tensor.layout().f_contiguous);
   assert_eq!(tensor.to_vec::<i32>().unwrap(), vec![0, 3, 1, 4, 2, 5]);
@@ -156,7 +166,9 @@ fn negative_stride_and_offset_view() {
 #[test]
 fn flags_survive_the_round_trip() {
   let (value, _drops) = counted(vec![1f32, 2.0], |v| {
-    TensorInfo::from_slice(v.as_slice()).read_only(true).copied(true)
+    TensorInfo::from_slice(v.as_slice())
+      .read_only(true)
+      .copied(true)
   });
   let tensor = import(export_versioned(value).unwrap());
   assert!(tensor.is_read_only());
@@ -174,27 +186,53 @@ fn flags_survive_the_round_trip() {
 
 #[test]
 fn legacy_export_refuses_read_only_data() {
-  let (value, drops) = counted(vec![1f32], |v| TensorInfo::from_slice(v.as_slice()).read_only(true));
-  assert_eq!(export_legacy(value).unwrap_err().code(), "ERR_DLPACK_READ_ONLY");
+  let (value, drops) = counted(vec![1f32], |v| {
+    TensorInfo::from_slice(v.as_slice()).read_only(true)
+  });
+  assert_eq!(
+    export_legacy(value).unwrap_err().code(),
+    "ERR_DLPACK_READ_ONLY"
+  );
   assert_eq!(count(&drops), 1);
 }
 
 #[test]
 fn format_follows_the_consumers_max_version() {
   assert_eq!(ExportFormat::for_max_version(None), ExportFormat::Versioned);
-  assert_eq!(ExportFormat::for_max_version(Some((0, 8))), ExportFormat::Legacy);
-  assert_eq!(ExportFormat::for_max_version(Some((1, 0))), ExportFormat::Versioned);
-  assert_eq!(ExportFormat::for_max_version(Some((2, 0))), ExportFormat::Versioned);
+  assert_eq!(
+    ExportFormat::for_max_version(Some((0, 8))),
+    ExportFormat::Legacy
+  );
+  assert_eq!(
+    ExportFormat::for_max_version(Some((1, 0))),
+    ExportFormat::Versioned
+  );
+  assert_eq!(
+    ExportFormat::for_max_version(Some((2, 0))),
+    ExportFormat::Versioned
+  );
 }
 
 #[test]
 fn invalid_export_metadata_is_refused_and_the_value_dropped() {
   type Info = fn(&Vec<f32>) -> TensorInfo;
   let cases: [(Info, &str); 4] = [
-    (|v| TensorInfo::strided(v.as_ptr() as *mut c_void, DType::Float32, &[2, 2], &[1]), "ERR_DLPACK_INVALID_LAYOUT"),
-    (|v| TensorInfo::contiguous(v.as_ptr() as *mut c_void, DType::Float32, &[-1]), "ERR_DLPACK_SHAPE"),
-    (|_| TensorInfo::contiguous(std::ptr::null_mut(), DType::Float32, &[2]), "ERR_DLPACK_NULL_DATA"),
-    (|v| TensorInfo::contiguous(v.as_ptr() as *mut c_void, DType::Float32, &[1; 65]), "ERR_DLPACK_NDIM"),
+    (
+      |v| TensorInfo::strided(v.as_ptr() as *mut c_void, DType::Float32, &[2, 2], &[1]),
+      "ERR_DLPACK_INVALID_LAYOUT",
+    ),
+    (
+      |v| TensorInfo::contiguous(v.as_ptr() as *mut c_void, DType::Float32, &[-1]),
+      "ERR_DLPACK_SHAPE",
+    ),
+    (
+      |_| TensorInfo::contiguous(std::ptr::null_mut(), DType::Float32, &[2]),
+      "ERR_DLPACK_NULL_DATA",
+    ),
+    (
+      |v| TensorInfo::contiguous(v.as_ptr() as *mut c_void, DType::Float32, &[1; 65]),
+      "ERR_DLPACK_NDIM",
+    ),
   ];
   for (info, code) in cases {
     let (value, drops) = counted(vec![0f32; 4], info);
@@ -264,4 +302,30 @@ fn panicking_drop_does_not_unwind_into_the_caller() {
   }
   let managed = export_versioned(Bomb(vec![1])).unwrap();
   drop(managed); // the deleter catches the panic
+}
+
+#[test]
+fn take_owner_recovers_our_own_exports_only() {
+  let (value, drops) = counted(vec![1f32, 2.0], |v| TensorInfo::from_slice(v.as_slice()));
+  let managed = export_versioned(value).unwrap();
+  // Another type's owner is not recognised, and the tensor comes back untouched.
+  let managed = take_owner::<Vec<f32>>(managed).unwrap_err();
+  let owner = take_owner::<Counted<f32>>(managed)
+    .ok()
+    .expect("our own export");
+  assert_eq!(count(&drops), 0, "taking the owner back runs no deleter");
+  assert_eq!(owner.data, vec![1.0, 2.0]);
+  drop(owner);
+  assert_eq!(count(&drops), 1);
+
+  let legacy = export_legacy(vec![3u8]).unwrap();
+  assert_eq!(take_owner::<Vec<u8>>(legacy).ok(), Some(vec![3u8]));
+
+  // A foreign tensor is never mistaken for ours; its deleter still runs once.
+  let (ptr, calls) = versioned(Spec::f32(&[2]));
+  // SAFETY: ownership handed over.
+  let foreign = unsafe { ManagedTensor::from_raw_versioned(ptr) }.unwrap();
+  let foreign = take_owner::<Vec<f32>>(foreign).unwrap_err();
+  drop(foreign);
+  assert_eq!(count(&calls), 1);
 }

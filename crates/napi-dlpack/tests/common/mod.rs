@@ -33,8 +33,15 @@ impl Spec {
       data: vec![0; (numel.max(1) as usize).div_ceil(2) + 8],
       shape: shape.to_vec(),
       strides: None,
-      dtype: DLDataType { code: 2, bits: 32, lanes: 1 },
-      device: DLDevice { device_type: 1, device_id: 0 },
+      dtype: DLDataType {
+        code: 2,
+        bits: 32,
+        lanes: 1,
+      },
+      device: DLDevice {
+        device_type: 1,
+        device_id: 0,
+      },
       ndim: None,
       byte_offset: 0,
       null_data: false,
@@ -59,7 +66,13 @@ struct Owned<M> {
 
 unsafe extern "C" fn delete_versioned(managed: *mut DLManagedTensorVersioned) {
   // SAFETY: test producer: manager_ctx is the Box we leaked in `versioned`.
-  let owned = unsafe { Box::from_raw((*managed).manager_ctx.cast::<Owned<DLManagedTensorVersioned>>()) };
+  let owned = unsafe {
+    Box::from_raw(
+      (*managed)
+        .manager_ctx
+        .cast::<Owned<DLManagedTensorVersioned>>(),
+    )
+  };
   owned.calls.fetch_add(1, Ordering::SeqCst);
 }
 
@@ -82,8 +95,15 @@ fn dl_tensor(spec: &mut Spec) -> DLTensor {
     device: spec.device,
     ndim: spec.ndim.unwrap_or(spec.shape.len() as i32),
     dtype: spec.dtype,
-    shape: if spec.null_shape { std::ptr::null_mut() } else { spec.shape.as_mut_ptr() },
-    strides: spec.strides.as_mut().map_or(std::ptr::null_mut(), |s| s.as_mut_ptr()),
+    shape: if spec.null_shape {
+      std::ptr::null_mut()
+    } else {
+      spec.shape.as_mut_ptr()
+    },
+    strides: spec
+      .strides
+      .as_mut()
+      .map_or(std::ptr::null_mut(), |s| s.as_mut_ptr()),
     byte_offset: spec.byte_offset,
   }
 }
@@ -166,9 +186,19 @@ unsafe impl<T: Send + 'static> IntoDLPack for Counted<T> {
   }
 }
 
-pub fn counted<T: Send + 'static>(data: Vec<T>, info: fn(&Vec<T>) -> TensorInfo) -> (Counted<T>, Arc<AtomicUsize>) {
+pub fn counted<T: Send + 'static>(
+  data: Vec<T>,
+  info: fn(&Vec<T>) -> TensorInfo,
+) -> (Counted<T>, Arc<AtomicUsize>) {
   let drops = Arc::new(AtomicUsize::new(0));
-  (Counted { data, info, drops: drops.clone() }, drops)
+  (
+    Counted {
+      data,
+      info,
+      drops: drops.clone(),
+    },
+    drops,
+  )
 }
 
 pub fn count(calls: &AtomicUsize) -> usize {

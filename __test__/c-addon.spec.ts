@@ -1,0 +1,689 @@
+// napi-dlpack against an independent peer: the plain C addon in __test__/c-addon (it uses only
+// include/napi_dlpack.h and node_api.h). Covers C -> JS and JS -> C exchange, zero-copy
+// (pointer identity + writes seen on the other side), deleters run exactly once on every path,
+// validation of malformed tensors, and deleters at worker teardown.
+//
+// Runs in both modes: with external ArrayBuffers (zero-copy import of C memory) and with
+// NAPI_DLPACK_NO_EXTERNAL_BUFFERS=1 (Electron mode: C memory is copied at import, and the C
+// deleter runs right away). JS memory is zero-copy to C in both.
+import { execFileSync } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { Worker } from 'node:worker_threads'
+
+import test, { type ExecutionContext } from 'ava'
+
+import {
+  CapsuleError,
+  DLPackError,
+  DLPackTypeError,
+  InvalidTensorError,
+  ReadOnlyError,
+  Tensor,
+  externalBuffersAllowed,
+  fromDLPack,
+  isCapsule,
+  isCapsuleConsumed,
+  type DLPackCapsule,
+} from '../dist/index.js'
+
+// ---------------------------------------------------------------------------------------------
+// The C addon
+
+interface MakeTensorOptions {
+  dtype?: { code: number; bits: number; lanes: number }
+  device?: [number, number]
+  shape: (number | bigint)[]
+  strides?: (number | bigint)[] | null
+  byteOffset?: number
+  versioned: boolean
+  readonly?: boolean
+  flags?: number
+  version?: [number, number]
+  fill?: 'iota' | 'none'
+  nullData?: boolean
+  nullShape?: boolean
+  ndim?: number
+  nullDeleter?: boolean
+}
+
+interface HeldInfo {
+  versioned: boolean
+  version: [number, number] | null
+  flags: number
+  ndim: number
+  shape: number[] | null
+  strides: number[] | null
+  byteOffset: number
+  dtype: { code: number; bits: number; lanes: number }
+  device: [number, number]
+  data: bigint
+}
+
+type Held = { readonly __held: unique symbol }
+
+interface CAddon {
+  makeTensor(options: MakeTensorOptions): DLPackCapsule
+  deleterCalls(): number
+  resetDeleterCalls(): void
+  dataPointer(capsule: DLPackCapsule): bigint
+  isConsumed(capsule: DLPackCapsule): boolean
+  consume(capsule: DLPackCapsule): Held
+  heldInfo(held: Held): HeldInfo
+  heldFloat32(held: Held): Float32Array
+  heldWriteFloat32(held: Held, index: number, value: number, force?: boolean): void
+  release(held: Held): boolean
+  heldToCapsule(held: Held): DLPackCapsule
+}
+
+const here = dirname(fileURLToPath(import.meta.url))
+const root = join(here, '..')
+const addonPath = join(root, 'target', 'c-addon', 'c_addon.node')
+// `npm test` builds every fixture first; build it here too when run on its own.
+if (!existsSync(addonPath)) execFileSync('bash', [join(here, 'c-addon', 'build.sh')], { stdio: 'inherit' })
+const c = createRequire(import.meta.url)(addonPath) as CAddon
+
+const zeroCopy = externalBuffersAllowed()
+const READ_ONLY = 1
+const IS_COPIED = 2
+const SUBBYTE_PADDED = 4
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+const turn = () => new Promise<void>((resolve) => setImmediate(resolve))
+
+/** Collects garbage until `cond()` holds or `rounds` collections have been made. */
+async function gcUntil(cond: () => boolean, rounds = 30): Promise<boolean> {
+  for (let i = 0; i < rounds && !cond(); i++) {
+    global.gc!()
+    await turn()
+    await turn()
+  }
+  return cond()
+}
+
+/** Lets garbage of earlier tests be finalized, so deleter counts only see this test's. */
+const drainGarbage = () => gcUntil(() => false, 6)
+
+function throwsCode<E extends DLPackError>(
+  t: ExecutionContext,
+  fn: () => unknown,
+  code: string,
+  Class: abstract new (...args: never[]) => E = DLPackError as never,
+  message?: string,
+): E {
+  const error = t.throws(fn, { instanceOf: Error }, message) as unknown as E
+  t.true(error instanceof DLPackError, `${message ?? code}: not a DLPackError (${String(error)})`)
+  t.true(error instanceof Class, `${message ?? code}: expected ${Class.name}, got ${error?.constructor?.name}`)
+  t.is((error as { code?: string }).code, code, `${message ?? code}: ${String(error?.message)}`)
+  return error
+}
+
+const iota = (n: number) => Array.from({ length: n }, (_, i) => i)
+
+function reshape(flat: number[], shape: number[]): unknown {
+  if (shape.length === 0) return flat[0]
+  const [head, ...rest] = shape
+  const size = rest.reduce((a, b) => a * b, 1)
+  return Array.from({ length: head! }, (_, i) => reshape(flat.slice(i * size, (i + 1) * size), rest))
+}
+
+/** C-order flat index of `index` -> element offset in `t.data` (offset + Σ index·stride). */
+function dataIndex(tensor: Tensor, flat: number): number {
+  let at = tensor.offset
+  const shape = tensor.shape
+  for (let d = shape.length - 1; d >= 0; d--) {
+    const i = flat % shape[d]!
+    flat = Math.floor(flat / shape[d]!)
+    at += i * tensor.strides[d]!
+  }
+  return at
+}
+
+// ---------------------------------------------------------------------------------------------
+// C -> JS
+
+const cLayouts: { name: string; opts: Omit<MakeTensorOptions, 'versioned'>; strides: number[] }[] = [
+  { name: 'row-major with byte_offset', opts: { shape: [2, 3], byteOffset: 8 }, strides: [3, 1] },
+  { name: 'NULL strides', opts: { shape: [2, 3], strides: null }, strides: [3, 1] },
+  { name: 'transposed', opts: { shape: [3, 2], strides: [1, 3] }, strides: [1, 3] },
+  { name: 'negative strides', opts: { shape: [2, 3], strides: [-3, -1], byteOffset: 4 }, strides: [-3, -1] },
+  { name: 'scalar', opts: { shape: [] }, strides: [] },
+]
+
+for (const versioned of [true, false]) {
+  const tag = versioned ? 'versioned' : 'legacy'
+
+  for (const { name, opts, strides } of cLayouts) {
+    test.serial(`C -> JS (${tag}, ${name}): layout, values, zero-copy or copy, one deleter call`, async (t) => {
+      await drainGarbage()
+      const before = c.deleterCalls()
+      const capsule = c.makeTensor({ ...opts, versioned })
+      const cPointer = c.dataPointer(capsule)
+      const shape = opts.shape as number[]
+      const n = shape.reduce((a, b) => a * b, 1)
+      t.true(isCapsule(capsule))
+      t.false(isCapsuleConsumed(capsule))
+
+      const tensor = fromDLPack(capsule)
+      t.true(isCapsuleConsumed(capsule))
+      t.true(c.isConsumed(capsule))
+      t.deepEqual(tensor.shape, shape)
+      t.deepEqual(tensor.strides, strides)
+      t.is(tensor.dtype, 'float32')
+      t.deepEqual(tensor.__dlpack_device__(), [1, 0])
+      t.is(tensor.numel, n)
+      t.is(tensor.readonly, false)
+      t.deepEqual(tensor.toArray(), reshape(iota(n), shape))
+
+      if (zeroCopy) {
+        t.false(tensor.isCopy)
+        t.is(tensor.dataPointer, cPointer, 'same memory as the C producer')
+        t.is(tensor.byteOffset, opts.byteOffset ?? 0)
+        t.is(c.deleterCalls(), before, 'the producer memory is still in use')
+      } else {
+        t.true(tensor.isCopy)
+        t.not(tensor.dataPointer, cPointer)
+        t.is(tensor.byteOffset, 0)
+        t.is(c.deleterCalls(), before + 1, 'the copy released the C tensor at import')
+      }
+
+      // JS writes element n-1 (C order) through the zero-copy view, then sends the tensor back to C.
+      tensor.data[dataIndex(tensor, n - 1)] = 100.5
+      const held = c.consume(tensor.__dlpack__())
+      const info = c.heldInfo(held)
+      t.true(info.versioned)
+      t.deepEqual(info.shape, shape)
+      t.deepEqual(info.strides, strides)
+      t.is(info.data + BigInt(info.byteOffset), tensor.dataPointer)
+      if (zeroCopy) {
+        t.is(info.data + BigInt(info.byteOffset), cPointer, 'C sees its own memory again')
+        t.is(info.byteOffset, opts.byteOffset ?? 0, 're-export keeps the producer byte_offset')
+      }
+      t.deepEqual([...c.heldFloat32(held)], [...iota(n - 1), 100.5])
+      // ... and C writes element 0, seen by JS
+      c.heldWriteFloat32(held, 0, -3)
+      t.is(tensor.data[dataIndex(tensor, 0)], -3)
+      t.is([tensor.toArray()].flat(4)[0], -3)
+
+      t.is(c.deleterCalls(), zeroCopy ? before : before + 1)
+      t.true(c.release(held))
+      t.is(c.deleterCalls(), zeroCopy ? before : before + 1, 'the JS tensor still holds the memory')
+      tensor.dispose()
+      t.is(c.deleterCalls(), before + 1)
+      await drainGarbage()
+      t.is(c.deleterCalls(), before + 1, 'exactly once')
+    })
+  }
+
+  test.serial(`C -> JS (${tag}): C writes after import are seen by JS when zero-copy`, (t) => {
+    const capsule = c.makeTensor({ shape: [4], versioned })
+    const tensor = fromDLPack(capsule)
+    // JS -> C -> JS: the C addon consumes a re-export and writes through it
+    const held = c.consume(tensor.__dlpack__())
+    c.heldWriteFloat32(held, 2, 9)
+    t.deepEqual([...tensor.data], [0, 1, 9, 3])
+    c.release(held)
+    tensor.dispose()
+  })
+
+  test.serial(`C -> JS (${tag}): copy: false`, async (t) => {
+    await drainGarbage()
+    const before = c.deleterCalls()
+    const capsule = c.makeTensor({ shape: [3], versioned })
+    if (zeroCopy) {
+      const tensor = fromDLPack(capsule, { copy: false })
+      t.false(tensor.isCopy)
+      t.is(c.deleterCalls(), before)
+      tensor.dispose()
+    } else {
+      throwsCode(t, () => fromDLPack(capsule, { copy: false }), 'ERR_DLPACK_COPY_REQUIRED')
+      t.true(isCapsuleConsumed(capsule), 'the capsule was consumed and its tensor released')
+    }
+    t.is(c.deleterCalls(), before + 1)
+  })
+
+  test.serial(`C -> JS (${tag}): copy: true always copies and releases the C tensor at once`, async (t) => {
+    await drainGarbage()
+    const before = c.deleterCalls()
+    const capsule = c.makeTensor({ shape: [2, 2], versioned })
+    const pointer = c.dataPointer(capsule)
+    const tensor = fromDLPack(capsule, { copy: true })
+    t.true(tensor.isCopy)
+    t.not(tensor.dataPointer, pointer)
+    t.deepEqual(tensor.toArray(), [[0, 1], [2, 3]])
+    t.is(c.deleterCalls(), before + 1)
+    tensor.dispose()
+    t.is(c.deleterCalls(), before + 1)
+  })
+}
+
+test.serial('C -> JS: a read-only C tensor imports read-only', (t) => {
+  const capsule = c.makeTensor({ shape: [3], versioned: true, readonly: true })
+  const pointer = c.dataPointer(capsule)
+  const tensor = fromDLPack(capsule)
+  t.true(tensor.readonly)
+  throwsCode(t, () => tensor.data, 'ERR_DLPACK_READ_ONLY', ReadOnlyError)
+  const view = tensor.getData({ allowReadOnly: true })
+  t.deepEqual([...view], [0, 1, 2])
+  t.is(tensor.dataPointer === pointer, zeroCopy)
+  // the flag travels on
+  const held = c.consume(tensor.__dlpack__())
+  t.is(c.heldInfo(held).flags & READ_ONLY, READ_ONLY)
+  c.release(held)
+  throwsCode(t, () => tensor.__dlpack__({ maxVersion: [0, 8] }), 'ERR_DLPACK_READ_ONLY', ReadOnlyError)
+  tensor.dispose()
+})
+
+test.serial('C -> JS: fp4 with IS_SUBBYTE_TYPE_PADDED is accepted', async (t) => {
+  await drainGarbage()
+  const before = c.deleterCalls()
+  const capsule = c.makeTensor({
+    shape: [4],
+    versioned: true,
+    dtype: { code: 17, bits: 4, lanes: 1 },
+    flags: SUBBYTE_PADDED,
+  })
+  const tensor = fromDLPack(capsule)
+  t.is(tensor.dtype, 'float4_e2m1fn')
+  t.deepEqual(tensor.shape, [4])
+  t.deepEqual([...tensor.getData({ allowReadOnly: true })], [0, 1, 2, 3])
+  tensor.dispose()
+  t.is(c.deleterCalls(), before + 1)
+})
+
+// ---------------------------------------------------------------------------------------------
+// JS -> C (JS memory: zero-copy in both modes)
+
+for (const legacy of [false, true]) {
+  const tag = legacy ? 'legacy (maxVersion [0, 8])' : 'versioned'
+  const exportOptions = legacy ? { maxVersion: [0, 8] as [number, number] } : {}
+
+  test(`JS -> C (${tag}): C sees the tensor's memory and layout, writes go both ways`, (t) => {
+    const source = new Float32Array([10, 11, 12, 13, 14, 15])
+    const tensor = Tensor.from(source, [2, 3])
+    const capsule = tensor.__dlpack__(exportOptions)
+    t.true(isCapsule(capsule))
+    t.is(c.dataPointer(capsule), tensor.dataPointer)
+    const held = c.consume(capsule)
+    t.true(isCapsuleConsumed(capsule))
+    const info = c.heldInfo(held)
+    t.is(info.versioned, !legacy)
+    t.deepEqual(info.version, legacy ? null : [1, 3])
+    t.is(info.flags, 0)
+    t.is(info.ndim, 2)
+    t.deepEqual(info.shape, [2, 3])
+    t.deepEqual(info.strides, [3, 1])
+    t.deepEqual(info.dtype, { code: 2, bits: 32, lanes: 1 })
+    t.deepEqual(info.device, [1, 0])
+    t.is(info.data + BigInt(info.byteOffset), tensor.dataPointer, 'zero-copy: same address')
+    t.deepEqual([...c.heldFloat32(held)], [10, 11, 12, 13, 14, 15])
+
+    c.heldWriteFloat32(held, 4, 42.5)
+    t.is(tensor.data[4], 42.5)
+    t.is(source[4], 42.5, 'the original TypedArray sees the C write')
+    source[1] = -1
+    t.is(c.heldFloat32(held)[1], -1, 'C sees JS writes')
+
+    // the capsule keeps the memory alive after the tensor is disposed
+    tensor.dispose()
+    c.heldWriteFloat32(held, 0, 7)
+    t.is(source[0], 7)
+    t.true(c.release(held))
+  })
+
+  test(`JS -> C (${tag}): strided and negative-stride views keep their layout`, (t) => {
+    const source = new Float32Array(iota(12))
+    // every other column of a 3x4 matrix, rows reversed
+    const tensor = Tensor.from(source, [3, 2], { strides: [-4, 2], offset: 9 })
+    t.deepEqual(tensor.toArray(), [[9, 11], [5, 7], [1, 3]])
+    const held = c.consume(tensor.__dlpack__(exportOptions))
+    const info = c.heldInfo(held)
+    t.deepEqual(info.shape, [3, 2])
+    t.deepEqual(info.strides, [-4, 2])
+    t.is(info.data + BigInt(info.byteOffset), tensor.dataPointer)
+    t.deepEqual([...c.heldFloat32(held)], [9, 11, 5, 7, 1, 3])
+    c.heldWriteFloat32(held, 5, -30)
+    t.is(source[3], -30)
+    c.release(held)
+  })
+}
+
+test('JS -> C: Tensor.empty memory is V8 memory and zero-copy in both modes', (t) => {
+  const tensor = Tensor.empty([5], 'float32')
+  const held = c.consume(tensor.__dlpack__())
+  t.is(c.heldInfo(held).data + BigInt(c.heldInfo(held).byteOffset), tensor.dataPointer)
+  c.heldWriteFloat32(held, 3, 8)
+  t.deepEqual([...tensor.data], [0, 0, 0, 8, 0])
+  c.release(held)
+})
+
+test('JS -> C: read-only tensors export READ_ONLY; legacy export refuses them', (t) => {
+  const source = new Float32Array([1, 2, 3])
+  const tensor = Tensor.from(source, [3], { readonly: true })
+  const held = c.consume(tensor.__dlpack__())
+  const info = c.heldInfo(held)
+  t.is(info.flags & READ_ONLY, READ_ONLY)
+  t.is(info.flags & IS_COPIED, 0)
+  t.is(info.data + BigInt(info.byteOffset), tensor.dataPointer)
+  // the C side honours the flag
+  t.throws(() => c.heldWriteFloat32(held, 0, 5), { code: 'ERR_DLPACK_READ_ONLY' } as never)
+  c.release(held)
+  throwsCode(t, () => tensor.__dlpack__({ maxVersion: [0, 8] }), 'ERR_DLPACK_READ_ONLY', ReadOnlyError)
+})
+
+test('JS -> C: copy: true exports a private copy flagged IS_COPIED', (t) => {
+  const source = new Float32Array([1, 2, 3, 4, 5, 6])
+  const tensor = Tensor.from(source, [3, 2], { strides: [1, 3] })
+  const held = c.consume(tensor.__dlpack__({ copy: true }))
+  const info = c.heldInfo(held)
+  t.is(info.flags & IS_COPIED, IS_COPIED)
+  t.is(info.flags & READ_ONLY, 0)
+  t.not(info.data + BigInt(info.byteOffset), tensor.dataPointer)
+  t.deepEqual(info.shape, [3, 2])
+  t.deepEqual(info.strides, [2, 1], 'the copy is row-major')
+  t.deepEqual([...c.heldFloat32(held)], [1, 4, 2, 5, 3, 6])
+  c.heldWriteFloat32(held, 0, 99)
+  t.is(source[0], 1, 'writes to the copy do not reach the original')
+  c.release(held)
+  // a copy of a read-only tensor is writable
+  const ro = Tensor.from(new Float32Array([1]), [1], { readonly: true })
+  const heldRo = c.consume(ro.__dlpack__({ copy: true }))
+  t.is(c.heldInfo(heldRo).flags, IS_COPIED)
+  c.release(heldRo)
+})
+
+test('JS -> C -> JS: heldToCapsule sends a JS tensor back, still zero-copy in both modes', (t) => {
+  const tensor = Tensor.from(new Float32Array([1, 2, 3]))
+  const held = c.consume(tensor.__dlpack__())
+  const back = fromDLPack(c.heldToCapsule(held))
+  t.false(c.release(held), 'ownership moved to the new capsule')
+  t.deepEqual(back.toArray(), [1, 2, 3])
+  if (zeroCopy) {
+    t.is(back.dataPointer, tensor.dataPointer)
+    back.data[0] = 50
+    t.is(tensor.data[0], 50)
+  } else {
+    // a capsule is opaque: without external buffers its memory is copied into V8
+    t.true(back.isCopy)
+    t.not(back.dataPointer, tensor.dataPointer)
+  }
+  back.dispose()
+})
+
+test('JS -> C: a capsule consumed by C cannot be imported by JS, and the other way round', (t) => {
+  const tensor = Tensor.from(new Float32Array([1, 2]))
+  const capsule = tensor.__dlpack__()
+  const held = c.consume(capsule)
+  throwsCode(t, () => fromDLPack(capsule), 'ERR_DLPACK_CAPSULE_CONSUMED', CapsuleError)
+  c.release(held)
+  const capsule2 = tensor.__dlpack__()
+  const imported = fromDLPack(capsule2)
+  t.throws(() => c.consume(capsule2), { code: 'ERR_DLPACK_CAPSULE_CONSUMED' } as never)
+  imported.dispose()
+})
+
+// ---------------------------------------------------------------------------------------------
+// Deleter exactly once
+
+for (const versioned of [true, false]) {
+  const tag = versioned ? 'versioned' : 'legacy'
+
+  test.serial(`deleter (${tag}): consumed, then disposed`, async (t) => {
+    await drainGarbage()
+    const before = c.deleterCalls()
+    const tensor = fromDLPack(c.makeTensor({ shape: [8], versioned }))
+    t.is(c.deleterCalls(), zeroCopy ? before : before + 1)
+    t.is(tensor.data.length, 8)
+    tensor.dispose()
+    t.is(c.deleterCalls(), before + 1)
+    tensor.dispose()
+    t.is(c.deleterCalls(), before + 1, 'a second dispose is a no-op')
+    await drainGarbage()
+    t.is(c.deleterCalls(), before + 1)
+  })
+
+  test.serial(`deleter (${tag}): two JS tensors sharing one import release once, after the last`, async (t) => {
+    await drainGarbage()
+    const before = c.deleterCalls()
+    const a = fromDLPack(c.makeTensor({ shape: [8], versioned }))
+    const b = fromDLPack(a)
+    t.is(b.dataPointer, a.dataPointer)
+    a.dispose()
+    t.is(c.deleterCalls(), zeroCopy ? before : before + 1)
+    t.is(b.toArray().length, 8)
+    b.dispose()
+    t.is(c.deleterCalls(), before + 1)
+  })
+
+  for (const touchData of [false, true]) {
+    test.serial(`deleter (${tag}): consumed, tensor dropped and collected${touchData ? ' (data view taken)' : ''}`, async (t) => {
+      await drainGarbage()
+      const before = c.deleterCalls()
+      ;(() => {
+        const tensor = fromDLPack(c.makeTensor({ shape: [64], versioned }))
+        if (touchData) t.is(tensor.data[63], 63)
+      })()
+      if (zeroCopy) {
+        t.true(await gcUntil(() => c.deleterCalls() > before), 'deleter not called after GC')
+      } else {
+        t.is(c.deleterCalls(), before + 1, 'released at import (copy)')
+      }
+      await drainGarbage()
+      t.is(c.deleterCalls(), before + 1)
+    })
+  }
+
+  test.serial(`deleter (${tag}): a re-exported capsule that is never consumed keeps C memory until collected`, async (t) => {
+    await drainGarbage()
+    const before = c.deleterCalls()
+    const tensor = fromDLPack(c.makeTensor({ shape: [4], versioned }))
+    ;(() => {
+      tensor.__dlpack__()
+    })()
+    tensor.dispose()
+    if (zeroCopy) {
+      t.is(c.deleterCalls(), before, 'the capsule still owns an export')
+      t.true(await gcUntil(() => c.deleterCalls() > before), 'deleter not called after the capsule was collected')
+    }
+    await drainGarbage()
+    t.is(c.deleterCalls(), before + 1)
+  })
+
+  test.serial(`deleter (${tag}): a capsule never consumed is released when collected`, async (t) => {
+    await drainGarbage()
+    const before = c.deleterCalls()
+    ;(() => {
+      c.makeTensor({ shape: [16], versioned })
+    })()
+    t.true(await gcUntil(() => c.deleterCalls() > before), 'deleter not called after GC')
+    await drainGarbage()
+    t.is(c.deleterCalls(), before + 1)
+  })
+
+  test.serial(`deleter (${tag}): double consume is rejected, one deleter call in all`, async (t) => {
+    await drainGarbage()
+    const before = c.deleterCalls()
+    const capsule = c.makeTensor({ shape: [2], versioned })
+    const tensor = fromDLPack(capsule)
+    throwsCode(t, () => fromDLPack(capsule), 'ERR_DLPACK_CAPSULE_CONSUMED', CapsuleError)
+    throwsCode(t, () => fromDLPack(capsule, { copy: true }), 'ERR_DLPACK_CAPSULE_CONSUMED', CapsuleError)
+    t.throws(() => c.consume(capsule), { code: 'ERR_DLPACK_CAPSULE_CONSUMED' } as never)
+    t.is(c.deleterCalls(), zeroCopy ? before : before + 1)
+    tensor.dispose()
+    await drainGarbage()
+    t.is(c.deleterCalls(), before + 1)
+  })
+
+  test.serial(`deleter (${tag}): C consumed first, JS import rejected`, async (t) => {
+    await drainGarbage()
+    const before = c.deleterCalls()
+    const capsule = c.makeTensor({ shape: [2], versioned })
+    const held = c.consume(capsule)
+    throwsCode(t, () => fromDLPack(capsule), 'ERR_DLPACK_CAPSULE_CONSUMED', CapsuleError)
+    t.is(c.deleterCalls(), before)
+    t.true(c.release(held))
+    t.is(c.deleterCalls(), before + 1)
+  })
+
+  test.serial(`deleter (${tag}): failed validation releases the tensor once, at the throw`, async (t) => {
+    await drainGarbage()
+    const before = c.deleterCalls()
+    const capsule = c.makeTensor({ shape: [-2], versioned })
+    throwsCode(t, () => fromDLPack(capsule), 'ERR_DLPACK_SHAPE', InvalidTensorError)
+    t.is(c.deleterCalls(), before + 1)
+    t.true(isCapsuleConsumed(capsule))
+    throwsCode(t, () => fromDLPack(capsule), 'ERR_DLPACK_CAPSULE_CONSUMED', CapsuleError)
+    await drainGarbage()
+    t.is(c.deleterCalls(), before + 1)
+  })
+
+  test.serial(`deleter (${tag}): a failed device check after import releases once`, async (t) => {
+    await drainGarbage()
+    const before = c.deleterCalls()
+    const capsule = c.makeTensor({ shape: [2], versioned })
+    throwsCode(t, () => fromDLPack(capsule, { device: [2, 0] }), 'ERR_DLPACK_DEVICE')
+    t.is(c.deleterCalls(), before + 1)
+  })
+}
+
+test.serial('deleter: a NULL deleter is allowed and nothing is counted', async (t) => {
+  await drainGarbage()
+  const before = c.deleterCalls()
+  const tensor = fromDLPack(c.makeTensor({ shape: [3], versioned: true, nullDeleter: true }))
+  t.deepEqual(tensor.toArray(), [0, 1, 2])
+  tensor.dispose()
+  t.is(c.deleterCalls(), before)
+})
+
+// ---------------------------------------------------------------------------------------------
+// Malformed tensors from C: each rejected with its code, deleter called exactly once
+
+const malformed: { name: string; opts: MakeTensorOptions; code: string }[] = [
+  { name: 'major version 2', opts: { shape: [2], versioned: true, version: [2, 0] }, code: 'ERR_DLPACK_VERSION' },
+  { name: 'major version 0', opts: { shape: [2], versioned: true, version: [0, 9] }, code: 'ERR_DLPACK_VERSION' },
+  { name: 'ndim -1', opts: { shape: [], versioned: true, ndim: -1 }, code: 'ERR_DLPACK_NDIM' },
+  { name: 'ndim 65', opts: { shape: [], versioned: true, ndim: 65 }, code: 'ERR_DLPACK_NDIM' },
+  { name: 'ndim 65 (legacy)', opts: { shape: [], versioned: false, ndim: 65 }, code: 'ERR_DLPACK_NDIM' },
+  { name: 'NULL shape, ndim 2', opts: { shape: [2, 2], versioned: true, nullShape: true }, code: 'ERR_DLPACK_NULL_SHAPE' },
+  { name: 'negative dim', opts: { shape: [3, -1], versioned: true }, code: 'ERR_DLPACK_SHAPE' },
+  { name: 'NULL data with elements', opts: { shape: [2, 2], versioned: true, nullData: true }, code: 'ERR_DLPACK_NULL_DATA' },
+  { name: 'NULL data with elements (legacy)', opts: { shape: [1], versioned: false, nullData: true }, code: 'ERR_DLPACK_NULL_DATA' },
+  { name: 'lanes 4', opts: { shape: [2], versioned: true, dtype: { code: 2, bits: 32, lanes: 4 } }, code: 'ERR_DLPACK_DTYPE' },
+  { name: 'bool of 1 bit', opts: { shape: [2], versioned: true, dtype: { code: 6, bits: 1, lanes: 1 } }, code: 'ERR_DLPACK_DTYPE' },
+  { name: 'float of 24 bits', opts: { shape: [2], versioned: true, dtype: { code: 2, bits: 24, lanes: 1 } }, code: 'ERR_DLPACK_DTYPE' },
+  { name: 'unknown type code 99', opts: { shape: [2], versioned: true, dtype: { code: 99, bits: 32, lanes: 1 } }, code: 'ERR_DLPACK_DTYPE' },
+  {
+    name: 'fp4 without IS_SUBBYTE_TYPE_PADDED',
+    opts: { shape: [2], versioned: true, dtype: { code: 17, bits: 4, lanes: 1 } },
+    code: 'ERR_DLPACK_DTYPE',
+  },
+  {
+    name: 'fp4 in a legacy tensor (no flags at all)',
+    opts: { shape: [2], versioned: false, dtype: { code: 17, bits: 4, lanes: 1 } },
+    code: 'ERR_DLPACK_DTYPE',
+  },
+  { name: 'unknown device type 5', opts: { shape: [2], versioned: true, device: [5, 0] }, code: 'ERR_DLPACK_DEVICE' },
+  { name: 'negative device id', opts: { shape: [2], versioned: true, device: [1, -1] }, code: 'ERR_DLPACK_DEVICE' },
+  {
+    // 2^62 * 2^62 overflows before the zero dimension is reached
+    name: 'huge shape overflowing the element count',
+    opts: { shape: [2n ** 62n, 2n ** 62n, 0], strides: [0, 0, 1], versioned: true },
+    code: 'ERR_DLPACK_OVERFLOW',
+  },
+  {
+    // data = NULL, byte_offset 0 and a negative stride: the lowest element would sit below
+    // address 0. (The fixture caps byteOffset at 2^30, so data + byte_offset itself cannot wrap.)
+    name: 'lowest element address below 0',
+    opts: { shape: [2], strides: [-1], versioned: true, nullData: true },
+    code: 'ERR_DLPACK_BYTE_OFFSET',
+  },
+]
+
+for (const { name, opts, code } of malformed) {
+  test.serial(`malformed C tensor: ${name} -> ${code}, deleter once`, async (t) => {
+    await drainGarbage()
+    const before = c.deleterCalls()
+    const capsule = c.makeTensor(opts)
+    throwsCode(t, () => fromDLPack(capsule), code, InvalidTensorError)
+    t.is(c.deleterCalls(), before + 1, 'the deleter ran at the throw')
+    t.true(c.isConsumed(capsule))
+    await drainGarbage()
+    t.is(c.deleterCalls(), before + 1, 'and never again')
+  })
+}
+
+test.serial('malformed C tensor: rejected the same with copy: true and copy: false', async (t) => {
+  await drainGarbage()
+  const before = c.deleterCalls()
+  throwsCode(t, () => fromDLPack(c.makeTensor({ shape: [-1], versioned: true }), { copy: true }), 'ERR_DLPACK_SHAPE')
+  throwsCode(t, () => fromDLPack(c.makeTensor({ shape: [-1], versioned: true }), { copy: false }), 'ERR_DLPACK_SHAPE')
+  t.is(c.deleterCalls(), before + 2)
+})
+
+// ---------------------------------------------------------------------------------------------
+// Things that are not capsules
+
+test('fromDLPack of non-capsules throws DLPackTypeError ERR_DLPACK_INVALID_ARGUMENT', (t) => {
+  for (const value of [{}, 1, 'capsule', null, undefined, true, 1n, Symbol('s'), () => {}, { data: 1, shape: [1] }]) {
+    throwsCode(t, () => fromDLPack(value as never), 'ERR_DLPACK_INVALID_ARGUMENT', DLPackTypeError, String(typeof value))
+  }
+})
+
+test.serial('fromDLPack of a C "held" External (not a capsule)', (t) => {
+  const held = c.consume(c.makeTensor({ shape: [1], versioned: true }))
+  t.false(isCapsule(held))
+  // An External that is no capsule is just an unknown object to fromDLPack.
+  throwsCode(t, () => fromDLPack(held as never), 'ERR_DLPACK_INVALID_ARGUMENT', DLPackTypeError)
+  // isCapsuleConsumed asks the capsule ABI, which says what it is not.
+  throwsCode(t, () => isCapsuleConsumed(held as never), 'ERR_DLPACK_NOT_A_CAPSULE', CapsuleError)
+  t.true(c.release(held), 'the failed imports did not touch the held tensor')
+})
+
+test('an object whose __dlpack__ returns a C held External is rejected with ERR_DLPACK_NOT_A_CAPSULE', (t) => {
+  const held = c.consume(c.makeTensor({ shape: [1], versioned: true }))
+  throwsCode(t, () => fromDLPack({ __dlpack__: () => held } as never), 'ERR_DLPACK_NOT_A_CAPSULE', CapsuleError)
+  c.release(held)
+})
+
+test('an object whose __dlpack__ returns a C capsule imports it', (t) => {
+  const producer = { __dlpack__: () => c.makeTensor({ shape: [2], versioned: true }), __dlpack_device__: () => [1, 0] as const }
+  const tensor = fromDLPack(producer as never)
+  t.deepEqual(tensor.toArray(), [0, 1])
+  tensor.dispose()
+})
+
+// ---------------------------------------------------------------------------------------------
+// Worker teardown
+
+for (const exit of ['natural', 'process.exit'] as const) {
+  test.serial(`worker (${exit}): deleters of imported and unconsumed C tensors run at env teardown`, async (t) => {
+    await drainGarbage()
+    const before = c.deleterCalls()
+    const imported = 5
+    const unconsumed = 3
+    const worker = new Worker(new URL('./fixtures/c-addon-worker.mjs', import.meta.url), {
+      workerData: { addonPath, imported, unconsumed, exit },
+    })
+    let report: { made: number; deletedBeforeExit: number; externalBuffers: boolean; isCopy: boolean[] } | undefined
+    worker.on('message', (message) => {
+      report = message
+    })
+    const code = await new Promise<number>((resolve, reject) => {
+      worker.once('error', reject)
+      worker.once('exit', resolve)
+    })
+    t.is(code, 0)
+    t.truthy(report, 'the worker reported before exiting')
+    t.is(report!.made, imported + unconsumed)
+    t.is(report!.externalBuffers, zeroCopy, 'workers run in the same mode')
+    t.deepEqual(report!.isCopy, Array(imported).fill(!zeroCopy))
+    t.is(report!.deletedBeforeExit, zeroCopy ? 0 : imported)
+    t.is(c.deleterCalls() - before, imported + unconsumed, 'every tensor made in the worker was released exactly once')
+    await drainGarbage()
+    t.is(c.deleterCalls() - before, imported + unconsumed)
+  })
+}

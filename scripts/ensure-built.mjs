@@ -1,0 +1,47 @@
+// Builds the addon (cargo, incremental) and the TypeScript layer when either is missing or
+// older than its sources, so `npm test`, `npm run demo` and `npm run bench` work on a fresh
+// clone after `npm install`.
+import { execFileSync } from 'node:child_process'
+import { existsSync, readdirSync, statSync } from 'node:fs'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const root = fileURLToPath(new URL('..', import.meta.url))
+
+function newest(dir, filter) {
+  let latest = 0
+  const walk = (path) => {
+    for (const entry of readdirSync(path, { withFileTypes: true })) {
+      const full = join(path, entry.name)
+      if (entry.isDirectory()) {
+        if (entry.name !== 'target' && entry.name !== 'node_modules') walk(full)
+      } else if (filter(entry.name)) {
+        latest = Math.max(latest, statSync(full).mtimeMs)
+      }
+    }
+  }
+  walk(join(root, dir))
+  return latest
+}
+
+const mtime = (file) => (existsSync(join(root, file)) ? statSync(join(root, file)).mtimeMs : 0)
+const addon = readdirSync(root).find((name) => name.startsWith('napi-dlpack.') && name.endsWith('.node'))
+const rustSources = Math.max(
+  newest('src', (n) => n.endsWith('.rs')),
+  newest('crates/napi-dlpack/src', (n) => n.endsWith('.rs')),
+  mtime('Cargo.toml'),
+  mtime('crates/napi-dlpack/Cargo.toml'),
+  mtime('Cargo.lock'),
+)
+const run = (cmd, args) => execFileSync(cmd, args, { cwd: root, stdio: 'inherit' })
+const napiCli = join(root, 'node_modules', '@napi-rs', 'cli', 'dist', 'cli.js')
+const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc')
+
+if (!addon || mtime(addon) < rustSources || process.env.NAPI_DLPACK_REBUILD) {
+  console.log('# building the addon (napi build --platform --release)')
+  run(process.execPath, [napiCli, 'build', '--platform', '--release', '--js', 'index.js', '--dts', 'index.d.ts'])
+}
+if (mtime('dist/index.js') < Math.max(newest('lib', (n) => n.endsWith('.ts')), mtime('index.d.ts'), mtime('tsconfig.json'))) {
+  console.log('# compiling the TypeScript layer (tsc)')
+  run(process.execPath, [tsc, '-p', 'tsconfig.json'])
+}

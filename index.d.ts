@@ -17,8 +17,26 @@ export declare function benchTaggedExternal(): unknown
 
 export declare function capsuleIsConsumed(value: unknown): boolean
 
-/** A row-major copy of a tensor in a new handle over V8 memory (`isCopy`). */
+/**
+ * A copy of a tensor in a new handle (`isCopy`): row-major in V8 memory for host tensors, a
+ * device copy on the same device for CUDA tensors.
+ */
 export declare function copyHandle(handle: unknown): unknown
+
+/** Number of CUDA devices; 0 without a usable driver. Never throws. */
+export declare function cudaDeviceCount(): number
+
+/** A new row-major tensor in device memory (`zeroed`: memset to 0, else undefined contents). */
+export declare function cudaEmpty(dtype: string, shape: Array<number>, deviceId: number, zeroed: boolean): unknown
+
+/** Whether CUDA is usable (a driver with at least one device). Never throws. */
+export declare function cudaIsAvailable(): boolean
+
+/** Blocks until the work enqueued on `cuda:<deviceId>`'s stream has run. */
+export declare function cudaSynchronize(deviceId: number): void
+
+/** Why CUDA is unavailable (`undefined` when it is available). */
+export declare function cudaUnavailableReason(): string | null
 
 /** Address of the first element, for zero-copy checks and diagnostics. */
 export declare function dataPointer(handle: unknown): bigint
@@ -28,9 +46,11 @@ export declare function dtypeNames(): Array<string>
 
 /**
  * Exports a handle as a new capsule. `legacy` asks for the pre-1.0 struct; `copy` makes the
- * export a private row-major copy flagged `IS_COPIED`.
+ * export a private copy flagged `IS_COPIED` (row-major on the host; on a CUDA device, a copy
+ * of the span). For CUDA tensors `stream` is the consumer's stream (unset: legacy default):
+ * it is made to wait for our stream before the capsule is returned.
  */
-export declare function exportCapsule(handle: unknown, legacy: boolean, copy: boolean): unknown
+export declare function exportCapsule(handle: unknown, legacy: boolean, copy: boolean, stream?: bigint | undefined | null): unknown
 
 /**
  * Whether this runtime lets us create external ArrayBuffers (false in Electron, or with
@@ -82,9 +102,11 @@ export interface HandleView {
 /**
  * Consumes a capsule (from any addon) into a new handle. Host tensors stay zero-copy where the
  * runtime allows external ArrayBuffers and the data is aligned; otherwise they are copied into
- * V8 memory (`isCopy`), unless `copyMode` is never-copy, which throws instead.
+ * V8 memory (`isCopy`), unless `copyMode` is never-copy, which throws instead. CUDA tensors are
+ * checked against the driver's pointer attributes; `stream` is the consumer stream the
+ * producer was asked to synchronise to (CUDA only; unset: the legacy default stream).
  */
-export declare function importCapsule(capsule: unknown, copyMode: number): unknown
+export declare function importCapsule(capsule: unknown, copyMode: number, stream?: bigint | undefined | null): unknown
 
 export declare function isCapsule(value: unknown): boolean
 
@@ -100,6 +122,12 @@ export interface NativeStats {
  * Memory still referenced by live exports or views stays valid until they go.
  */
 export declare function releaseHandle(handle: unknown): boolean
+
+/**
+ * A copy of a tensor on another device (or the same one): host ↔ CUDA and CUDA ↔ CUDA. Always
+ * a new handle over new memory; the JS layer shares instead when nothing needs to move.
+ */
+export declare function toDevice(handle: unknown, deviceType: number, deviceId: number): unknown
 
 /**
  * Wraps JS memory (a Uint8Array over an ArrayBuffer or SharedArrayBuffer) without copying.

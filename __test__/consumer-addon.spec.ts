@@ -166,7 +166,7 @@ for (const dtype of DTYPES) {
       t.not(tensor.dataPointer, pointer, 'Electron mode copies foreign memory into V8')
       t.is(addon.liveMatrices(), before, 'the copy released the matrix (deleter ran) at import')
     }
-    t.deepEqual(Array.from(tensor.data), pattern(3, 4).flat())
+    t.deepEqual(Array.from(tensor.data as Float32Array | Float64Array), pattern(3, 4).flat())
     tensor.dispose()
     t.is(addon.liveMatrices(), before, 'dispose() runs the deleter now')
   })
@@ -314,7 +314,7 @@ for (const dtype of DTYPES) {
     // back to the example. Electron mode: the JS tensor is a V8 copy, transformed in place.
     addon.fwhtRowsInPlace(tensor.__dlpack__())
     const { y } = referenceRows(pattern(2, 8).flat(), 2, 8)
-    t.deepEqual(Array.from(tensor.data), Array.from(y), 'integer inputs: exact')
+    t.deepEqual(Array.from(tensor.data as Float32Array | Float64Array), Array.from(y), 'integer inputs: exact')
     t.is(addon.liveMatrices(), zeroCopy ? before + 1 : before)
     tensor.dispose()
     t.is(addon.liveMatrices(), before)

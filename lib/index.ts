@@ -8,6 +8,7 @@
  * const back = fromDLPack(capsule)    // same memory, no copy
  * ```
  */
+export { cuda } from './cuda'
 export { Device, type DeviceLike, toDevice } from './device'
 export {
   type DataArray,
@@ -42,4 +43,12 @@ export {
   MAX_VERSION,
   type NDArrayLike,
 } from './protocol'
-export { type ArrayDType, type DLPackCapsule, type DLPackOptions, type FromArrayOptions, Tensor } from './tensor'
+export {
+  type ArrayDType,
+  type CreateOptions,
+  type DLPackCapsule,
+  type DLPackOptions,
+  type FromArrayOptions,
+  Tensor,
+  type ToOptions,
+} from './tensor'

@@ -9,6 +9,7 @@ import {
   type DLPackCapsule,
   type DLPackOptions,
   isSharedArrayBuffer,
+  streamValue,
   Tensor,
 } from './tensor'
 
@@ -50,7 +51,11 @@ export interface FromDLPackOptions {
   device?: DeviceLike
   /** `true`: always copy; `false`: never copy (throw if impossible); default: copy only if needed. */
   copy?: boolean | null
-  /** The consumer's stream, passed to the producer's `__dlpack__` (CUDA producers). */
+  /**
+   * The consumer's stream (CUDA): passed to the producer's `__dlpack__`, which makes it wait for
+   * the producer's work; napi-dlpack's own stream (the legacy default stream) then waits on it
+   * too. Unset: the legacy default stream. `-1n`: no synchronisation. `0` is refused.
+   */
   stream?: bigint | number | null
 }
 
@@ -88,7 +93,8 @@ function checkDevice(options: FromDLPackOptions, actual: readonly [number, numbe
 
 function fromCapsule(capsule: unknown, options: FromDLPackOptions): Tensor {
   const mode = copyMode(options.copy)
-  const tensor = Tensor._fromHandle(callNative(() => native.importCapsule(capsule, mode)))
+  const stream = streamValue(options.stream)
+  const tensor = Tensor._fromHandle(callNative(() => native.importCapsule(capsule, mode, stream)))
   if (options.device !== undefined) {
     try {
       checkDevice(options, tensor.__dlpack_device__())
@@ -114,6 +120,14 @@ export function fromDLPack(source: DLPackSource, options?: FromDLPackOptions): T
 export function fromDLPack(source: DLPackSource, options: FromDLPackOptions = {}): Tensor {
   if (source instanceof Tensor) {
     if (options.device !== undefined) checkDevice(options, source.__dlpack_device__())
+    if (options.stream !== undefined && options.stream !== null && source.device.type === DLDeviceType.CUDA) {
+      // The consumer's stream must wait for the data: go through a capsule (which still
+      // shares the memory).
+      return fromCapsule(source.__dlpack__({ stream: options.stream, copy: options.copy ?? null }), {
+        ...options,
+        copy: options.copy === true ? null : options.copy,
+      })
+    }
     if (options.copy === true) return Tensor._fromHandle(callNative(() => native.copyHandle(source._handle())))
     copyMode(options.copy)
     return source._share()

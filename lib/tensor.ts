@@ -24,7 +24,9 @@ export interface DLPackCapsule {
 export interface DLPackOptions {
   /**
    * The consumer's stream (CUDA: a `cudaStream_t` as bigint, or `1n` legacy default, `2n`
-   * per-thread default, `-1n` no synchronisation). Must be `undefined`/`null` for CPU tensors.
+   * per-thread default, `-1n` no synchronisation; unset means the legacy default stream; `0`
+   * is refused with `ERR_DLPACK_STREAM`). Numbers are accepted when they are safe integers.
+   * Must be `undefined`/`null` for CPU tensors.
    */
   stream?: bigint | number | null
   /** The newest DLPack version the consumer understands; below `[1, 0]` gives a legacy capsule. */
@@ -33,6 +35,18 @@ export interface DLPackOptions {
   dlDevice?: readonly [number, number] | null
   /** `true`: always copy; `false`: never copy (throw if needed); `null`/`undefined`: copy only if needed. */
   copy?: boolean | null
+}
+
+/** Options of `Tensor.empty` and `Tensor.zeros`. */
+export interface CreateOptions {
+  /** Where to allocate: `'cpu'` (default, V8 memory) or a CUDA device such as `'cuda:0'`. */
+  device?: DeviceLike
+}
+
+/** Options of `Tensor#to`. */
+export interface ToOptions {
+  /** Copy even when the tensor is already on the requested device (default: share it). */
+  copy?: boolean
 }
 
 /** Options of `Tensor.from`. */
@@ -96,6 +110,17 @@ function checkShape(shape: readonly number[], what = 'shape'): number[] {
     }
   }
   return shape as number[]
+}
+
+/** A DLPack stream value as a bigint (`null` when unset). */
+export function streamValue(stream: unknown): bigint | null {
+  if (stream === undefined || stream === null) return null
+  if (typeof stream === 'bigint') return stream
+  if (typeof stream === 'number' && Number.isSafeInteger(stream)) return BigInt(stream)
+  throw new DLPackTypeError(
+    'ERR_DLPACK_INVALID_ARGUMENT',
+    `stream must be a bigint, a safe integer, null or undefined, got ${String(stream)}`,
+  )
 }
 
 function checkDType(dtype: unknown): DType {
@@ -233,22 +258,58 @@ export class Tensor<D extends DType = DType> {
     return Tensor._fromHandle(handle)
   }
 
-  /** A new tensor in V8 memory (zero-filled, since ArrayBuffers are). Zero-copy to export everywhere, Electron included. */
-  static empty<D extends DType = 'float32'>(shape: readonly number[], dtype: D = 'float32' as D): Tensor<D> {
+  /**
+   * A new tensor. On the CPU (default) it lives in V8 memory (zero-filled, since ArrayBuffers
+   * are) and is zero-copy to export everywhere, Electron included. With `{ device: 'cuda:N' }`
+   * it is device memory with undefined contents (use `zeros` for zeros).
+   */
+  static empty<D extends DType = 'float32'>(
+    shape: readonly number[],
+    dtype: D = 'float32' as D,
+    options: CreateOptions = {},
+  ): Tensor<D> {
+    return Tensor.#create(shape, dtype, options, false)
+  }
+
+  /** A new zero-filled tensor (on a CUDA device with `{ device: 'cuda:N' }`). */
+  static zeros<D extends DType = 'float32'>(
+    shape: readonly number[],
+    dtype: D = 'float32' as D,
+    options: CreateOptions = {},
+  ): Tensor<D> {
+    return Tensor.#create(shape, dtype, options, true)
+  }
+
+  static #create<D extends DType>(shape: readonly number[], dtype: D, options: CreateOptions, zeroed: boolean): Tensor<D> {
     checkShape(shape)
     const { itemsize } = DTYPES[checkDType(dtype)]
+    const device = toDevice(options?.device ?? Device.CPU)
     let numel = 1
     for (const dim of shape) numel *= dim
-    if (!Number.isSafeInteger(numel * itemsize) || numel < 0) {
+    if (!Number.isSafeInteger(numel * itemsize) || numel < 0 || shape.some((dim) => dim < 0)) {
       throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `shape [${shape.join(', ')}] is too large or negative`)
+    }
+    if (device.type === DLDeviceType.CUDA) {
+      return Tensor._fromHandle(call(() => native.cudaEmpty(dtype, shape as number[], device.id, zeroed))) as Tensor<D>
+    }
+    if (device.type !== DLDeviceType.CPU) {
+      throw new BufferError('ERR_DLPACK_DEVICE', `cannot allocate tensors on ${String(device)} (cpu and cuda are supported)`)
     }
     const buffer = new ArrayBuffer(numel * itemsize)
     return Tensor._fromHandle(wrapMemory(buffer, dtype, shape, undefined, 0, false)) as Tensor<D>
   }
 
-  /** A new zero-filled tensor. */
-  static zeros<D extends DType = 'float32'>(shape: readonly number[], dtype: D = 'float32' as D): Tensor<D> {
-    return Tensor.empty(shape, dtype)
+  /**
+   * This tensor on `device` (`'cpu'`, `'cuda:0'`, ...), as a new Tensor: host → device,
+   * device → host and device → device copies. Already there: a new Tensor sharing the same
+   * memory, or a copy with `{ copy: true }`. CUDA copies are enqueued on the device's legacy
+   * default stream; a copy to the host waits for it.
+   */
+  to(device: DeviceLike, options: ToOptions = {}): Tensor<D> {
+    const handle = this.#live().handle
+    const target = toDevice(device)
+    if (target.equals(this.device) && options?.copy !== true) return this._share()
+    return Tensor._fromHandle(call(() => native.toDevice(handle, target.type, target.id))) as Tensor<D>
   }
 
   /** Dimensions. */
@@ -355,9 +416,12 @@ export class Tensor<D extends DType = DType> {
     return this.#data
   }
 
-  /** A row-major copy of the elements (complex: interleaved real, imaginary). */
+  /** A row-major copy of the elements (complex: interleaved real, imaginary). Host tensors only. */
   toTypedArray(): DataArray<D> {
     const meta = this.#meta()
+    if (meta.deviceType !== DLDeviceType.CPU && meta.deviceType !== DLDeviceType.CUDAHost && meta.deviceType !== DLDeviceType.ROCMHost) {
+      throw new BufferError('ERR_DLPACK_NOT_CPU', `tensor memory is on ${String(this.device)}; call .to('cpu') first`)
+    }
     const copy = call(() => native.copyHandle(this.#live().handle))
     try {
       const view = call(() => native.handleView(copy))
@@ -415,6 +479,7 @@ export class Tensor<D extends DType = DType> {
         throw new BufferError('ERR_DLPACK_STREAM', 'CPU tensors take no stream (pass null or leave it out)')
       }
     }
+    const streamArg = device.type === DLDeviceType.CUDA ? streamValue(stream) : null
     if (dlDevice !== undefined && dlDevice !== null && !device.equals(toDevice(dlDevice))) {
       const target = toDevice(dlDevice)
       throw new BufferError(
@@ -422,7 +487,7 @@ export class Tensor<D extends DType = DType> {
         `cannot export a ${String(device)} tensor to ${String(target)}`,
       )
     }
-    return call(() => native.exportCapsule(handle, legacy, copy === true)) as DLPackCapsule
+    return call(() => native.exportCapsule(handle, legacy, copy === true, streamArg)) as DLPackCapsule
   }
 
   /** `[deviceType, deviceId]`, without exporting anything. */

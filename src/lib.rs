@@ -3,6 +3,7 @@
 
 #![deny(clippy::all)]
 
+mod cuda;
 mod js_memory;
 mod storage;
 mod tensor;

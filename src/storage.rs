@@ -4,6 +4,7 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use napi_dlpack::cuda::DeviceBuffer;
 use napi_dlpack::{DLPackError, DType, Device, ErrorKind, ForeignTensor, IntoDLPack, TensorInfo};
 
 use crate::js_memory::BufferRef;
@@ -19,10 +20,13 @@ pub enum Memory {
   Foreign(ForeignTensor),
   /// A copy we made for an export (`copy: true`), owned by that export alone.
   Owned(Vec<u64>),
+  /// CUDA device memory we allocated (`Tensor.empty/zeros` on a CUDA device, `to('cuda:N')`).
+  /// Its writes are enqueued on the device's legacy default stream. Never host-dereferenced.
+  Cuda(DeviceBuffer),
 }
 
 // SAFETY: `base` points into the ArrayBuffer that `buffer` keeps alive; the pointer itself is
-// plain data. BufferRef and ForeignTensor are Send + Sync.
+// plain data. BufferRef, ForeignTensor and DeviceBuffer are Send + Sync.
 unsafe impl Send for Memory {}
 // SAFETY: as above; `&Memory` only reads.
 unsafe impl Sync for Memory {}
@@ -78,13 +82,21 @@ impl Storage {
     &self.memory
   }
 
-  /// Start of the storage region (for foreign tensors: the lowest element's address).
+  /// Start of the storage region (for foreign tensors: the lowest element's address). For
+  /// device memory this is a device address: never dereference it on the host.
   pub fn base(&self) -> *mut u8 {
     match &self.memory {
       Memory::Js { base, .. } => *base,
       Memory::Foreign(tensor) => tensor.layout().span_start() as *mut u8,
       Memory::Owned(words) => words.as_ptr() as *mut u8,
+      Memory::Cuda(buffer) => buffer.device_ptr() as usize as *mut u8,
     }
+  }
+
+  /// Address of the lowest element of `meta` over this storage, as an integer (host or device
+  /// address; no pointer arithmetic on device addresses).
+  pub fn span_address(&self, meta: &Meta) -> usize {
+    (self.base() as usize).wrapping_add(meta.span_start())
   }
 }
 
@@ -98,10 +110,11 @@ pub struct ExportOwner {
 }
 
 // SAFETY: `info` describes memory inside `storage`, which this owner keeps alive and which
-// never moves (ArrayBuffer backing stores and foreign memory are fixed, the Vec is not
-// resized). Writes by other holders are the user's to synchronise, as documented.
+// never moves (ArrayBuffer backing stores, foreign memory and device allocations are fixed,
+// the Vec is not resized). Writes by other holders are the user's to synchronise, as
+// documented; device memory is handed to the consumer's stream by `export_capsule`.
 unsafe impl IntoDLPack for ExportOwner {
-  fn tensor_info(&self) -> TensorInfo {
+  fn tensor_info(&mut self) -> TensorInfo {
     self.info.clone()
   }
 }
@@ -116,6 +129,13 @@ impl ExportOwner {
         TensorInfo::strided(tensor.raw_data(), meta.dtype, &meta.shape, &meta.strides)
           .byte_offset(tensor.byte_offset())
       }
+      // Our device memory: the first element's device address (integer arithmetic only).
+      Memory::Cuda(buffer) => TensorInfo::strided(
+        (buffer.device_ptr() as usize).wrapping_add(meta.first_byte) as *mut c_void,
+        meta.dtype,
+        &meta.shape,
+        &meta.strides,
+      ),
       // Our own memory: data points at the first element, byte_offset 0, which every consumer
       // reads correctly (including those that ignore byte_offset).
       Memory::Js { .. } | Memory::Owned(_) => TensorInfo::strided(

@@ -15,8 +15,10 @@ use napi::{sys, Env, JsValue};
 use napi_derive::napi;
 use napi_dlpack::capsule;
 use napi_dlpack::validation::layout_of;
+use napi_dlpack::cuda::Stream;
 use napi_dlpack::{
-  export, take_owner, DLPackError, DType, Device, ErrorKind, ExportFormat, ForeignTensor,
+  export, take_owner, DLPackError, DType, Device, DeviceType, ErrorKind, ExportFormat,
+  ForeignTensor,
 };
 
 use crate::js_memory::{self, BufferRef};
@@ -32,7 +34,7 @@ const HANDLE_TAG: sys::napi_type_tag = sys::napi_type_tag {
 pub struct Handle {
   /// `None` once released (`dispose()`).
   storage: Option<Arc<Storage>>,
-  meta: Arc<Meta>,
+  pub(crate) meta: Arc<Meta>,
   /// A cached zero-copy view (external ArrayBuffer) of foreign memory, so a storage is wrapped
   /// by at most one ArrayBuffer per handle, and the slot through which that ArrayBuffer keeps
   /// the storage alive (emptied by `dispose()`).
@@ -43,13 +45,13 @@ pub struct Handle {
 /// empties the slot, so the memory is released now rather than at the next GC.
 type ViewSlot = Arc<Mutex<Option<Arc<Storage>>>>;
 
-type Result<T> = std::result::Result<T, napi::Error<&'static str>>;
+pub(crate) type Result<T> = std::result::Result<T, napi::Error<&'static str>>;
 
-fn fail(kind: ErrorKind, message: impl Into<String>) -> napi::Error<&'static str> {
+pub(crate) fn fail(kind: ErrorKind, message: impl Into<String>) -> napi::Error<&'static str> {
   DLPackError::new(kind, message).into()
 }
 
-fn status(what: &str, status: sys::napi_status) -> Result<()> {
+pub(crate) fn status(what: &str, status: sys::napi_status) -> Result<()> {
   if status == sys::Status::napi_ok {
     Ok(())
   } else {
@@ -62,7 +64,7 @@ unsafe extern "C" fn finalize_handle(_env: sys::napi_env, data: *mut c_void, _hi
   drop(unsafe { Box::from_raw(data.cast::<Handle>()) });
 }
 
-fn new_handle<'env>(env: &'env Env, storage: Arc<Storage>, meta: Meta) -> Result<Unknown<'env>> {
+pub(crate) fn new_handle<'env>(env: &'env Env, storage: Arc<Storage>, meta: Meta) -> Result<Unknown<'env>> {
   let handle = Box::into_raw(Box::new(Handle {
     storage: Some(storage),
     meta: Arc::new(meta),
@@ -93,7 +95,7 @@ fn new_handle<'env>(env: &'env Env, storage: Arc<Storage>, meta: Meta) -> Result
 }
 
 /// The `Handle` behind a JS value, after checking the type tag.
-fn handle_of<'a>(env: &Env, value: &Unknown<'a>) -> Result<&'a mut Handle> {
+pub(crate) fn handle_of<'a>(env: &Env, value: &Unknown<'a>) -> Result<&'a mut Handle> {
   let not_a_handle = || {
     fail(
       ErrorKind::InvalidArgument,
@@ -127,7 +129,7 @@ fn handle_of<'a>(env: &Env, value: &Unknown<'a>) -> Result<&'a mut Handle> {
   Ok(unsafe { &mut *data.cast::<Handle>() })
 }
 
-fn storage_of(handle: &Handle) -> Result<&Arc<Storage>> {
+pub(crate) fn storage_of(handle: &Handle) -> Result<&Arc<Storage>> {
   handle
     .storage
     .as_ref()
@@ -135,7 +137,7 @@ fn storage_of(handle: &Handle) -> Result<&Arc<Storage>> {
 }
 
 /// Fails if the JS buffer behind a storage has been detached (transferred) under us.
-fn check_attached(env: &Env, storage: &Storage) -> Result<()> {
+pub(crate) fn check_attached(env: &Env, storage: &Storage) -> Result<()> {
   if let Memory::Js { buffer, .. } = storage.memory() {
     // SAFETY: our env, on its thread.
     let value = unsafe { buffer.value(env.raw())? };
@@ -151,7 +153,7 @@ fn check_attached(env: &Env, storage: &Storage) -> Result<()> {
   Ok(())
 }
 
-fn parse_dtype(name: &str) -> Result<DType> {
+pub(crate) fn parse_dtype(name: &str) -> Result<DType> {
   DType::from_name(name).ok_or_else(|| fail(ErrorKind::Dtype, format!("unknown dtype {name:?}")))
 }
 
@@ -251,17 +253,20 @@ pub fn wrap_buffer<'env>(
 
 /// `copyMode` of [`import_capsule`].
 const COPY_IF_NEEDED: u32 = 0;
-const COPY_ALWAYS: u32 = 1;
+pub(crate) const COPY_ALWAYS: u32 = 1;
 const COPY_NEVER: u32 = 2;
 
 /// Consumes a capsule (from any addon) into a new handle. Host tensors stay zero-copy where the
 /// runtime allows external ArrayBuffers and the data is aligned; otherwise they are copied into
-/// V8 memory (`isCopy`), unless `copyMode` is never-copy, which throws instead.
+/// V8 memory (`isCopy`), unless `copyMode` is never-copy, which throws instead. CUDA tensors are
+/// checked against the driver's pointer attributes; `stream` is the consumer stream the
+/// producer was asked to synchronise to (CUDA only; unset: the legacy default stream).
 #[napi(js_name = "importCapsule")]
 pub fn import_capsule<'env>(
   env: &'env Env,
   capsule: Unknown<'env>,
   copy_mode: u32,
+  stream: Option<BigInt>,
 ) -> Result<Unknown<'env>> {
   if !matches!(copy_mode, COPY_IF_NEEDED | COPY_ALWAYS | COPY_NEVER) {
     return Err(fail(
@@ -269,6 +274,8 @@ pub fn import_capsule<'env>(
       format!("invalid copy mode {copy_mode}"),
     ));
   }
+  // Checked before the capsule is consumed, so a bad value leaves it usable.
+  let stream = crate::cuda::stream_arg(stream.as_ref())?;
   // SAFETY: live value of this env. From here on we own the tensor: every error path below
   // drops it, which runs its deleter exactly once.
   let managed = unsafe { capsule::consume_capsule(env.raw(), capsule.raw())? };
@@ -308,7 +315,7 @@ pub fn import_capsule<'env>(
       Err(managed) => managed,
     }
   };
-  from_foreign(env, ForeignTensor::new(managed)?, copy_mode)
+  from_foreign(env, ForeignTensor::new(managed)?, copy_mode, stream)
 }
 
 fn foreign_meta(tensor: &ForeignTensor) -> Meta {
@@ -334,8 +341,18 @@ fn from_foreign<'env>(
   env: &'env Env,
   tensor: ForeignTensor,
   copy_mode: u32,
+  stream: Option<Stream>,
 ) -> Result<Unknown<'env>> {
   let meta = foreign_meta(&tensor);
+  if tensor.device().device_type == DeviceType::Cuda {
+    return crate::cuda::import_device(
+      env,
+      tensor,
+      meta,
+      copy_mode,
+      stream.unwrap_or(Stream::Legacy),
+    );
+  }
   if !tensor.device().is_host_accessible() {
     if copy_mode == COPY_ALWAYS {
       return Err(fail(
@@ -387,7 +404,7 @@ fn from_foreign<'env>(
 }
 
 /// A handle over a fresh V8 ArrayBuffer holding the whole region `meta` describes.
-fn js_storage_handle<'env>(
+pub(crate) fn js_storage_handle<'env>(
   env: &'env Env,
   array_buffer: sys::napi_value,
   meta: Meta,
@@ -407,13 +424,16 @@ fn js_storage_handle<'env>(
 }
 
 /// Exports a handle as a new capsule. `legacy` asks for the pre-1.0 struct; `copy` makes the
-/// export a private row-major copy flagged `IS_COPIED`.
+/// export a private copy flagged `IS_COPIED` (row-major on the host; on a CUDA device, a copy
+/// of the span). For CUDA tensors `stream` is the consumer's stream (unset: legacy default):
+/// it is made to wait for our stream before the capsule is returned.
 #[napi(js_name = "exportCapsule")]
 pub fn export_capsule<'env>(
   env: &'env Env,
   handle: Unknown<'env>,
   legacy: bool,
   copy: bool,
+  stream: Option<BigInt>,
 ) -> Result<Unknown<'env>> {
   let handle = handle_of(env, &handle)?;
   let storage = storage_of(handle)?.clone();
@@ -423,7 +443,22 @@ pub fn export_capsule<'env>(
   } else {
     ExportFormat::Versioned
   };
-  let managed = if copy {
+  let stream = crate::cuda::stream_arg(stream.as_ref())?;
+  let cuda_device = if handle.meta.device.device_type == DeviceType::Cuda {
+    Some(crate::cuda::device_of(&handle.meta)?)
+  } else {
+    None
+  };
+  let managed = if let (Some(device), true) = (&cuda_device, copy) {
+    let (buffer, meta) = crate::cuda::copy_span_to_device(&storage, &handle.meta, device)?;
+    let meta = Meta {
+      is_copy: true,
+      ..meta
+    };
+    let mut owner = ExportOwner::new(Storage::new(Memory::Cuda(buffer)), Arc::new(meta));
+    owner.info = owner.info.copied(true);
+    export(owner, format)?
+  } else if copy {
     let words = (handle.meta.numel * handle.meta.dtype.itemsize()).div_ceil(8);
     let mut owned = vec![0u64; words];
     // SAFETY: reinterpreting initialised u64s as bytes.
@@ -451,19 +486,47 @@ pub fn export_capsule<'env>(
   } else {
     export(ExportOwner::new(storage, handle.meta.clone()), format)?
   };
+  if let Some(device) = cuda_device {
+    // The consumer's stream waits for our writes (and the copy just enqueued). On failure
+    // `managed` drops here and releases the export.
+    device.sync_to(stream.unwrap_or(Stream::Legacy))?;
+  }
   // SAFETY: our env, on its thread.
   let capsule = unsafe { capsule::create_capsule(env.raw(), managed)? };
   // SAFETY: live value of this env.
   Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), capsule) })
 }
 
-/// A row-major copy of a tensor in a new handle over V8 memory (`isCopy`).
+/// A copy of a tensor in a new handle (`isCopy`): row-major in V8 memory for host tensors, a
+/// device copy on the same device for CUDA tensors.
 #[napi(js_name = "copyHandle")]
 pub fn copy_handle<'env>(env: &'env Env, handle: Unknown<'env>) -> Result<Unknown<'env>> {
   let handle = handle_of(env, &handle)?;
   let storage = storage_of(handle)?.clone();
   check_attached(env, &storage)?;
-  let nbytes = handle.meta.numel * handle.meta.dtype.itemsize();
+  if handle.meta.device.device_type == DeviceType::Cuda {
+    let device = crate::cuda::device_of(&handle.meta)?;
+    let (buffer, meta) = crate::cuda::copy_span_to_device(&storage, &handle.meta, &device)?;
+    return new_handle(
+      env,
+      Storage::new(Memory::Cuda(buffer)),
+      Meta {
+        is_copy: true,
+        ..meta
+      },
+    );
+  }
+  let meta = handle.meta.clone();
+  copy_to_host_handle(env, &storage, &meta)
+}
+
+/// A row-major copy of a host tensor in a new handle over V8 memory (`isCopy`).
+pub(crate) fn copy_to_host_handle<'env>(
+  env: &'env Env,
+  storage: &Storage,
+  meta: &Meta,
+) -> Result<Unknown<'env>> {
+  let nbytes = meta.numel * meta.dtype.itemsize();
   // SAFETY: our env.
   let (array_buffer, data) = unsafe { js_memory::arraybuffer_new(env.raw(), nbytes)? };
   let out: &mut [u8] = if nbytes == 0 {
@@ -472,10 +535,10 @@ pub fn copy_handle<'env>(env: &'env Env, handle: Unknown<'env>) -> Result<Unknow
     // SAFETY: V8 just gave us `nbytes` writable bytes.
     unsafe { std::slice::from_raw_parts_mut(data, nbytes) }
   };
-  copy_bytes(&storage, &handle.meta, out)?;
+  copy_bytes(storage, meta, out)?;
   let meta = meta_over_region(
-    handle.meta.dtype,
-    &handle.meta.shape,
+    meta.dtype,
+    &meta.shape,
     None,
     0,
     data,
@@ -567,6 +630,11 @@ pub fn handle_view<'env>(env: &'env Env, handle: Unknown<'env>) -> Result<Handle
   }
   let span_start = handle.meta.span_start();
   match storage.memory() {
+    // Unreachable (device memory is never host-accessible), but never viewed either way.
+    Memory::Cuda(_) => Err(fail(
+      ErrorKind::NotCpu,
+      "device memory has no host view; call .to('cpu') first",
+    )),
     Memory::Js { buffer, .. } => {
       // SAFETY: our env, on its thread.
       let bytes = unsafe { buffer.value(env.raw())? };

@@ -19,6 +19,8 @@
 //       narrow(0, offset, size0 - offset), slice(dim, 0, end, step),
 //       transpose(d0, d1), contiguous(). Exports the view with at::toDLPack as
 //       a legacy capsule. dataPtr is the view's data_ptr() (first element).
+//       spec.dlByteOffset = n moves n bytes of the pointer into DLTensor.byte_offset
+//       (data = first element - n), a layout other producers use.
 //   fromCapsule(capsule) -> handle       (at::fromDLPack; legacy capsules only:
 //       versioned ones are released and refused with ERR_TORCH_NEEDS_LEGACY)
 //   exportHandle(handle) -> like toCapsule's result, for the handle's tensor
@@ -289,7 +291,10 @@ at::Scalar scalar_for(const at::Tensor& tensor, double value) {
 // ---- exported functions ---------------------------------------------------------
 
 // at::toDLPack(tensor) wrapped in a legacy capsule, plus what describe() says.
-napi_value export_tensor(napi_env env, const at::Tensor& tensor, const std::string& dtype_text) {
+// `shift` > 0 moves that many bytes from `data` into `byte_offset` (same first
+// element; torch itself always exports byte_offset 0).
+napi_value export_tensor(napi_env env, const at::Tensor& tensor, const std::string& dtype_text,
+                         uint64_t shift = 0) {
   // Refuse dtypes torch cannot describe before exporting, with our own code.
   try {
     (void)at::getDLDataType(tensor);
@@ -299,6 +304,10 @@ napi_value export_tensor(napi_env env, const at::Tensor& tensor, const std::stri
     throw JsError{"ERR_TORCH_DTYPE", "at::toDLPack refuses " + dtype_text + ": " + message};
   }
   DLManagedTensor* managed = at::toDLPack(tensor);
+  if (shift != 0) {
+    managed->dl_tensor.data = static_cast<char*>(managed->dl_tensor.data) - shift;
+    managed->dl_tensor.byte_offset += shift;
+  }
   napi_value capsule;
   int status = torch_addon_capsule_create_legacy(env, managed, &capsule);
   if (status != 0) {
@@ -311,8 +320,16 @@ napi_value export_tensor(napi_env env, const at::Tensor& tensor, const std::stri
   return out;
 }
 
+// Drops torch warnings (complex32 prints "ComplexHalf support is experimental"
+// through glog on every tensor made).
+struct QuietWarnings : c10::WarningHandler {
+  void process(const c10::SourceLocation&, const std::string&, const bool) override {}
+};
+
 napi_value ToCapsule(napi_env env, napi_callback_info info) {
   return guarded(env, [&]() -> napi_value {
+    QuietWarnings quiet;
+    c10::Warning::WarningHandlerGuard quiet_guard(&quiet);
     napi_value spec = args(env, info, 1)[0];
     if (type_of(env, spec) != napi_object) throw JsError{"ERR_TORCH_ADDON_ARGUMENT", "spec must be an object"};
 
@@ -373,7 +390,14 @@ napi_value ToCapsule(napi_env env, napi_callback_info info) {
       if (yes) tensor = tensor.contiguous();
     }
 
-    return export_tensor(env, tensor, dtype_text);
+    uint64_t shift = 0;
+    if (napi_value shift_value = optional_property(env, spec, "dlByteOffset")) {
+      int64_t bytes = to_int(env, shift_value, "spec.dlByteOffset");
+      if (bytes < 0 || bytes > tensor.storage_offset() * static_cast<int64_t>(tensor.element_size()))
+        throw JsError{"ERR_TORCH_ADDON_ARGUMENT", "spec.dlByteOffset must lie within the storage offset"};
+      shift = static_cast<uint64_t>(bytes);
+    }
+    return export_tensor(env, tensor, dtype_text, shift);
   });
 }
 
@@ -396,6 +420,17 @@ napi_value FromCapsule(napi_env env, napi_callback_info info) {
       torch_addon_tensor_release(0, managed);
       throw JsError{"ERR_TORCH_DEVICE", "this libtorch is CPU-only"};
     }
+    // Torch has no negative strides, and at::fromDLPack does not refuse them
+    // cleanly: its storage-size check throws a c10::Error that no try/catch
+    // gets to see; libtorch 1.13 std::terminate()s the process (a plain C++
+    // program calling at::fromDLPack inside try/catch aborts the same way).
+    const DLTensor& dl = managed->dl_tensor;
+    for (int32_t axis = 0; dl.strides != nullptr && axis < dl.ndim; axis++) {
+      if (dl.strides[axis] < 0) {
+        torch_addon_tensor_release(0, managed);
+        throw JsError{"ERR_TORCH_NEGATIVE_STRIDES", "torch tensors cannot have negative strides"};
+      }
+    }
     std::unique_ptr<TorchHandle> handle(new TorchHandle());
     handle->dl_data = reinterpret_cast<uintptr_t>(managed->dl_tensor.data);
     handle->dl_byte_offset = managed->dl_tensor.byte_offset;
@@ -412,8 +447,7 @@ napi_value FromCapsule(napi_env env, napi_callback_info info) {
     handle->tensor = at::fromDLPack(managed);  // owns the deleter from now on
     napi_value external;
     check(napi_create_external(env, handle.get(), finalize_handle, nullptr, &external));
-    TorchHandle* adopted = handle.release();  // the finalizer frees it now
-    (void)adopted;
+    (void)handle.release();  // the external's finalizer frees it from now on
     check(napi_type_tag_object(env, external, &kHandleTag));
     return external;
   });

@@ -265,6 +265,28 @@ pub mod env {
     Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), raw) })
   }
 
+  /// Wraps an already exported tensor (for instance `ForeignTensor::into_managed()` to pass a
+  /// received tensor on) in a new capsule (see [`super::create_capsule`]).
+  pub fn export_managed<'env>(env: &'env Env, managed: ManagedTensor) -> Result<Unknown<'env>, DLPackError> {
+    // SAFETY: an `Env` reference is only available on its JS thread while it is live.
+    let raw = unsafe { super::create_capsule(env.raw(), managed)? };
+    // SAFETY: `raw` is a live value of this env.
+    Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), raw) })
+  }
+
+  /// Takes ownership of a capsule's tensor without validating it (see
+  /// [`super::consume_capsule`]); for [`crate::take_owner`] or a custom validation.
+  pub fn consume(env: &Env, value: &Unknown<'_>) -> Result<ManagedTensor, DLPackError> {
+    // SAFETY: `value` belongs to `env`, on its JS thread.
+    unsafe { super::consume_capsule(env.raw(), value.raw()) }
+  }
+
+  /// Whether a capsule has been consumed (errors if `value` is not a capsule).
+  pub fn is_consumed(env: &Env, value: &Unknown<'_>) -> Result<bool, DLPackError> {
+    // SAFETY: `value` belongs to `env`, on its JS thread.
+    unsafe { super::is_consumed(env.raw(), value.raw()) }
+  }
+
   /// Consumes and validates a capsule (see [`super::import_capsule`]).
   pub fn import(env: &Env, value: &Unknown<'_>) -> Result<ForeignTensor, DLPackError> {
     // SAFETY: `value` belongs to `env`, on its JS thread.

@@ -150,5 +150,14 @@ impl From<DLPackError> for napi::Error<&'static str> {
   }
 }
 
+#[cfg(feature = "napi")]
+impl<S: AsRef<str>> From<napi::Error<S>> for DLPackError {
+  /// Lets addon code use `?` on napi-rs calls and crate calls alike, with `DLPackError` as the
+  /// error type (`ERR_DLPACK_NAPI`, keeping napi's status and message).
+  fn from(err: napi::Error<S>) -> DLPackError {
+    DLPackError::new(ErrorKind::Napi, format!("{}: {}", err.status.as_ref(), err.reason))
+  }
+}
+
 /// Shorthand used throughout the crate.
 pub type Result<T, E = DLPackError> = core::result::Result<T, E>;

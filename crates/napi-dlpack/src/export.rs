@@ -38,10 +38,12 @@ pub type Dims = SmallVec<[i64; 4]>;
 /// - nobody else writes the memory while it is exported unless the info is marked read-only
 ///   and only readers exist, or the sharing is otherwise synchronised by the user;
 /// - `tensor_info` is called once, after the value has been moved to its final heap location,
-///   so pointers into the value itself are allowed.
+///   so pointers into the value itself are allowed. It takes `&mut self` so that a writable
+///   export can derive its pointer from exclusive access (`as_mut_ptr`): a pointer derived from
+///   `&self` must only be exported read-only (see [`TensorInfo::from_slice`]).
 pub unsafe trait IntoDLPack: Send + 'static {
   /// Describes the memory to export. Called after `self` reached its final address.
-  fn tensor_info(&self) -> TensorInfo;
+  fn tensor_info(&mut self) -> TensorInfo;
 }
 
 /// Which owning struct to produce.
@@ -107,13 +109,16 @@ impl TensorInfo {
     }
   }
 
-  /// A 1-D view of a slice.
+  /// A writable 1-D view of a slice.
+  pub fn from_mut_slice<T: Element>(slice: &mut [T]) -> TensorInfo {
+    let len = slice.len() as i64;
+    TensorInfo::contiguous(slice.as_mut_ptr().cast::<c_void>(), T::DTYPE, &[len])
+  }
+
+  /// A read-only 1-D view of a slice: the pointer comes from a shared borrow, so consumers
+  /// must not write through it and the export carries `READ_ONLY`.
   pub fn from_slice<T: Element>(slice: &[T]) -> TensorInfo {
-    TensorInfo::contiguous(
-      slice.as_ptr() as *mut c_void,
-      T::DTYPE,
-      &[slice.len() as i64],
-    )
+    TensorInfo::contiguous(slice.as_ptr() as *mut c_void, T::DTYPE, &[slice.len() as i64]).read_only(true)
   }
 
   /// Bytes between `data` and the first element.
@@ -410,30 +415,30 @@ pub fn take_owner<T: IntoDLPack>(managed: ManagedTensor) -> Result<T, ManagedTen
 // Vec drops (inside the deleter), and the exclusive owner is the export. Vec<T> is Send for
 // Element types.
 unsafe impl<T: Element> IntoDLPack for Vec<T> {
-  fn tensor_info(&self) -> TensorInfo {
-    TensorInfo::from_slice(self)
+  fn tensor_info(&mut self) -> TensorInfo {
+    TensorInfo::from_mut_slice(self)
   }
 }
 
 // SAFETY: as for Vec<T>.
 unsafe impl<T: Element> IntoDLPack for Box<[T]> {
-  fn tensor_info(&self) -> TensorInfo {
-    TensorInfo::from_slice(self)
+  fn tensor_info(&mut self) -> TensorInfo {
+    TensorInfo::from_mut_slice(self)
   }
 }
 
 // SAFETY: the buffer lives as long as any Arc clone, including the one owned by the export.
 // Other clones may read concurrently, so the export is marked read-only.
 unsafe impl<T: Element> IntoDLPack for Arc<[T]> {
-  fn tensor_info(&self) -> TensorInfo {
-    TensorInfo::from_slice(self).read_only(true)
+  fn tensor_info(&mut self) -> TensorInfo {
+    TensorInfo::from_slice(self)
   }
 }
 
 // SAFETY: as for Arc<[T]>.
 unsafe impl<T: Element> IntoDLPack for Arc<Vec<T>> {
-  fn tensor_info(&self) -> TensorInfo {
-    TensorInfo::from_slice(self.as_slice()).read_only(true)
+  fn tensor_info(&mut self) -> TensorInfo {
+    TensorInfo::from_slice(self.as_slice())
   }
 }
 
@@ -513,8 +518,8 @@ impl<T: Element> ShapedBuffer<T> {
 // SAFETY: the Vec's buffer is stable and exclusively owned by the export; `new`/`strided`
 // checked that the described elements lie inside it.
 unsafe impl<T: Element> IntoDLPack for ShapedBuffer<T> {
-  fn tensor_info(&self) -> TensorInfo {
-    let info = TensorInfo::contiguous(self.data.as_ptr() as *mut c_void, T::DTYPE, &self.shape)
+  fn tensor_info(&mut self) -> TensorInfo {
+    let info = TensorInfo::contiguous(self.data.as_mut_ptr().cast::<c_void>(), T::DTYPE, &self.shape)
       .byte_offset(self.byte_offset);
     match &self.strides {
       Some(strides) => TensorInfo {

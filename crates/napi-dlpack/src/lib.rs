@@ -6,7 +6,9 @@
 //! capsule ABI ([`capsule`]) that lets any addon in the process exchange tensors with any
 //! other through JavaScript, with no copy.
 //!
-//! Everything except [`capsule`] is plain Rust and builds and tests without Node.
+//! Everything except [`capsule`] is plain Rust and builds and tests without Node. The `cuda`
+//! feature adds `cuda`: device memory, stream hand-overs and import checks through cudarc,
+//! with the driver loaded at run time (it builds without a CUDA toolkit).
 //!
 //! ```
 //! use napi_dlpack::{export_versioned, ForeignTensor};
@@ -21,6 +23,8 @@
 
 #[cfg(feature = "napi")]
 pub mod capsule;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod device;
 pub mod dtype;
 pub mod error;

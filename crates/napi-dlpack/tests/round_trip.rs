@@ -34,9 +34,9 @@ fn every_dtype_round_trips_in_both_formats() {
       struct As(Counted<u8>, DType);
       // SAFETY: forwards to Counted's buffer, reinterpreted with an itemsize that divides it.
       unsafe impl IntoDLPack for As {
-        fn tensor_info(&self) -> TensorInfo {
+        fn tensor_info(&mut self) -> TensorInfo {
           let n = (self.0.data.len() / self.1.itemsize()) as i64;
-          TensorInfo::contiguous(self.0.data.as_ptr() as *mut c_void, self.1, &[2, n / 2])
+          TensorInfo::contiguous(self.0.data.as_mut_ptr().cast(), self.1, &[2, n / 2])
         }
       }
       let result = export(As(value, dtype), format);
@@ -93,7 +93,7 @@ fn typed_round_trips_of_vec_and_box() {
 #[test]
 fn zero_dimensional_tensor() {
   let (value, drops) = counted(vec![42.0f32], |v| {
-    TensorInfo::contiguous(v.as_ptr() as *mut c_void, DType::Float32, &[])
+    TensorInfo::contiguous(v.as_mut_ptr().cast(), DType::Float32, &[])
   });
   let managed = export_versioned(value).unwrap();
   // SAFETY: we own the export; ndim 0 means NULL shape and strides are allowed.
@@ -166,7 +166,7 @@ fn negative_stride_and_offset_view() {
 #[test]
 fn flags_survive_the_round_trip() {
   let (value, _drops) = counted(vec![1f32, 2.0], |v| {
-    TensorInfo::from_slice(v.as_slice())
+    TensorInfo::from_mut_slice(v)
       .read_only(true)
       .copied(true)
   });
@@ -186,9 +186,8 @@ fn flags_survive_the_round_trip() {
 
 #[test]
 fn legacy_export_refuses_read_only_data() {
-  let (value, drops) = counted(vec![1f32], |v| {
-    TensorInfo::from_slice(v.as_slice()).read_only(true)
-  });
+  // A pointer from a shared borrow is exported read-only, which legacy cannot express.
+  let (value, drops) = counted(vec![1f32], |v| TensorInfo::from_slice(v.as_slice()));
   assert_eq!(
     export_legacy(value).unwrap_err().code(),
     "ERR_DLPACK_READ_ONLY"
@@ -215,14 +214,14 @@ fn format_follows_the_consumers_max_version() {
 
 #[test]
 fn invalid_export_metadata_is_refused_and_the_value_dropped() {
-  type Info = fn(&Vec<f32>) -> TensorInfo;
+  type Info = fn(&mut Vec<f32>) -> TensorInfo;
   let cases: [(Info, &str); 4] = [
     (
-      |v| TensorInfo::strided(v.as_ptr() as *mut c_void, DType::Float32, &[2, 2], &[1]),
+      |v| TensorInfo::strided(v.as_mut_ptr().cast(), DType::Float32, &[2, 2], &[1]),
       "ERR_DLPACK_INVALID_LAYOUT",
     ),
     (
-      |v| TensorInfo::contiguous(v.as_ptr() as *mut c_void, DType::Float32, &[-1]),
+      |v| TensorInfo::contiguous(v.as_mut_ptr().cast(), DType::Float32, &[-1]),
       "ERR_DLPACK_SHAPE",
     ),
     (
@@ -230,7 +229,7 @@ fn invalid_export_metadata_is_refused_and_the_value_dropped() {
       "ERR_DLPACK_NULL_DATA",
     ),
     (
-      |v| TensorInfo::contiguous(v.as_ptr() as *mut c_void, DType::Float32, &[1; 65]),
+      |v| TensorInfo::contiguous(v.as_mut_ptr().cast(), DType::Float32, &[1; 65]),
       "ERR_DLPACK_NDIM",
     ),
   ];
@@ -248,8 +247,8 @@ fn inline_storage_is_read_after_the_move() {
   struct Inline([f32; 4]);
   // SAFETY: the array lives inside the value, which stays put in the export allocation.
   unsafe impl IntoDLPack for Inline {
-    fn tensor_info(&self) -> TensorInfo {
-      TensorInfo::from_slice(&self.0[..])
+    fn tensor_info(&mut self) -> TensorInfo {
+      TensorInfo::from_mut_slice(&mut self.0[..])
     }
   }
   let value = Inline([1.0, 2.0, 3.0, 4.0]);
@@ -273,12 +272,12 @@ fn writes_through_a_mutable_import_reach_the_producer_memory() {
 
 #[test]
 fn exports_dropped_without_import_run_the_deleter_once() {
-  let (value, drops) = counted(vec![1u8], |v| TensorInfo::from_slice(v.as_slice()));
+  let (value, drops) = counted(vec![1u8], |v| TensorInfo::from_mut_slice(v));
   let managed = export_versioned(value).unwrap();
   std::thread::spawn(move || drop(managed)).join().unwrap();
   assert_eq!(count(&drops), 1);
   // into_raw + from_raw hands ownership around without calling it.
-  let (value, drops) = counted(vec![1u8], |v| TensorInfo::from_slice(v.as_slice()));
+  let (value, drops) = counted(vec![1u8], |v| TensorInfo::from_mut_slice(v));
   let raw = export_legacy(value).unwrap().into_raw();
   assert_eq!(count(&drops), 0);
   // SAFETY: `raw` came from into_raw and is owned by nobody else.
@@ -296,8 +295,8 @@ fn panicking_drop_does_not_unwind_into_the_caller() {
   }
   // SAFETY: Vec-backed, stable buffer.
   unsafe impl IntoDLPack for Bomb {
-    fn tensor_info(&self) -> TensorInfo {
-      TensorInfo::from_slice(self.0.as_slice())
+    fn tensor_info(&mut self) -> TensorInfo {
+      TensorInfo::from_mut_slice(&mut self.0)
     }
   }
   let managed = export_versioned(Bomb(vec![1])).unwrap();
@@ -306,7 +305,7 @@ fn panicking_drop_does_not_unwind_into_the_caller() {
 
 #[test]
 fn take_owner_recovers_our_own_exports_only() {
-  let (value, drops) = counted(vec![1f32, 2.0], |v| TensorInfo::from_slice(v.as_slice()));
+  let (value, drops) = counted(vec![1f32, 2.0], |v| TensorInfo::from_mut_slice(v));
   let managed = export_versioned(value).unwrap();
   // Another type's owner is not recognised, and the tensor comes back untouched.
   let managed = take_owner::<Vec<f32>>(managed).unwrap_err();

@@ -10,7 +10,6 @@
 #![deny(clippy::all)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
-use std::cell::UnsafeCell;
 use std::ffi::c_void;
 use std::ops::{Add, Sub};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -19,7 +18,9 @@ use napi::bindgen_prelude::{BigInt, Unknown};
 use napi::Env;
 use napi_derive::napi;
 use napi_dlpack::capsule;
-use napi_dlpack::{DLPackError, DType, ErrorKind, ExportFormat, ForeignTensor, IntoDLPack, TensorInfo};
+use napi_dlpack::{
+  DLPackError, DType, ErrorKind, ExportFormat, ForeignTensor, IntoDLPack, TensorInfo,
+};
 
 /// `From<DLPackError> for napi::Error<&'static str>` puts the crate's stable code
 /// (`ERR_DLPACK_*`) on the thrown JS error's `code`, so `?` is all the glue needed.
@@ -39,11 +40,10 @@ static LIVE_MATRICES: AtomicUsize = AtomicUsize::new(0);
 /// Address of the first element of the most recent export (for zero-copy checks).
 static LAST_EXPORTED_POINTER: AtomicU64 = AtomicU64::new(0);
 
-/// The elements. `UnsafeCell` because consumers of a writable export may write through the
-/// pointer we hand out while we only ever hold `&self` (see `tensor_info`).
+/// The elements, in one of the two dtypes the example supports.
 enum Elements {
-  F32(Vec<UnsafeCell<f32>>),
-  F64(Vec<UnsafeCell<f64>>),
+  F32(Vec<f32>),
+  F64(Vec<f64>),
 }
 
 /// A dense `rows × cols` matrix, row-major in memory. Exported either as itself (shape
@@ -67,10 +67,15 @@ impl Matrix {
     let count = rows
       .checked_mul(cols)
       .filter(|&count| count <= MAX_ELEMENTS)
-      .ok_or_else(|| fail(ErrorKind::InvalidArgument, format!("a {rows}x{cols} matrix is too large")))?;
+      .ok_or_else(|| {
+        fail(
+          ErrorKind::InvalidArgument,
+          format!("a {rows}x{cols} matrix is too large"),
+        )
+      })?;
     let elements = match dtype {
-      DType::Float32 => Elements::F32((0..count).map(|k| UnsafeCell::new(k as f32)).collect()),
-      DType::Float64 => Elements::F64((0..count).map(|k| UnsafeCell::new(k as f64)).collect()),
+      DType::Float32 => Elements::F32((0..count).map(|k| k as f32).collect()),
+      DType::Float64 => Elements::F64((0..count).map(|k| k as f64).collect()),
       other => {
         return Err(fail(
           ErrorKind::InvalidArgument,
@@ -98,20 +103,20 @@ impl Drop for Matrix {
 
 // SAFETY:
 // - the described memory is the `rows * cols` elements of `elements`, a Vec allocated once in
-//   `Matrix::new`: valid for the dtype, on the CPU, and the transposed view reaches
-//   exactly the same elements (max offset (cols-1)*1 + (rows-1)*cols = rows*cols - 1);
-// - the Vec is never resized or reallocated and is freed only when the Matrix drops, which napi-dlpack
-//   does inside the deleter; moving the Matrix (into the export allocation) does not move the
-//   heap buffer;
+//   `Matrix::new`: valid for the dtype, on the CPU, and the transposed view reaches exactly
+//   the same elements (max offset (cols-1)*1 + (rows-1)*cols = rows*cols - 1);
+// - the Vec is never resized and is freed only when the Matrix drops, which napi-dlpack does
+//   inside the deleter; moving the Matrix (into the export allocation) does not move the heap
+//   buffer;
 // - the export owns the only Matrix and Rust never touches the elements after export, so the
-//   consumer is the only writer; the elements are `UnsafeCell`s, so writes through the pointer
-//   derived from `&self` are allowed;
-// - Matrix is `Send` (`Vec<UnsafeCell<f32|f64>>` and integers): it may be dropped on any thread.
+//   consumer is the only writer; the pointer comes from `&mut self` (`as_mut_ptr`), so writes
+//   through it are allowed;
+// - Matrix is `Send` (`Vec<f32|f64>` and integers): it may be dropped on any thread.
 unsafe impl IntoDLPack for Matrix {
-  fn tensor_info(&self) -> TensorInfo {
-    let (data, dtype) = match &self.elements {
-      Elements::F32(cells) => (UnsafeCell::raw_get(cells.as_ptr()).cast::<c_void>(), DType::Float32),
-      Elements::F64(cells) => (UnsafeCell::raw_get(cells.as_ptr()).cast::<c_void>(), DType::Float64),
+  fn tensor_info(&mut self) -> TensorInfo {
+    let (data, dtype) = match &mut self.elements {
+      Elements::F32(values) => (values.as_mut_ptr().cast::<c_void>(), DType::Float32),
+      Elements::F64(values) => (values.as_mut_ptr().cast::<c_void>(), DType::Float64),
     };
     LAST_EXPORTED_POINTER.store(data as usize as u64, Ordering::SeqCst);
     let (rows, cols) = (self.rows as i64, self.cols as i64);
@@ -130,7 +135,11 @@ pub struct ExportOptions {
   pub legacy: Option<bool>,
 }
 
-fn export_matrix<'env>(env: &'env Env, matrix: Matrix, options: Option<ExportOptions>) -> Result<Unknown<'env>> {
+fn export_matrix<'env>(
+  env: &'env Env,
+  matrix: Matrix,
+  options: Option<ExportOptions>,
+) -> Result<Unknown<'env>> {
   let format = match options.and_then(|options| options.legacy) {
     Some(true) => ExportFormat::Legacy,
     _ => ExportFormat::Versioned,
@@ -152,7 +161,10 @@ fn parse_dtype(dtype: &str) -> Result<DType> {
 /// A new `rows × cols` matrix whose element `(i, j)` is `i * cols + j`, exported as a
 /// consume-once DLPack capsule (shape `[rows, cols]`, row-major). The memory is Rust's and is
 /// freed when the consumer releases the tensor.
-#[napi(js_name = "makeMatrix")]
+#[napi(
+  js_name = "makeMatrix",
+  ts_args_type = "rows: number, cols: number, dtype: 'float32' | 'float64', options?: ExportOptions"
+)]
 pub fn make_matrix<'env>(
   env: &'env Env,
   rows: u32,
@@ -166,7 +178,10 @@ pub fn make_matrix<'env>(
 
 /// The transpose of `makeMatrix(rows, cols, dtype)` without copying: shape `[cols, rows]`,
 /// strides `[1, cols]` over the same row-major buffer (element `(j, i)` is `i * cols + j`).
-#[napi(js_name = "makeTransposedMatrix")]
+#[napi(
+  js_name = "makeTransposedMatrix",
+  ts_args_type = "rows: number, cols: number, dtype: 'float32' | 'float64', options?: ExportOptions"
+)]
 pub fn make_transposed_matrix<'env>(
   env: &'env Env,
   rows: u32,
@@ -237,7 +252,10 @@ pub fn fwht_rows_in_place<'env>(env: &'env Env, capsule: Unknown<'env>) -> Resul
   let &[_, cols] = tensor.shape() else {
     return Err(fail(
       ErrorKind::InvalidArgument,
-      format!("fwhtRowsInPlace needs a 2-D tensor, got shape {:?}", tensor.shape()),
+      format!(
+        "fwhtRowsInPlace needs a 2-D tensor, got shape {:?}",
+        tensor.shape()
+      ),
     ));
   };
   if cols <= 0 || !(cols as u64).is_power_of_two() {
@@ -260,6 +278,13 @@ pub fn fwht_rows_in_place<'env>(env: &'env Env, capsule: Unknown<'env>) -> Resul
 // ---------------------------------------------------------------------------------------------
 // Import: metadata
 // ---------------------------------------------------------------------------------------------
+
+// An imported tensor may be moved to another thread (an `AsyncTask`, a thread pool) and dropped
+// there; the producer's deleter then runs on that thread.
+const _: () = {
+  const fn assert_send<T: Send>() {}
+  assert_send::<ForeignTensor>();
+};
 
 /// What `describe` reports.
 #[napi(object)]
@@ -287,8 +312,12 @@ pub struct TensorDescription {
 pub fn describe<'env>(env: &'env Env, capsule: Unknown<'env>) -> Result<TensorDescription> {
   let tensor = capsule::env::import(env, &capsule)?;
   let device = tensor.device();
-  let byte_offset = i64::try_from(tensor.byte_offset())
-    .map_err(|_| fail(ErrorKind::Overflow, "byte_offset does not fit in a JS-safe integer"))?;
+  let byte_offset = i64::try_from(tensor.byte_offset()).map_err(|_| {
+    fail(
+      ErrorKind::Overflow,
+      "byte_offset does not fit in a JS-safe integer",
+    )
+  })?;
   Ok(TensorDescription {
     dtype: tensor.dtype().name().to_string(),
     shape: tensor.shape().to_vec(),

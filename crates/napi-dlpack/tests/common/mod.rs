@@ -168,7 +168,7 @@ pub fn import_legacy(spec: Spec) -> (Result<ForeignTensor, &'static str>, Arc<At
 /// An exportable value that counts its drops (= deleter calls of its exports).
 pub struct Counted<T> {
   pub data: Vec<T>,
-  pub info: fn(&Vec<T>) -> TensorInfo,
+  pub info: fn(&mut Vec<T>) -> TensorInfo,
   pub drops: Arc<AtomicUsize>,
 }
 
@@ -181,14 +181,14 @@ impl<T> Drop for Counted<T> {
 // SAFETY: the Vec's buffer is stable and owned by the export; tests only describe memory
 // inside it.
 unsafe impl<T: Send + 'static> IntoDLPack for Counted<T> {
-  fn tensor_info(&self) -> TensorInfo {
-    (self.info)(&self.data)
+  fn tensor_info(&mut self) -> TensorInfo {
+    (self.info)(&mut self.data)
   }
 }
 
 pub fn counted<T: Send + 'static>(
   data: Vec<T>,
-  info: fn(&Vec<T>) -> TensorInfo,
+  info: fn(&mut Vec<T>) -> TensorInfo,
 ) -> (Counted<T>, Arc<AtomicUsize>) {
   let drops = Arc::new(AtomicUsize::new(0));
   (

@@ -1,0 +1,283 @@
+// napi-dlpack with onnxruntime-node (CPU EP): ONNX models generated here (a hand-written
+// protobuf encoder, no download) run on the zero-copy `data` of napi-dlpack tensors, and write
+// their outputs into preallocated napi-dlpack tensors through `fetches`.
+//
+// onnxruntime-node must be installed with ONNXRUNTIME_NODE_INSTALL=skip (its postinstall
+// otherwise downloads CUDA libraries); the CPU binaries are inside the npm package.
+import { existsSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+import test from 'ava'
+import * as ort from 'onnxruntime-node'
+
+import { Tensor, externalBuffersAllowed, fromDLPack, type DLPackCapsule } from '../dist/index.js'
+
+const zeroCopy = externalBuffersAllowed()
+
+// ---------------------------------------------------------------------------------------------
+// A minimal protobuf writer, enough for ONNX's ModelProto (onnx/onnx.proto field numbers).
+
+type Field = Uint8Array
+
+function varint(value: number | bigint): number[] {
+  let v = BigInt(value)
+  if (v < 0n) v += 1n << 64n // int64 two's complement
+  const out: number[] = []
+  do {
+    let byte = Number(v & 0x7fn)
+    v >>= 7n
+    if (v !== 0n) byte |= 0x80
+    out.push(byte)
+  } while (v !== 0n)
+  return out
+}
+
+const concat = (parts: Uint8Array[]) => {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0))
+  let at = 0
+  for (const part of parts) {
+    out.set(part, at)
+    at += part.length
+  }
+  return out
+}
+
+/** Wire type 0 (varint) field. */
+const int = (field: number, value: number | bigint): Field => Uint8Array.from([...varint(field << 3), ...varint(value)])
+/** Wire type 2 (length-delimited) field: bytes, string or embedded message. */
+function bytes(field: number, payload: Uint8Array | string): Field {
+  const data = typeof payload === 'string' ? new TextEncoder().encode(payload) : payload
+  return concat([Uint8Array.from([...varint((field << 3) | 2), ...varint(data.length)]), data])
+}
+const message = (...fields: Field[]) => concat(fields)
+
+const FLOAT = 1 // TensorProto.DataType.FLOAT
+
+/** ValueInfoProto of a float tensor; string dims are symbolic (dim_param). */
+function floatTensorInfo(name: string, dims: (number | string)[]): Field {
+  const shape = message(...dims.map((d) => bytes(1, typeof d === 'number' ? int(1, d) : bytes(2, d))))
+  const tensorType = message(int(1, FLOAT), bytes(2, shape))
+  return message(bytes(1, name), bytes(2, bytes(1, tensorType)))
+}
+
+interface NodeSpec {
+  op: string
+  inputs: string[]
+  outputs: string[]
+}
+
+/** A ModelProto (IR version 8, default opset 13) holding one graph. */
+function onnxModel(nodes: NodeSpec[], inputs: [string, (number | string)[]][], outputs: [string, (number | string)[]][]): Uint8Array {
+  const graph = message(
+    ...nodes.map((node, i) =>
+      bytes(
+        1,
+        message(
+          ...node.inputs.map((name) => bytes(1, name)),
+          ...node.outputs.map((name) => bytes(2, name)),
+          bytes(3, `node${i}`),
+          bytes(4, node.op),
+        ),
+      ),
+    ),
+    bytes(2, 'napi_dlpack_test'),
+    ...inputs.map(([name, dims]) => bytes(11, floatTensorInfo(name, dims))),
+    ...outputs.map(([name, dims]) => bytes(12, floatTensorInfo(name, dims))),
+  )
+  return message(
+    int(1, 8), // ir_version
+    bytes(2, 'napi-dlpack-tests'), // producer_name
+    bytes(7, graph),
+    bytes(8, message(bytes(1, ''), int(2, 13))), // opset_import: ai.onnx 13
+  )
+}
+
+// z = x * y + x   (element-wise, any length n)
+const mulAddModel = onnxModel(
+  [
+    { op: 'Mul', inputs: ['x', 'y'], outputs: ['xy'] },
+    { op: 'Add', inputs: ['xy', 'x'], outputs: ['z'] },
+  ],
+  [
+    ['x', ['n']],
+    ['y', ['n']],
+  ],
+  [['z', ['n']]],
+)
+// c = a @ b   (a: [m, k], b: [k, n])
+const matMulModel = onnxModel(
+  [{ op: 'MatMul', inputs: ['a', 'b'], outputs: ['c'] }],
+  [
+    ['a', ['m', 'k']],
+    ['b', ['k', 'n']],
+  ],
+  [['c', ['m', 'n']]],
+)
+
+const sessions = {
+  mulAdd: ort.InferenceSession.create(mulAddModel, { executionProviders: ['cpu'], logSeverityLevel: 4 }),
+  matMul: ort.InferenceSession.create(matMulModel, { executionProviders: ['cpu'], logSeverityLevel: 4 }),
+}
+
+/** An ORT tensor over a napi-dlpack tensor's zero-copy view (contiguous tensors only). */
+function ortView(tensor: Tensor<'float32'>): ort.Tensor {
+  if (!tensor.isContiguous || tensor.offset !== 0) throw new Error('ORT tensors are dense row-major')
+  return new ort.Tensor('float32', tensor.data, tensor.shape.slice())
+}
+
+function matmul(a: number[][], b: number[][]): number[][] {
+  return a.map((row) => b[0]!.map((_, j) => row.reduce((sum, v, k) => sum + v * b[k]![j]!, 0)))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The C addon (producer of foreign memory)
+
+interface CAddon {
+  makeTensor(options: { shape: number[]; versioned: boolean; fill?: 'iota' | 'none' }): DLPackCapsule
+  dataPointer(capsule: DLPackCapsule): bigint
+  consume(capsule: DLPackCapsule): unknown
+  heldInfo(held: unknown): { data: bigint; byteOffset: number }
+  heldFloat32(held: unknown): Float32Array
+  release(held: unknown): boolean
+  deleterCalls(): number
+}
+const here = dirname(fileURLToPath(import.meta.url))
+const addonPath = join(here, '..', 'target', 'c-addon', 'c_addon.node')
+// `npm test` builds every fixture before running ava (c-addon.spec.ts also builds it if missing).
+// Without it the C tests below fail rather than skip.
+const c = existsSync(addonPath) ? (createRequire(import.meta.url)(addonPath) as CAddon) : undefined
+function needC(): CAddon {
+  if (!c) throw new Error(`${addonPath} is missing: run bash __test__/c-addon/build.sh`)
+  return c
+}
+
+// ---------------------------------------------------------------------------------------------
+
+test('the generated models load', async (t) => {
+  const mulAdd = await sessions.mulAdd
+  t.deepEqual(mulAdd.inputNames, ['x', 'y'])
+  t.deepEqual(mulAdd.outputNames, ['z'])
+  const matMul = await sessions.matMul
+  t.deepEqual(matMul.inputNames, ['a', 'b'])
+  t.deepEqual(matMul.outputNames, ['c'])
+})
+
+test('ORT tensors over napi-dlpack views keep the same memory (no JS-side copy)', (t) => {
+  const tensor = Tensor.from(new Float32Array([1, 2, 3]))
+  const view = ortView(tensor)
+  t.is(view.data, tensor.data, 'ORT keeps the very TypedArray')
+  t.is((view.data as Float32Array).buffer, tensor.data.buffer)
+  t.deepEqual(view.dims, [3])
+})
+
+test('element-wise model: inputs from Tensor.from, output written in place into Tensor.empty', async (t) => {
+  const session = await sessions.mulAdd
+  const n = 1000
+  const xs = new Float32Array(n).map((_, i) => i / 8)
+  const ys = new Float32Array(n).map((_, i) => 2 - i / 16)
+  const x = Tensor.from(xs)
+  const y = Tensor.from(ys)
+  const out = Tensor.empty([n], 'float32')
+  out.data.fill(Number.NaN) // a sentinel: anything not written by ORT stays NaN
+  const pointer = out.dataPointer
+  const outView = out.data
+
+  const results = await session.run({ x: ortView(x), y: ortView(y) }, { z: ortView(out) })
+
+  const expected = Array.from(xs, (v, i) => Math.fround(Math.fround(v * ys[i]!) + v))
+  t.deepEqual([...out.data], expected, 'ORT wrote the result into the preallocated tensor')
+  t.is(out.dataPointer, pointer, 'same memory')
+  t.is(out.data, outView, 'same view')
+  // onnxruntime-node 1.30 returns a new ORT tensor whose data is a copy of what it wrote in place
+  t.deepEqual([...(results.z!.data as Float32Array)], expected)
+  t.log(`returned ORT tensor shares our buffer: ${(results.z!.data as Float32Array).buffer === out.data.buffer}`)
+})
+
+test('element-wise model: ORT reads the inputs where they are (writes just before run are used)', async (t) => {
+  const session = await sessions.mulAdd
+  const x = Tensor.from(new Float32Array([1, 2, 3, 4]))
+  const y = Tensor.from(new Float32Array([1, 1, 1, 1]))
+  const ortX = ortView(x)
+  const ortY = ortView(y)
+  // change the napi-dlpack memory after the ORT tensors were made
+  x.data[0] = 10
+  y.data.set([2, 3, 4, 5])
+  const out = Tensor.empty([4], 'float32')
+  await session.run({ x: ortX, y: ortY }, { z: ortView(out) })
+  t.deepEqual([...out.data], [30, 8, 15, 24])
+})
+
+test('MatMul: output in a preallocated tensor, then exported to C zero-copy', async (t) => {
+  const session = await sessions.matMul
+  const a = Tensor.from(new Float32Array([1, 2, 3, 4, 5, 6]), [2, 3])
+  const b = Tensor.from(new Float32Array([7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18]), [3, 4])
+  const out = Tensor.zeros([2, 4], 'float32')
+  out.data.fill(Number.NaN)
+  await session.run({ a: ortView(a), b: ortView(b) }, { c: ortView(out) })
+  const expected = matmul(a.toArray() as number[][], b.toArray() as number[][])
+  t.deepEqual(out.toArray(), expected)
+  const cAddon = needC()
+  const held = cAddon.consume(out.__dlpack__())
+  const info = cAddon.heldInfo(held)
+  t.is(info.data + BigInt(info.byteOffset), out.dataPointer, 'C gets the memory ORT wrote')
+  t.deepEqual([...cAddon.heldFloat32(held)], expected.flat())
+  cAddon.release(held)
+})
+
+test('MatMul on a transposed view needs a contiguous copy first (ORT has no strides)', async (t) => {
+  const session = await sessions.matMul
+  // a^T where a is stored [3, 2]: a non-contiguous [2, 3] view
+  const stored = Tensor.from(new Float32Array([1, 4, 2, 5, 3, 6]), [3, 2])
+  const aT = fromDLPack({ data: stored.data, shape: [2, 3], strides: [1, 2], offset: 0 }) as Tensor<'float32'>
+  t.false(aT.isContiguous)
+  t.throws(() => ortView(aT))
+  const dense = Tensor.from(aT.toTypedArray() as Float32Array, [2, 3])
+  const b = Tensor.from(new Float32Array([1, 0, 0, 1, 1, 1]), [3, 2])
+  const out = Tensor.empty([2, 2], 'float32')
+  await session.run({ a: ortView(dense), b: ortView(b) }, { c: ortView(out) })
+  t.deepEqual(out.toArray(), matmul(aT.toArray() as number[][], b.toArray() as number[][]))
+})
+
+test('C capsules: input and output memory owned by the C addon', async (t) => {
+  const c = needC()
+  const session = await sessions.mulAdd
+  const n = 16
+  const xCapsule = c.makeTensor({ shape: [n], versioned: true }) // iota: 0, 1, 2, ...
+  const outCapsule = c.makeTensor({ shape: [n], versioned: false, fill: 'none' })
+  const outPointer = c.dataPointer(outCapsule)
+  const x = fromDLPack(xCapsule) as Tensor<'float32'>
+  const out = fromDLPack(outCapsule) as Tensor<'float32'>
+  const y = Tensor.from(new Float32Array(n).fill(3))
+
+  if (zeroCopy) {
+    t.false(out.isCopy)
+    t.is(out.dataPointer, outPointer, 'the output view is the C memory itself')
+  } else {
+    t.true(out.isCopy)
+    t.not(out.dataPointer, outPointer, 'Electron mode: a V8 copy of the C memory')
+  }
+  await session.run({ x: ortView(x), y: ortView(y) }, { z: ortView(out) })
+  const expected = Array.from({ length: n }, (_, i) => i * 3 + i)
+  t.deepEqual([...out.data], expected)
+
+  // send the result back to C: it reads it from the memory ORT wrote
+  const held = c.consume(out.__dlpack__())
+  const info = c.heldInfo(held)
+  t.is(info.data + BigInt(info.byteOffset), out.dataPointer)
+  if (zeroCopy) t.is(info.data + BigInt(info.byteOffset), outPointer, 'ORT wrote straight into C memory')
+  t.deepEqual([...c.heldFloat32(held)], expected)
+  c.release(held)
+  x.dispose()
+  out.dispose()
+})
+
+test('a shape mismatch between fetches and the result is reported by ORT, and our tensor stays usable', async (t) => {
+  const session = await sessions.mulAdd
+  const x = Tensor.from(new Float32Array([1, 2, 3]))
+  const out = Tensor.empty([4], 'float32')
+  await t.throwsAsync(() => session.run({ x: ortView(x), y: ortView(x) }, { z: ortView(out) }))
+  t.deepEqual([...out.data], [0, 0, 0, 0])
+  out.dispose()
+})

@@ -1,0 +1,87 @@
+// `npm run bench`: the JS side of the exchange, timed against baselines measured in the same
+// run. Each task runs its operation BATCH times per sample so timer overhead is negligible;
+// the table reports mean nanoseconds per operation.
+//
+//   capsule round trip   fromDLPack(t.__dlpack__())  export + consume + new Tensor
+//   shared owner         fromDLPack(t)               a new Tensor on the same native owner
+//   cached .data         t.data                      after the first access
+//   first .data, foreign fromDLPack(f.__dlpack__()).data on foreign (non-V8) memory: round
+//                        trip plus one external ArrayBuffer (not flat in V8: its external
+//                        memory accounting triggers GC)
+//   floor                create + finalize a type-tagged napi_external (the least a capsule costs)
+//   copy baseline        TypedArray.prototype.slice() of the same bytes
+import { cpus } from 'node:os'
+import { createRequire } from 'node:module'
+
+import { Bench } from 'tinybench'
+
+const require = createRequire(import.meta.url)
+const { Tensor, fromDLPack } = require('../dist/index.js')
+const native = require('../index.js')
+
+const SIZES = [
+  ['1 KiB', 1 << 10],
+  ['1 MiB', 1 << 20],
+  ['16 MiB', 1 << 24],
+  ['256 MiB', 1 << 28],
+]
+const quick = process.argv.includes('--quick')
+const time = quick ? 100 : 400
+const gc = globalThis.gc ?? (() => {})
+
+const rows = new Map()
+function record(task, size, nsPerOp) {
+  if (!rows.has(task)) rows.set(task, new Map())
+  rows.get(task).set(size, nsPerOp)
+}
+
+async function measure(label, size, batch, fn) {
+  gc()
+  const bench = new Bench({ time, warmupTime: time / 4 })
+  bench.add(label, () => {
+    for (let i = 0; i < batch; i++) fn()
+  })
+  await bench.run()
+  const [task] = bench.tasks
+  record(label, size, (task.result.latency.mean * 1e6) / batch)
+}
+
+let sink = 0
+for (const [size, bytes] of SIZES) {
+  const tensor = Tensor.zeros([bytes / 4], 'float32')
+  const foreign = fromDLPack(tensor.__dlpack__({ copy: true })) // Rust-owned memory
+  const array = tensor.data
+  gc()
+  await measure('capsule round trip: fromDLPack(t.__dlpack__())', size, 1000, () => {
+    sink += fromDLPack(tensor.__dlpack__()).ndim
+  })
+  await measure('shared owner: fromDLPack(t)', size, 1000, () => {
+    sink += fromDLPack(tensor).ndim
+  })
+  await measure('cached .data', size, 10000, () => {
+    sink += tensor.data.length
+  })
+  await measure('first .data of foreign memory (round trip + external ArrayBuffer)', size, 100, () => {
+    sink += fromDLPack(foreign.__dlpack__()).data.length
+  })
+  await measure('floor: tagged napi_external', size, 1000, () => {
+    sink += native.benchTaggedExternal() === undefined ? 0 : 1
+  })
+  await measure('copy baseline: TypedArray.prototype.slice()', size, bytes >= 1 << 24 ? 1 : 100, () => {
+    sink += array.slice().length
+  })
+  foreign.dispose()
+  tensor.dispose()
+}
+
+const fmt = (ns) => (ns >= 1e6 ? `${(ns / 1e6).toFixed(2)} ms` : ns >= 1e4 ? `${(ns / 1e3).toFixed(1)} µs` : `${ns.toFixed(0)} ns`)
+const sizes = SIZES.map(([size]) => size)
+console.log(`\nnode ${process.version}, ${cpus()[0]?.model ?? 'unknown CPU'}, ${cpus().length} cores${quick ? ' (quick)' : ''}`)
+console.log(`| operation | ${sizes.join(' | ')} | slowest / fastest |`)
+console.log(`|---|${sizes.map(() => '---:').join('|')}|---:|`)
+for (const [task, bySize] of rows) {
+  const values = sizes.map((size) => bySize.get(size))
+  const ratio = Math.max(...values) / Math.min(...values)
+  console.log(`| ${task} | ${values.map(fmt).join(' | ')} | ${ratio.toFixed(2)} |`)
+}
+if (sink === 0.5) console.log(sink) // keep results observable

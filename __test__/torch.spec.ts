@@ -415,13 +415,10 @@ for (const { name, spec, strides, storageOffset, contiguous = false } of TORCH_V
   })
 }
 
-// KNOWN BUG (main package, src/storage.rs ExportOwner::new): a zero-copy re-export of a
-// foreign host tensor keeps the producer's byte_offset, but torch 1.13 (like PyTorch today)
-// ignores byte_offset in at::fromDLPack, so torch reads from `data` instead of the first
-// element. Marked `failing` in zero-copy mode until the export folds byte_offset into `data`
-// for address-like devices; in Electron mode the import is a copy (byte_offset 0) and passes.
-const byteOffsetTest = ZERO_COPY && !SKIP ? test.serial.failing : torchTest
-byteOffsetTest('a foreign tensor with byte_offset != 0 re-exported to torch keeps its first element', (t) => {
+// torch 1.13's at::fromDLPack ignores byte_offset, so a zero-copy re-export of a foreign host
+// tensor must fold byte_offset into `data` (src/storage.rs, ExportOwner::new) for torch to read
+// the first element (regression test for that fix).
+torchTest('a foreign tensor with byte_offset != 0 re-exported to torch keeps its first element', (t) => {
   const exported = torch.toCapsule({ dtype: 'float64', shape: [5, 3], offset: 2, dlByteOffset: 48 })
   t.is(exported.dlByteOffset, 48)
   t.is(exported.dlData, exported.dataPtr - 48n)

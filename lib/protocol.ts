@@ -1,6 +1,6 @@
 import * as native from '../index.js'
 import { type DeviceLike, toDevice } from './device'
-import { DLDeviceType, type DType, dtypeOfArray, isDType } from './dtype'
+import { DLDeviceType, type DType, DTYPES, dtypeOfArray, isDType } from './dtype'
 import { BufferError, CapsuleError, DLPackTypeError } from './errors'
 import {
   type ArrayDType,
@@ -164,8 +164,21 @@ export function fromDLPack(source: DLPackSource, options: FromDLPackOptions = {}
   } else if (isNDArrayLike(source)) {
     checkDevice(options, [DLDeviceType.CPU, 0])
     const natural = dtypeOfArray(source.data) ?? 'uint8'
-    const dtype = isDType(source.dtype) ? source.dtype : natural
-    const strides = source.strides ?? source.stride
+    let dtype: DType = natural
+    if (isDType(source.dtype) && source.dtype !== natural) {
+      // A label is only trusted when it describes elements of the array's own size (e.g.
+      // 'bool' over a Uint8Array); otherwise offsets and strides would address other bytes.
+      const bytesPerElement = (source.data as { BYTES_PER_ELEMENT?: number }).BYTES_PER_ELEMENT ?? 1
+      if (DTYPES[source.dtype].itemsize !== bytesPerElement) {
+        throw new DLPackTypeError(
+          'ERR_DLPACK_INVALID_ARGUMENT',
+          `dtype '${source.dtype}' does not match the ${bytesPerElement}-byte elements of the data array`,
+        )
+      }
+      dtype = source.dtype
+    }
+    // 0-d arrays: stdlib reports strides [0] for shape []; there is nothing to stride.
+    const strides = source.shape.length === 0 ? undefined : (source.strides ?? source.stride)
     tensor = createFromMemory(source.data, dtype, source.shape, strides, source.offset ?? 0)
   } else {
     throw new DLPackTypeError(

@@ -123,8 +123,14 @@ impl ExportOwner {
   /// Describes `meta` over `storage` for export.
   pub fn new(storage: Arc<Storage>, meta: Arc<Meta>) -> ExportOwner {
     let info = match storage.memory() {
-      // Re-exports keep the producer's data pointer and byte_offset (Metal-style handles need
-      // the offset to stay separate).
+      // Re-exports of address-valued memory point `data` at the first element with
+      // byte_offset 0: consumers that ignore byte_offset (torch 1.13's at::fromDLPack, for one)
+      // then still read the right elements.
+      Memory::Foreign(tensor) if tensor.device().device_type.data_is_address() => {
+        TensorInfo::strided(tensor.data_ptr().cast(), meta.dtype, &meta.shape, &meta.strides)
+      }
+      // Handle-valued devices (OpenCL, Metal, ...) keep the producer's handle and offset: `data`
+      // is not an address, so the offset cannot be folded into it.
       Memory::Foreign(tensor) => {
         TensorInfo::strided(tensor.raw_data(), meta.dtype, &meta.shape, &meta.strides)
           .byte_offset(tensor.byte_offset())

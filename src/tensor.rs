@@ -304,7 +304,8 @@ pub fn import_capsule<'env>(
             } else {
               0
             },
-            is_copy: owner.info.is_copied(),
+            // A share of a copy is still a copy; IS_COPIED marks a copy made for this export.
+            is_copy: owner.meta.is_copy || owner.info.is_copied(),
             ..(*owner.meta).clone()
           };
           return new_handle(env, owner.storage, meta);
@@ -584,8 +585,10 @@ pub fn handle_info(env: &Env, handle: Unknown<'_>) -> Result<HandleInfo> {
   let storage = storage_of(handle)?;
   let meta = &handle.meta;
   let itemsize = meta.dtype.itemsize() as i64;
+  // What an export of this tensor carries (see ExportOwner::new): only handle-valued devices
+  // keep a separate byte_offset.
   let byte_offset = match storage.memory() {
-    Memory::Foreign(tensor) => tensor.byte_offset() as i64,
+    Memory::Foreign(tensor) if !tensor.device().device_type.data_is_address() => tensor.byte_offset() as i64,
     _ => 0,
   };
   Ok(HandleInfo {

@@ -93,6 +93,22 @@ impl DeviceType {
     }
   }
 
+  /// Devices whose `data` pointers are addresses in the process's (unified) virtual address
+  /// space, so `data + byte_offset` is meaningful arithmetic. For the others (OpenCL, Metal,
+  /// Vulkan, WebGPU, ...) `data` is an opaque handle and `byte_offset` must stay separate.
+  pub const fn data_is_address(self) -> bool {
+    matches!(
+      self,
+      DeviceType::Cpu
+        | DeviceType::Cuda
+        | DeviceType::CudaHost
+        | DeviceType::CudaManaged
+        | DeviceType::Rocm
+        | DeviceType::RocmHost
+        | DeviceType::OneApi
+    )
+  }
+
   /// Memory the CPU can read and write directly, with no synchronisation. Managed memory is
   /// left out on purpose: it is only coherent after the producing stream was synchronised.
   pub const fn is_host_accessible(self) -> bool {

@@ -2,7 +2,7 @@
 //! count, byte span, address range, contiguity) is computed here once, with checked
 //! arithmetic, so that no later access can overflow or read outside the span.
 
-use crate::device::{Device, DeviceType};
+use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{DLPackError, ErrorKind};
 use crate::ffi::DLTensor;
@@ -53,21 +53,6 @@ fn err(kind: ErrorKind, message: impl Into<String>) -> DLPackError {
 
 fn overflow(what: &str) -> DLPackError {
   err(ErrorKind::Overflow, format!("{what} overflows"))
-}
-
-/// Devices whose `data` is a virtual address in the process's address space (host memory, or
-/// unified virtual addressing on CUDA/ROCm). For them the element addresses are checked against
-/// the address space; for handle-valued devices (OpenCL, Metal, ...) only the offsets are.
-fn data_is_address(device: DeviceType) -> bool {
-  matches!(
-    device,
-    DeviceType::Cpu
-      | DeviceType::Cuda
-      | DeviceType::CudaHost
-      | DeviceType::CudaManaged
-      | DeviceType::Rocm
-      | DeviceType::RocmHost
-  )
 }
 
 /// Validates `tensor` (with the versioned `flags`, 0 for legacy tensors).
@@ -226,7 +211,7 @@ pub fn layout_of(
   let high_bytes = (max_offset + 1)
     .checked_mul(itemsize)
     .ok_or_else(|| overflow("byte span"))?;
-  if numel > 0 && data_is_address(device.device_type) {
+  if numel > 0 && device.device_type.data_is_address() {
     let low_ok = (first_element as u64)
       .checked_add_signed(low_bytes)
       .is_some();

@@ -1,0 +1,594 @@
+/*
+ * cuda_peer.node: an independent CUDA producer and consumer for the tests of
+ * napi-dlpack's CUDA path (__test__/cuda.spec.ts). Plain C, Node-API and
+ * include/napi_dlpack.h; the CUDA driver API is reached with dlopen/dlsym
+ * (no CUDA headers or toolkit needed), so the same addon runs against the
+ * fake driver (__test__/fake-cuda, a TEST DOUBLE) and against a real GPU.
+ *
+ * It stands for "some other library in the process" that owns device memory
+ * and streams: it allocates with cuMemAlloc, exports that memory through
+ * capsules whose deleter frees it (or not), consumes capsules and reads them
+ * back on a stream of its choice, and hands work between streams with
+ * cuEventRecord + cuStreamWaitEvent like a DLPack producer must.
+ *
+ * Exports (device ordinals default to 0; pointers and streams are bigints):
+ *   alloc(bytes[, device])             -> ptr              (cuMemAlloc_v2)
+ *   free(ptr[, device])                                    (cuMemFree_v2)
+ *   hostAlloc(bytes) -> ptr   hostFree(ptr)                (pinned host memory)
+ *   upload(ptr, bytes[, device])                           (sync HtoD)
+ *   uploadAsync(ptr, bytes, stream[, device])              (HtoDAsync on stream)
+ *   download(ptr, nbytes[, stream[, device]]) -> Uint8Array (DtoHAsync on
+ *                                        stream, then cuStreamSynchronize)
+ *   createStream([device]) -> stream  destroyStream(stream[, device])
+ *   syncStreams(from, to[, device])    record an event on `from`, make `to`
+ *                                      wait on it (what a producer does)
+ *   makeTensor({ ptr, shape, dtype?, device?, byteOffset?, strides?,
+ *                versioned?, owned?, ordinal? }) -> capsule
+ *       dtype {code,bits,lanes} default float32; device [type, id] default
+ *       [2, ordinal]: what the DLTensor CLAIMS; `ordinal` is where `ptr` was
+ *       allocated (default 0). owned (default true): the deleter frees ptr.
+ *   deleterCalls() -> number
+ *   consume(capsule[, { stream, read }]) -> { data, device, shape, strides,
+ *       byteOffset, bytes? }: takes the tensor, optionally reads its
+ *       numel*itemsize contiguous bytes from data+byte_offset on `stream`
+ *       (default 1n, the legacy default stream), then calls its deleter.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "napi_dlpack.h"
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef void* CUcontext;
+typedef void* CUstream;
+typedef void* CUevent;
+
+static struct {
+  int loaded;
+  CUresult (*cuInit)(unsigned);
+  CUresult (*cuDeviceGet)(CUdevice*, int);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
+  CUresult (*cuCtxSetCurrent)(CUcontext);
+  CUresult (*cuMemAlloc_v2)(CUdeviceptr*, size_t);
+  CUresult (*cuMemFree_v2)(CUdeviceptr);
+  CUresult (*cuMemHostAlloc)(void**, size_t, unsigned);
+  CUresult (*cuMemFreeHost)(void*);
+  CUresult (*cuMemcpyHtoD_v2)(CUdeviceptr, const void*, size_t);
+  CUresult (*cuMemcpyHtoDAsync_v2)(CUdeviceptr, const void*, size_t, CUstream);
+  CUresult (*cuMemcpyDtoHAsync_v2)(void*, CUdeviceptr, size_t, CUstream);
+  CUresult (*cuStreamCreate)(CUstream*, unsigned);
+  CUresult (*cuStreamDestroy_v2)(CUstream);
+  CUresult (*cuStreamSynchronize)(CUstream);
+  CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned);
+  CUresult (*cuEventCreate)(CUevent*, unsigned);
+  CUresult (*cuEventRecord)(CUevent, CUstream);
+  CUresult (*cuEventDestroy_v2)(CUevent);
+} cu;
+
+#define MAX_DEVICES 16
+static CUcontext g_ctx[MAX_DEVICES];
+static int64_t g_deleter_calls = 0; /* atomic: deleters may run anywhere */
+
+static napi_value throw_code(napi_env env, const char* code, const char* msg) {
+  bool pending = false;
+  napi_is_exception_pending(env, &pending);
+  if (!pending) napi_throw_error(env, code, msg);
+  return NULL;
+}
+
+static napi_value throw_cu(napi_env env, const char* what, CUresult r) {
+  char msg[160];
+  snprintf(msg, sizeof msg, "cuda-peer: %s failed with CUresult %d", what, r);
+  return throw_code(env, "ERR_CUDA_PEER", msg);
+}
+
+#define NAPI_CALL(env, call)                                                   \
+  do {                                                                         \
+    if ((call) != napi_ok)                                                     \
+      return throw_code((env), "ERR_CUDA_PEER", "Node-API call failed: " #call); \
+  } while (0)
+
+#define CU_CALL(env, call)                              \
+  do {                                                  \
+    CUresult r_ = (call);                               \
+    if (r_ != 0) return throw_cu((env), #call, r_);     \
+  } while (0)
+
+#define LOAD(name)                                         \
+  do {                                                     \
+    *(void**)(&cu.name) = dlsym(h, #name);                 \
+    if (cu.name == NULL) return 0;                         \
+  } while (0)
+
+static int load_driver(void) {
+  void* h;
+  if (cu.loaded) return 1;
+  h = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
+  if (h == NULL) h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (h == NULL) return 0;
+  LOAD(cuInit);
+  LOAD(cuDeviceGet);
+  LOAD(cuDevicePrimaryCtxRetain);
+  LOAD(cuCtxSetCurrent);
+  LOAD(cuMemAlloc_v2);
+  LOAD(cuMemFree_v2);
+  LOAD(cuMemHostAlloc);
+  LOAD(cuMemFreeHost);
+  LOAD(cuMemcpyHtoD_v2);
+  LOAD(cuMemcpyHtoDAsync_v2);
+  LOAD(cuMemcpyDtoHAsync_v2);
+  LOAD(cuStreamCreate);
+  LOAD(cuStreamDestroy_v2);
+  LOAD(cuStreamSynchronize);
+  LOAD(cuStreamWaitEvent);
+  LOAD(cuEventCreate);
+  LOAD(cuEventRecord);
+  LOAD(cuEventDestroy_v2);
+  if (cu.cuInit(0) != 0) return 0;
+  cu.loaded = 1;
+  return 1;
+}
+
+/* Makes the primary context of `device` current on this thread. 0 = ok. */
+static CUresult use_device(int device) {
+  CUdevice dev;
+  CUresult r;
+  if (!load_driver()) return 3; /* CUDA_ERROR_NOT_INITIALIZED */
+  if (device < 0 || device >= MAX_DEVICES) return 101; /* INVALID_DEVICE */
+  if (g_ctx[device] == NULL) {
+    if ((r = cu.cuDeviceGet(&dev, device)) != 0) return r;
+    if ((r = cu.cuDevicePrimaryCtxRetain(&g_ctx[device], dev)) != 0) return r;
+  }
+  return cu.cuCtxSetCurrent(g_ctx[device]);
+}
+
+/* ---- argument helpers --------------------------------------------------- */
+
+static bool is_nullish(napi_env env, napi_value v) {
+  napi_valuetype t = napi_undefined;
+  if (v == NULL || napi_typeof(env, v, &t) != napi_ok) return true;
+  return t == napi_undefined || t == napi_null;
+}
+
+static bool to_u64(napi_env env, napi_value v, uint64_t* out) {
+  napi_valuetype t;
+  bool lossless;
+  int64_t i;
+  if (napi_typeof(env, v, &t) != napi_ok) return false;
+  if (t == napi_bigint) return napi_get_value_bigint_uint64(env, v, out, &lossless) == napi_ok;
+  if (t == napi_number && napi_get_value_int64(env, v, &i) == napi_ok) {
+    *out = (uint64_t)i;
+    return true;
+  }
+  return false;
+}
+
+static bool to_i64(napi_env env, napi_value v, int64_t* out) {
+  napi_valuetype t;
+  bool lossless;
+  if (napi_typeof(env, v, &t) != napi_ok) return false;
+  if (t == napi_number) return napi_get_value_int64(env, v, out) == napi_ok;
+  if (t == napi_bigint) return napi_get_value_bigint_int64(env, v, out, &lossless) == napi_ok;
+  return false;
+}
+
+static int opt_int(napi_env env, napi_value v, int dflt) {
+  int64_t x;
+  if (is_nullish(env, v) || !to_i64(env, v, &x)) return dflt;
+  return (int)x;
+}
+
+static napi_value prop(napi_env env, napi_value obj, const char* name) {
+  napi_value v = NULL;
+  if (napi_get_named_property(env, obj, name, &v) != napi_ok) return NULL;
+  return is_nullish(env, v) ? NULL : v;
+}
+
+static bool read_i64_array(napi_env env, napi_value arr, int64_t* out, uint32_t cap, uint32_t* len) {
+  bool is_array = false;
+  uint32_t n, i;
+  if (napi_is_array(env, arr, &is_array) != napi_ok || !is_array) return false;
+  if (napi_get_array_length(env, arr, &n) != napi_ok || n > cap) return false;
+  for (i = 0; i < n; i++) {
+    napi_value e;
+    if (napi_get_element(env, arr, i, &e) != napi_ok || !to_i64(env, e, &out[i])) return false;
+  }
+  *len = n;
+  return true;
+}
+
+/* Bytes of a TypedArray / Buffer / DataView. */
+static bool bytes_of(napi_env env, napi_value v, void** data, size_t* len) {
+  bool is_ta = false, is_dv = false;
+  napi_typedarray_type type;
+  size_t length, offset;
+  napi_value ab;
+  if (napi_is_typedarray(env, v, &is_ta) == napi_ok && is_ta) {
+    if (napi_get_typedarray_info(env, v, &type, &length, data, &ab, &offset) != napi_ok) return false;
+    switch (type) {
+      case napi_int8_array: case napi_uint8_array: case napi_uint8_clamped_array: *len = length; break;
+      case napi_int16_array: case napi_uint16_array: *len = length * 2; break;
+      case napi_int32_array: case napi_uint32_array: case napi_float32_array: *len = length * 4; break;
+      default: *len = length * 8; break;
+    }
+    return true;
+  }
+  if (napi_is_dataview(env, v, &is_dv) == napi_ok && is_dv)
+    return napi_get_dataview_info(env, v, len, data, &ab, &offset) == napi_ok;
+  return false;
+}
+
+static napi_value u64_value(napi_env env, uint64_t x) {
+  napi_value v;
+  NAPI_CALL(env, napi_create_bigint_uint64(env, x, &v));
+  return v;
+}
+
+static napi_value undefined_value(napi_env env) {
+  napi_value v;
+  NAPI_CALL(env, napi_get_undefined(env, &v));
+  return v;
+}
+
+#define ARGS(n)                                                   \
+  size_t argc = n;                                                \
+  napi_value argv[n];                                             \
+  for (size_t i_ = 0; i_ < n; i_++) argv[i_] = NULL;              \
+  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL))
+
+static CUstream stream_arg(napi_env env, napi_value v) {
+  uint64_t s = 1; /* legacy default stream */
+  if (!is_nullish(env, v)) to_u64(env, v, &s);
+  return (CUstream)(uintptr_t)s;
+}
+
+/* ---- memory and streams ------------------------------------------------- */
+
+static napi_value js_alloc(napi_env env, napi_callback_info info) {
+  ARGS(2);
+  uint64_t bytes;
+  CUdeviceptr ptr = 0;
+  if (argv[0] == NULL || !to_u64(env, argv[0], &bytes))
+    return throw_code(env, "ERR_INVALID_ARG_TYPE", "alloc(bytes[, device])");
+  CU_CALL(env, use_device(opt_int(env, argv[1], 0)));
+  CU_CALL(env, cu.cuMemAlloc_v2(&ptr, (size_t)bytes));
+  return u64_value(env, ptr);
+}
+
+static napi_value js_free(napi_env env, napi_callback_info info) {
+  ARGS(2);
+  uint64_t ptr;
+  if (argv[0] == NULL || !to_u64(env, argv[0], &ptr))
+    return throw_code(env, "ERR_INVALID_ARG_TYPE", "free(ptr[, device])");
+  CU_CALL(env, use_device(opt_int(env, argv[1], 0)));
+  CU_CALL(env, cu.cuMemFree_v2(ptr));
+  return undefined_value(env);
+}
+
+static napi_value js_host_alloc(napi_env env, napi_callback_info info) {
+  ARGS(1);
+  uint64_t bytes;
+  void* p = NULL;
+  if (argv[0] == NULL || !to_u64(env, argv[0], &bytes))
+    return throw_code(env, "ERR_INVALID_ARG_TYPE", "hostAlloc(bytes)");
+  CU_CALL(env, use_device(0));
+  CU_CALL(env, cu.cuMemHostAlloc(&p, (size_t)bytes, 0));
+  return u64_value(env, (uint64_t)(uintptr_t)p);
+}
+
+static napi_value js_host_free(napi_env env, napi_callback_info info) {
+  ARGS(1);
+  uint64_t p;
+  if (argv[0] == NULL || !to_u64(env, argv[0], &p))
+    return throw_code(env, "ERR_INVALID_ARG_TYPE", "hostFree(ptr)");
+  CU_CALL(env, use_device(0));
+  CU_CALL(env, cu.cuMemFreeHost((void*)(uintptr_t)p));
+  return undefined_value(env);
+}
+
+static napi_value js_upload(napi_env env, napi_callback_info info) {
+  ARGS(3);
+  uint64_t ptr;
+  void* data;
+  size_t len;
+  if (argv[0] == NULL || !to_u64(env, argv[0], &ptr) || argv[1] == NULL || !bytes_of(env, argv[1], &data, &len))
+    return throw_code(env, "ERR_INVALID_ARG_TYPE", "upload(ptr, typedArray[, device])");
+  CU_CALL(env, use_device(opt_int(env, argv[2], 0)));
+  if (len > 0) CU_CALL(env, cu.cuMemcpyHtoD_v2(ptr, data, len));
+  return undefined_value(env);
+}
+
+static napi_value js_upload_async(napi_env env, napi_callback_info info) {
+  ARGS(4);
+  uint64_t ptr;
+  void* data;
+  size_t len;
+  if (argv[0] == NULL || !to_u64(env, argv[0], &ptr) || argv[1] == NULL || !bytes_of(env, argv[1], &data, &len))
+    return throw_code(env, "ERR_INVALID_ARG_TYPE", "uploadAsync(ptr, typedArray, stream[, device])");
+  CU_CALL(env, use_device(opt_int(env, argv[3], 0)));
+  /* Pageable source: the driver stages it before returning. */
+  if (len > 0) CU_CALL(env, cu.cuMemcpyHtoDAsync_v2(ptr, data, len, stream_arg(env, argv[2])));
+  return undefined_value(env);
+}
+
+static napi_value js_download(napi_env env, napi_callback_info info) {
+  ARGS(4);
+  uint64_t ptr, nbytes;
+  void* out = NULL;
+  napi_value ab, u8;
+  CUstream stream;
+  if (argv[0] == NULL || !to_u64(env, argv[0], &ptr) || argv[1] == NULL || !to_u64(env, argv[1], &nbytes))
+    return throw_code(env, "ERR_INVALID_ARG_TYPE", "download(ptr, nbytes[, stream[, device]])");
+  stream = stream_arg(env, argv[2]);
+  CU_CALL(env, use_device(opt_int(env, argv[3], 0)));
+  NAPI_CALL(env, napi_create_arraybuffer(env, (size_t)nbytes, &out, &ab));
+  if (nbytes > 0) {
+    CU_CALL(env, cu.cuMemcpyDtoHAsync_v2(out, ptr, (size_t)nbytes, stream));
+    CU_CALL(env, cu.cuStreamSynchronize(stream));
+  }
+  NAPI_CALL(env, napi_create_typedarray(env, napi_uint8_array, (size_t)nbytes, ab, 0, &u8));
+  return u8;
+}
+
+static napi_value js_create_stream(napi_env env, napi_callback_info info) {
+  ARGS(1);
+  CUstream s = NULL;
+  CU_CALL(env, use_device(opt_int(env, argv[0], 0)));
+  CU_CALL(env, cu.cuStreamCreate(&s, 1 /* CU_STREAM_NON_BLOCKING */));
+  return u64_value(env, (uint64_t)(uintptr_t)s);
+}
+
+static napi_value js_destroy_stream(napi_env env, napi_callback_info info) {
+  ARGS(2);
+  CU_CALL(env, use_device(opt_int(env, argv[1], 0)));
+  CU_CALL(env, cu.cuStreamDestroy_v2(stream_arg(env, argv[0])));
+  return undefined_value(env);
+}
+
+static napi_value js_sync_streams(napi_env env, napi_callback_info info) {
+  ARGS(3);
+  CUevent ev = NULL;
+  CUresult r;
+  CU_CALL(env, use_device(opt_int(env, argv[2], 0)));
+  CU_CALL(env, cu.cuEventCreate(&ev, 2 /* CU_EVENT_DISABLE_TIMING */));
+  r = cu.cuEventRecord(ev, stream_arg(env, argv[0]));
+  if (r == 0) r = cu.cuStreamWaitEvent(stream_arg(env, argv[1]), ev, 0);
+  cu.cuEventDestroy_v2(ev);
+  if (r != 0) return throw_cu(env, "syncStreams", r);
+  return undefined_value(env);
+}
+
+/* ---- producer ----------------------------------------------------------- */
+
+#define MAX_NDIM 8
+
+typedef struct {
+  DLManagedTensorVersioned managed; /* first: the deleter frees `self` */
+  int64_t shape[MAX_NDIM];
+  int64_t strides[MAX_NDIM];
+  CUdeviceptr ptr;
+  int ordinal;
+  int owned;
+} peer_tensor;
+
+typedef struct {
+  DLManagedTensor managed;
+  int64_t shape[MAX_NDIM];
+  int64_t strides[MAX_NDIM];
+  CUdeviceptr ptr;
+  int ordinal;
+  int owned;
+} peer_tensor_legacy;
+
+static void release_memory(CUdeviceptr ptr, int ordinal, int owned) {
+  __atomic_fetch_add(&g_deleter_calls, 1, __ATOMIC_SEQ_CST);
+  if (owned && use_device(ordinal) == 0) cu.cuMemFree_v2(ptr);
+}
+
+static void deleter_versioned(DLManagedTensorVersioned* self) {
+  peer_tensor* t = (peer_tensor*)self;
+  release_memory(t->ptr, t->ordinal, t->owned);
+  free(t);
+}
+
+static void deleter_legacy(DLManagedTensor* self) {
+  peer_tensor_legacy* t = (peer_tensor_legacy*)self;
+  release_memory(t->ptr, t->ordinal, t->owned);
+  free(t);
+}
+
+static napi_value js_make_tensor(napi_env env, napi_callback_info info) {
+  ARGS(1);
+  napi_value v, capsule;
+  uint64_t ptr = 0;
+  int64_t shape[MAX_NDIM], strides[MAX_NDIM], dev[2], x;
+  uint32_t ndim = 0, nstrides = 0, ndev = 0;
+  bool versioned = true, owned = true, has_strides = false;
+  int ordinal = 0;
+  DLTensor* dl;
+  DLDataType dtype = {kDLFloat, 32, 1};
+  int64_t byte_offset = 0;
+  napi_dlpack_status st;
+  void* tensor;
+  uint32_t kind;
+
+  if (argv[0] == NULL || (v = prop(env, argv[0], "ptr")) == NULL || !to_u64(env, v, &ptr))
+    return throw_code(env, "ERR_INVALID_ARG_TYPE", "makeTensor({ ptr, shape, ... })");
+  if ((v = prop(env, argv[0], "shape")) == NULL || !read_i64_array(env, v, shape, MAX_NDIM, &ndim))
+    return throw_code(env, "ERR_INVALID_ARG_TYPE", "makeTensor: shape must be an array");
+  if ((v = prop(env, argv[0], "strides")) != NULL) {
+    if (!read_i64_array(env, v, strides, MAX_NDIM, &nstrides) || nstrides != ndim)
+      return throw_code(env, "ERR_INVALID_ARG_TYPE", "makeTensor: strides must match shape");
+    has_strides = true;
+  }
+  if ((v = prop(env, argv[0], "ordinal")) != NULL) ordinal = opt_int(env, v, 0);
+  dev[0] = kDLCUDA;
+  dev[1] = ordinal;
+  if ((v = prop(env, argv[0], "device")) != NULL && (!read_i64_array(env, v, dev, 2, &ndev) || ndev != 2))
+    return throw_code(env, "ERR_INVALID_ARG_TYPE", "makeTensor: device must be [type, id]");
+  if ((v = prop(env, argv[0], "dtype")) != NULL) {
+    napi_value c = prop(env, v, "code"), b = prop(env, v, "bits"), l = prop(env, v, "lanes");
+    if (c != NULL && to_i64(env, c, &x)) dtype.code = (uint8_t)x;
+    if (b != NULL && to_i64(env, b, &x)) dtype.bits = (uint8_t)x;
+    if (l != NULL && to_i64(env, l, &x)) dtype.lanes = (uint16_t)x;
+  }
+  if ((v = prop(env, argv[0], "byteOffset")) != NULL) to_i64(env, v, &byte_offset);
+  if ((v = prop(env, argv[0], "versioned")) != NULL) napi_get_value_bool(env, v, &versioned);
+  if ((v = prop(env, argv[0], "owned")) != NULL) napi_get_value_bool(env, v, &owned);
+  if (!has_strides) {
+    int64_t step = 1;
+    for (int d = (int)ndim - 1; d >= 0; d--) {
+      strides[d] = step;
+      step *= shape[d];
+    }
+  }
+
+  if (versioned) {
+    peer_tensor* t = (peer_tensor*)calloc(1, sizeof(peer_tensor));
+    if (t == NULL) return throw_code(env, "ERR_CUDA_PEER", "out of memory");
+    t->managed.version.major = DLPACK_MAJOR_VERSION;
+    t->managed.version.minor = DLPACK_MINOR_VERSION;
+    t->managed.deleter = deleter_versioned;
+    dl = &t->managed.dl_tensor;
+    memcpy(t->shape, shape, sizeof shape);
+    memcpy(t->strides, strides, sizeof strides);
+    dl->shape = t->shape;
+    dl->strides = t->strides;
+    t->ptr = ptr;
+    t->ordinal = ordinal;
+    t->owned = owned;
+    tensor = t;
+    kind = NAPI_DLPACK_KIND_VERSIONED;
+  } else {
+    peer_tensor_legacy* t = (peer_tensor_legacy*)calloc(1, sizeof(peer_tensor_legacy));
+    if (t == NULL) return throw_code(env, "ERR_CUDA_PEER", "out of memory");
+    t->managed.deleter = deleter_legacy;
+    dl = &t->managed.dl_tensor;
+    memcpy(t->shape, shape, sizeof shape);
+    memcpy(t->strides, strides, sizeof strides);
+    dl->shape = t->shape;
+    dl->strides = t->strides;
+    t->ptr = ptr;
+    t->ordinal = ordinal;
+    t->owned = owned;
+    tensor = t;
+    kind = NAPI_DLPACK_KIND_LEGACY;
+  }
+  dl->data = (void*)(uintptr_t)ptr;
+  dl->device.device_type = (DLDeviceType)dev[0];
+  dl->device.device_id = (int32_t)dev[1];
+  dl->ndim = (int32_t)ndim;
+  dl->dtype = dtype;
+  dl->byte_offset = (uint64_t)byte_offset;
+  st = napi_dlpack_capsule_create(env, kind, tensor, &capsule);
+  if (st != NAPI_DLPACK_OK) {
+    napi_dlpack_tensor_release(kind, tensor);
+    return throw_code(env, napi_dlpack_status_code(st), "makeTensor: capsule creation failed");
+  }
+  return capsule;
+}
+
+static napi_value js_deleter_calls(napi_env env, napi_callback_info info) {
+  napi_value v;
+  (void)info;
+  NAPI_CALL(env, napi_create_int64(env, __atomic_load_n(&g_deleter_calls, __ATOMIC_SEQ_CST), &v));
+  return v;
+}
+
+/* ---- consumer ----------------------------------------------------------- */
+
+static napi_value i64_array(napi_env env, const int64_t* v, int32_t n) {
+  napi_value arr, num;
+  NAPI_CALL(env, napi_create_array_with_length(env, (size_t)(n > 0 ? n : 0), &arr));
+  for (int32_t i = 0; i < n; i++) {
+    NAPI_CALL(env, napi_create_double(env, (double)v[i], &num));
+    NAPI_CALL(env, napi_set_element(env, arr, (uint32_t)i, num));
+  }
+  return arr;
+}
+
+static napi_value js_consume(napi_env env, napi_callback_info info) {
+  ARGS(2);
+  uint32_t kind;
+  void* tensor = NULL;
+  DLTensor* dl;
+  napi_dlpack_status st;
+  napi_value result, v, device, ab, u8;
+  bool read = false;
+  CUstream stream = (CUstream)1;
+  CUresult r = 0;
+
+  if (argv[1] != NULL && !is_nullish(env, argv[1])) {
+    if ((v = prop(env, argv[1], "read")) != NULL) napi_get_value_bool(env, v, &read);
+    stream = stream_arg(env, prop(env, argv[1], "stream"));
+  }
+  st = napi_dlpack_capsule_consume(env, argv[0], &kind, &tensor);
+  if (st != NAPI_DLPACK_OK) return throw_code(env, napi_dlpack_status_code(st), "consume: not a usable capsule");
+  dl = kind == NAPI_DLPACK_KIND_VERSIONED ? &((DLManagedTensorVersioned*)tensor)->dl_tensor
+                                          : &((DLManagedTensor*)tensor)->dl_tensor;
+  if (napi_create_object(env, &result) != napi_ok) goto napi_failed;
+  if (napi_create_bigint_uint64(env, (uint64_t)(uintptr_t)dl->data + dl->byte_offset, &v) != napi_ok ||
+      napi_set_named_property(env, result, "data", v) != napi_ok)
+    goto napi_failed;
+  {
+    int64_t d[2] = {dl->device.device_type, dl->device.device_id};
+    if ((device = i64_array(env, d, 2)) == NULL || napi_set_named_property(env, result, "device", device) != napi_ok)
+      goto napi_failed;
+  }
+  if ((v = i64_array(env, dl->shape, dl->ndim)) == NULL || napi_set_named_property(env, result, "shape", v) != napi_ok)
+    goto napi_failed;
+  if (dl->strides != NULL &&
+      ((v = i64_array(env, dl->strides, dl->ndim)) == NULL || napi_set_named_property(env, result, "strides", v) != napi_ok))
+    goto napi_failed;
+  if (napi_create_double(env, (double)dl->byte_offset, &v) != napi_ok ||
+      napi_set_named_property(env, result, "byteOffset", v) != napi_ok)
+    goto napi_failed;
+  if (read) {
+    size_t nbytes = (size_t)((dl->dtype.bits * dl->dtype.lanes + 7) / 8);
+    void* out = NULL;
+    for (int32_t d = 0; d < dl->ndim; d++) nbytes *= (size_t)dl->shape[d];
+    if (napi_create_arraybuffer(env, nbytes, &out, &ab) != napi_ok) goto napi_failed;
+    if (nbytes > 0) {
+      r = use_device(dl->device.device_id);
+      if (r == 0) r = cu.cuMemcpyDtoHAsync_v2(out, (CUdeviceptr)(uintptr_t)dl->data + dl->byte_offset, nbytes, stream);
+      if (r == 0) r = cu.cuStreamSynchronize(stream);
+    }
+    if (r != 0) {
+      napi_dlpack_tensor_release(kind, tensor);
+      return throw_cu(env, "consume: reading the tensor", r);
+    }
+    if (napi_create_typedarray(env, napi_uint8_array, nbytes, ab, 0, &u8) != napi_ok ||
+        napi_set_named_property(env, result, "bytes", u8) != napi_ok)
+      goto napi_failed;
+  }
+  napi_dlpack_tensor_release(kind, tensor);
+  return result;
+
+napi_failed:
+  napi_dlpack_tensor_release(kind, tensor);
+  return throw_code(env, "ERR_CUDA_PEER", "consume: Node-API call failed");
+}
+
+NAPI_MODULE_INIT() {
+  napi_property_descriptor props[] = {
+      {"alloc", NULL, js_alloc, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"free", NULL, js_free, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"hostAlloc", NULL, js_host_alloc, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"hostFree", NULL, js_host_free, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"upload", NULL, js_upload, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"uploadAsync", NULL, js_upload_async, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"download", NULL, js_download, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"createStream", NULL, js_create_stream, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"destroyStream", NULL, js_destroy_stream, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"syncStreams", NULL, js_sync_streams, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"makeTensor", NULL, js_make_tensor, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"deleterCalls", NULL, js_deleter_calls, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"consume", NULL, js_consume, NULL, NULL, NULL, napi_enumerable, NULL},
+  };
+  NAPI_CALL(env, napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
+  return exports;
+}

@@ -25,7 +25,7 @@ test('__dlpack__ returns a consume-once capsule', (t) => {
   t.false(isCapsuleConsumed(capsule))
   const imported = fromDLPack(capsule)
   t.true(isCapsuleConsumed(capsule))
-  t.deepEqual(Array.from(imported.data), [1, 2, 3])
+  t.deepEqual(Array.from(imported.data as Int32Array), [1, 2, 3])
   const error = t.throws(() => fromDLPack(capsule))
   t.true(error instanceof CapsuleError)
   t.is((error as DLPackError).code, 'ERR_DLPACK_CAPSULE_CONSUMED')
@@ -116,7 +116,7 @@ test('copy: true always copies and marks the result', (t) => {
     t.not(copy.dataPointer, source.dataPointer)
     t.deepEqual(copy.toArray(), source.toArray())
     copy.data[0] = 99
-    t.is(source.toArray()[0]?.[0 as never], 1)
+    t.is((source.toArray() as number[][])[0]?.[0], 1)
   }
   // IS_COPIED is set only on the copied export.
   t.is(native.handleInfo(native.importCapsule(source.__dlpack__({ copy: true }), 0)).flags & 2, 2)
@@ -216,7 +216,7 @@ test('a capsule kept alive keeps the memory alive after the tensor is disposed',
   source.dispose()
   await collect()
   const imported = fromDLPack(capsule)
-  t.deepEqual(Array.from(imported.data), [1, 2, 3])
+  t.deepEqual(Array.from(imported.data as Float32Array), [1, 2, 3])
   t.is(fromDLPack(second).dataPointer, imported.dataPointer)
 })
 
@@ -226,13 +226,13 @@ test('foreign memory is viewed zero-copy, or copied in Electron mode', (t) => {
   const source = Tensor.from(new Float32Array([1, 2, 3]))
   const capsule = source.__dlpack__({ copy: true })
   const imported = fromDLPack(capsule)
-  t.deepEqual(Array.from(imported.data), [1, 2, 3])
+  t.deepEqual(Array.from(imported.data as Float32Array), [1, 2, 3])
   t.true(imported.isCopy) // IS_COPIED from the producer, in both modes
   const pointer = imported.dataPointer
   if (electronMode) {
     // Copied again into V8 memory: still readable and writable, the copy is reported.
     imported.data[0] = 5
-    t.is(imported.toArray()[0 as never], 5)
+    t.is((imported.toArray() as number[])[0], 5)
     t.is((t.throws(() => fromDLPack(source.__dlpack__({ copy: true }), { copy: false })) as DLPackError).code, 'ERR_DLPACK_COPY_REQUIRED')
   } else {
     // Zero-copy: re-exporting the import hands out the very same foreign pointer.

@@ -233,12 +233,21 @@ export class Tensor<D extends DType = DType> {
   }
 
   /** Zero-copy view of `array` (any TypedArray, DataView or Buffer), keeping its memory alive. */
-  static from<A extends ArrayBufferView>(array: A, shape?: readonly number[], options?: FromArrayOptions): Tensor<ArrayDType<A>>
   static from<D extends DType>(
     array: ArrayBufferView | ArrayBuffer | SharedArrayBuffer,
     shape: readonly number[] | undefined,
     options: FromArrayOptions<D> & { dtype: D },
   ): Tensor<D>
+  static from<A extends ArrayBufferView>(
+    array: A,
+    shape?: readonly number[],
+    options?: Omit<FromArrayOptions, 'dtype'>,
+  ): Tensor<ArrayDType<A>>
+  static from(
+    array: ArrayBuffer | SharedArrayBuffer,
+    shape?: readonly number[],
+    options?: Omit<FromArrayOptions, 'dtype'>,
+  ): Tensor<'uint8'>
   static from(
     array: ArrayBufferView | ArrayBuffer | SharedArrayBuffer,
     shape?: readonly number[],

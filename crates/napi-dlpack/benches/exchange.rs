@@ -37,7 +37,10 @@ fn exchange(c: &mut Criterion) {
           }
           total += start.elapsed();
           for managed in exported.drain(..) {
-            pool.push(take_owner::<Vec<f32>>(managed).ok().expect("our export"));
+            let Ok(data) = take_owner::<Vec<f32>>(managed) else {
+              panic!("our own export must be recognised");
+            };
+            pool.push(data);
           }
           done += n as u64;
         }
@@ -45,7 +48,10 @@ fn exchange(c: &mut Criterion) {
       })
     });
 
-    let mut managed: Vec<ManagedTensor> = pool.drain(..).map(|data| export_versioned(data).unwrap()).collect();
+    let mut managed: Vec<ManagedTensor> = pool
+      .drain(..)
+      .map(|data| export_versioned(data).unwrap())
+      .collect();
     group.bench_function(BenchmarkId::new("import_validate", label), |b| {
       b.iter_custom(|iters| {
         let mut total = Duration::ZERO;
@@ -74,7 +80,9 @@ fn exchange(c: &mut Criterion) {
   copy.sample_size(10);
   for (label, len) in SIZES {
     let source = vec![1f32; len];
-    copy.bench_function(BenchmarkId::new("to_vec", label), |b| b.iter(|| black_box(&source).to_vec()));
+    copy.bench_function(BenchmarkId::new("to_vec", label), |b| {
+      b.iter(|| black_box(&source).to_vec())
+    });
   }
   copy.finish();
 }

@@ -267,7 +267,10 @@ pub mod env {
 
   /// Wraps an already exported tensor (for instance `ForeignTensor::into_managed()` to pass a
   /// received tensor on) in a new capsule (see [`super::create_capsule`]).
-  pub fn export_managed<'env>(env: &'env Env, managed: ManagedTensor) -> Result<Unknown<'env>, DLPackError> {
+  pub fn export_managed<'env>(
+    env: &'env Env,
+    managed: ManagedTensor,
+  ) -> Result<Unknown<'env>, DLPackError> {
     // SAFETY: an `Env` reference is only available on its JS thread while it is live.
     let raw = unsafe { super::create_capsule(env.raw(), managed)? };
     // SAFETY: `raw` is a live value of this env.

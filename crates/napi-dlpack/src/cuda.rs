@@ -519,8 +519,12 @@ impl DeviceTensor {
 // streams must be synchronised by the exporter first (`CudaDevice::sync_to`).
 unsafe impl IntoDLPack for DeviceTensor {
   fn tensor_info(&mut self) -> TensorInfo {
-    TensorInfo::contiguous(self.buffer.ptr as usize as *mut c_void, self.dtype, &self.shape)
-      .device(self.buffer.device.dl_device())
+    TensorInfo::contiguous(
+      self.buffer.ptr as usize as *mut c_void,
+      self.dtype,
+      &self.shape,
+    )
+    .device(self.buffer.device.dl_device())
   }
 }
 
@@ -581,10 +585,10 @@ pub fn pointer_info(device: &CudaDevice, address: u64) -> Result<PointerInfo> {
   })
 }
 
-/// Checks an imported `kDLCUDA` tensor against the driver: its memory must be device memory
-/// (`MEMORY_TYPE == DEVICE`) of the device it claims (`DEVICE_ORDINAL == device_id`), and one
-/// allocation (`[RANGE_START_ADDR, +RANGE_SIZE)`) must cover every byte the validated layout
-/// reaches. Returns the device. Reads attributes only: the memory is never touched or freed.
+/// Checks an imported `kDLCUDA` tensor against the driver: its `data` pointer must be device
+/// memory (`MEMORY_TYPE == DEVICE`) of the device it claims (`DEVICE_ORDINAL == device_id`), and
+/// that allocation (`[RANGE_START_ADDR, +RANGE_SIZE)`) must cover every byte the validated
+/// layout reaches from `data + byte_offset`. Returns the device. Reads attributes only: the memory is never touched or freed.
 ///
 /// Errors: `ERR_CUDA_UNAVAILABLE` without a driver; `ERR_DLPACK_DEVICE` for a device that does
 /// not exist, memory that is not device memory, or memory of another device;
@@ -602,8 +606,10 @@ pub fn validate_foreign(tensor: &ForeignTensor) -> Result<Arc<CudaDevice>> {
   if tensor.numel() == 0 {
     return Ok(device);
   }
+  // Ask about the producer's `data` pointer (what it allocated), then check the span.
+  let data = tensor.raw_data() as u64;
   let start = tensor.layout().span_start() as u64;
-  let info = pointer_info(&device, start)?;
+  let info = pointer_info(&device, data)?;
   if info.memory_type != MEMORY_TYPE_DEVICE {
     let what = match info.memory_type {
       0 => "memory the CUDA driver does not know (plain host memory?)",
@@ -614,7 +620,7 @@ pub fn validate_foreign(tensor: &ForeignTensor) -> Result<Arc<CudaDevice>> {
     };
     return Err(DLPackError::new(
       ErrorKind::Device,
-      format!("the tensor claims {claimed} device memory, but {start:#x} is {what}"),
+      format!("the tensor claims {claimed} device memory, but {data:#x} is {what}"),
     ));
   }
   if info.device_ordinal != claimed.id {
@@ -693,7 +699,9 @@ mod tests {
     } else {
       assert!(device_count() > 0);
       assert_eq!(
-        device(device_count() as i32).map(|_| ()).map_err(|e| e.code()),
+        device(device_count() as i32)
+          .map(|_| ())
+          .map_err(|e| e.code()),
         Err("ERR_DLPACK_DEVICE")
       );
     }

@@ -155,7 +155,10 @@ impl<S: AsRef<str>> From<napi::Error<S>> for DLPackError {
   /// Lets addon code use `?` on napi-rs calls and crate calls alike, with `DLPackError` as the
   /// error type (`ERR_DLPACK_NAPI`, keeping napi's status and message).
   fn from(err: napi::Error<S>) -> DLPackError {
-    DLPackError::new(ErrorKind::Napi, format!("{}: {}", err.status.as_ref(), err.reason))
+    DLPackError::new(
+      ErrorKind::Napi,
+      format!("{}: {}", err.status.as_ref(), err.reason),
+    )
   }
 }
 

@@ -118,7 +118,12 @@ impl TensorInfo {
   /// A read-only 1-D view of a slice: the pointer comes from a shared borrow, so consumers
   /// must not write through it and the export carries `READ_ONLY`.
   pub fn from_slice<T: Element>(slice: &[T]) -> TensorInfo {
-    TensorInfo::contiguous(slice.as_ptr() as *mut c_void, T::DTYPE, &[slice.len() as i64]).read_only(true)
+    TensorInfo::contiguous(
+      slice.as_ptr() as *mut c_void,
+      T::DTYPE,
+      &[slice.len() as i64],
+    )
+    .read_only(true)
   }
 
   /// Bytes between `data` and the first element.
@@ -519,8 +524,12 @@ impl<T: Element> ShapedBuffer<T> {
 // checked that the described elements lie inside it.
 unsafe impl<T: Element> IntoDLPack for ShapedBuffer<T> {
   fn tensor_info(&mut self) -> TensorInfo {
-    let info = TensorInfo::contiguous(self.data.as_mut_ptr().cast::<c_void>(), T::DTYPE, &self.shape)
-      .byte_offset(self.byte_offset);
+    let info = TensorInfo::contiguous(
+      self.data.as_mut_ptr().cast::<c_void>(),
+      T::DTYPE,
+      &self.shape,
+    )
+    .byte_offset(self.byte_offset);
     match &self.strides {
       Some(strides) => TensorInfo {
         strides: Some(strides.clone()),

@@ -166,9 +166,7 @@ fn negative_stride_and_offset_view() {
 #[test]
 fn flags_survive_the_round_trip() {
   let (value, _drops) = counted(vec![1f32, 2.0], |v| {
-    TensorInfo::from_mut_slice(v)
-      .read_only(true)
-      .copied(true)
+    TensorInfo::from_mut_slice(v).read_only(true).copied(true)
   });
   let tensor = import(export_versioned(value).unwrap());
   assert!(tensor.is_read_only());
@@ -309,9 +307,9 @@ fn take_owner_recovers_our_own_exports_only() {
   let managed = export_versioned(value).unwrap();
   // Another type's owner is not recognised, and the tensor comes back untouched.
   let managed = take_owner::<Vec<f32>>(managed).unwrap_err();
-  let owner = take_owner::<Counted<f32>>(managed)
-    .ok()
-    .expect("our own export");
+  let Ok(owner) = take_owner::<Counted<f32>>(managed) else {
+    panic!("our own export must be recognised");
+  };
   assert_eq!(count(&drops), 0, "taking the owner back runs no deleter");
   assert_eq!(owner.data, vec![1.0, 2.0]);
   drop(owner);

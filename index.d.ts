@@ -87,6 +87,15 @@ export interface HandleInfo {
   flags: number
 }
 
+/**
+ * `handleInfo` for the hot path: writes the same facts as numbers into a caller-owned
+ * Float64Array of at least INFO_SLOTS elements (one Node-API call instead of one per field):
+ * `[dtype index (dtypeNames order), device type, device id, byteOffset, bits (1 readonly,
+ * 2 isCopy, 4 contiguous, 8 has version), numel, viewOffset, viewLength, version major,
+ * version minor, DLPack flags, ndim, shape..., strides...]`.
+ */
+export declare function handleInfoInto(handle: unknown, out: unknown): void
+
 export declare function handleView(handle: unknown): HandleView
 
 /**

@@ -849,6 +849,7 @@ module.exports.exportCapsule = nativeBinding.exportCapsule
 module.exports.externalBuffersAllowed = nativeBinding.externalBuffersAllowed
 module.exports.handleDevice = nativeBinding.handleDevice
 module.exports.handleInfo = nativeBinding.handleInfo
+module.exports.handleInfoInto = nativeBinding.handleInfoInto
 module.exports.handleView = nativeBinding.handleView
 module.exports.importCapsule = nativeBinding.importCapsule
 module.exports.isCapsule = nativeBinding.isCapsule

@@ -2,6 +2,7 @@
 // run. Each task runs its operation BATCH times per sample so timer overhead is negligible;
 // the table reports mean nanoseconds per operation.
 //
+//   export only          t.__dlpack__()              one capsule (a tagged napi_external)
 //   capsule round trip   fromDLPack(t.__dlpack__())  export + consume + new Tensor
 //   shared owner         fromDLPack(t)               a new Tensor on the same native owner
 //   cached .data         t.data                      after the first access
@@ -35,8 +36,17 @@ function record(task, size, nsPerOp) {
   rows.get(task).set(size, nsPerOp)
 }
 
+/** Collects garbage and lets pending Node-API finalizers run, so one task's leftovers (each
+ *  capsule and handle is a finalizable napi_external) do not slow the next one down. */
+async function settle() {
+  for (let i = 0; i < 4; i++) {
+    gc()
+    await new Promise((resolve) => setImmediate(resolve))
+  }
+}
+
 async function measure(label, size, batch, fn) {
-  gc()
+  await settle()
   const bench = new Bench({ time, warmupTime: time / 4 })
   bench.add(label, () => {
     for (let i = 0; i < batch; i++) fn()
@@ -52,14 +62,17 @@ for (const [size, bytes] of SIZES) {
   const foreign = fromDLPack(tensor.__dlpack__({ copy: true })) // Rust-owned memory
   const array = tensor.data
   gc()
-  await measure('capsule round trip: fromDLPack(t.__dlpack__())', size, 1000, () => {
-    sink += fromDLPack(tensor.__dlpack__()).ndim
-  })
   await measure('shared owner: fromDLPack(t)', size, 1000, () => {
     sink += fromDLPack(tensor).ndim
   })
   await measure('cached .data', size, 10000, () => {
     sink += tensor.data.length
+  })
+  await measure('export only: t.__dlpack__()', size, 1000, () => {
+    sink += tensor.__dlpack__() === undefined ? 0 : 1
+  })
+  await measure('capsule round trip: fromDLPack(t.__dlpack__())', size, 1000, () => {
+    sink += fromDLPack(tensor.__dlpack__()).ndim
   })
   await measure('first .data of foreign memory (round trip + external ArrayBuffer)', size, 100, () => {
     sink += fromDLPack(foreign.__dlpack__()).data.length

@@ -88,6 +88,53 @@ export type ArrayDType<A> = A extends Float32Array
 interface SharedHandle {
   readonly handle: unknown
   refs: number
+  /** Layout and flags, read from native once per handle and shared by its tensors. */
+  info?: TensorInfo
+}
+
+/** What `handleInfoInto` reports about a handle (see src/tensor.rs). */
+interface TensorInfo {
+  readonly dtype: DType
+  readonly deviceType: number
+  readonly deviceId: number
+  readonly byteOffset: number
+  readonly readonly: boolean
+  readonly isCopy: boolean
+  readonly contiguous: boolean
+  readonly numel: number
+  readonly viewOffset: number
+  readonly viewLength: number
+  readonly version: readonly [number, number] | undefined
+  readonly flags: number
+  readonly shape: readonly number[]
+  readonly strides: readonly number[]
+}
+
+/** Reused output buffer of `handleInfoInto` (12 fixed slots + shape and strides of up to 64 dims). */
+const infoSlots = new Float64Array(12 + 2 * 64)
+const dtypeByIndex = native.dtypeNames() as DType[]
+
+function readInfo(handle: unknown): TensorInfo {
+  call(() => native.handleInfoInto(handle, infoSlots))
+  const slots = infoSlots
+  const bits = slots[4] as number
+  const ndim = slots[11] as number
+  return {
+    dtype: dtypeByIndex[slots[0] as number] as DType,
+    deviceType: slots[1] as number,
+    deviceId: slots[2] as number,
+    byteOffset: slots[3] as number,
+    readonly: (bits & 1) !== 0,
+    isCopy: (bits & 2) !== 0,
+    contiguous: (bits & 4) !== 0,
+    numel: slots[5] as number,
+    viewOffset: slots[6] as number,
+    viewLength: slots[7] as number,
+    version: (bits & 8) !== 0 ? Object.freeze([slots[8] as number, slots[9] as number] as const) : undefined,
+    flags: slots[10] as number,
+    shape: Object.freeze(Array.from(slots.subarray(12, 12 + ndim))),
+    strides: Object.freeze(Array.from(slots.subarray(12 + ndim, 12 + 2 * ndim))),
+  }
 }
 
 const internal = Symbol('napi-dlpack.internal')
@@ -184,11 +231,8 @@ export function isSharedArrayBuffer(value: unknown): value is SharedArrayBuffer 
  */
 export class Tensor<D extends DType = DType> {
   #shared: SharedHandle | null
-  #info: native.HandleInfo | undefined
   #data: DataArray<D> | undefined
   #dataWritable = false
-  #shape: readonly number[] | undefined
-  #strides: readonly number[] | undefined
   #device: Device | undefined
 
   /** @internal Use `Tensor.from`, `Tensor.empty`, `Tensor.zeros` or `fromDLPack`. */
@@ -227,9 +271,9 @@ export class Tensor<D extends DType = DType> {
     return shared
   }
 
-  #meta(): native.HandleInfo {
-    const handle = this.#live().handle
-    return (this.#info ??= call(() => native.handleInfo(handle)))
+  #meta(): TensorInfo {
+    const shared = this.#live()
+    return (shared.info ??= readInfo(shared.handle))
   }
 
   /** Zero-copy view of `array` (any TypedArray, DataView or Buffer), keeping its memory alive. */
@@ -323,14 +367,12 @@ export class Tensor<D extends DType = DType> {
 
   /** Dimensions. */
   get shape(): readonly number[] {
-    this.#live()
-    return (this.#shape ??= Object.freeze(this.#meta().shape.slice()))
+    return this.#meta().shape
   }
 
   /** Strides in elements (never null, even for producers that sent NULL). */
   get strides(): readonly number[] {
-    this.#live()
-    return (this.#strides ??= Object.freeze(this.#meta().strides.slice()))
+    return this.#meta().strides
   }
 
   get dtype(): D {

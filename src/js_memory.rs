@@ -343,14 +343,15 @@ pub unsafe fn arraybuffer_new(
   Ok((value, data.cast()))
 }
 
-/// Data pointer, length and backing buffer of a TypedArray (ArrayBuffer or SharedArrayBuffer).
+/// Data pointer, length, backing buffer (ArrayBuffer or SharedArrayBuffer) and byte offset in
+/// it of a Uint8Array.
 ///
 /// # Safety
 /// `env` must be the live environment of the calling thread and `value` a value of it.
 pub unsafe fn typedarray_bytes(
   env: sys::napi_env,
   value: sys::napi_value,
-) -> Result<(*mut u8, usize, sys::napi_value), DLPackError> {
+) -> Result<(*mut u8, usize, sys::napi_value, usize), DLPackError> {
   let mut is_typedarray = false;
   // SAFETY: forwarded contract.
   check("napi_is_typedarray", unsafe {
@@ -382,7 +383,7 @@ pub unsafe fn typedarray_bytes(
       "expected a Uint8Array",
     ));
   }
-  Ok((data.cast(), length, buffer))
+  Ok((data.cast(), length, buffer, offset))
 }
 
 /// Whether an ArrayBuffer has been detached (a SharedArrayBuffer never is).
@@ -406,4 +407,42 @@ pub unsafe fn detach(env: sys::napi_env, value: sys::napi_value) -> Result<(), D
   check("napi_detach_arraybuffer", unsafe {
     sys::napi_detach_arraybuffer(env, value)
   })
+}
+
+/// A type-tagged `napi_external` that owns `value`; the external's finalizer drops it.
+///
+/// # Safety
+/// `env` must be the live environment of the calling thread.
+pub unsafe fn tagged_external<T: 'static>(
+  env: sys::napi_env,
+  value: T,
+  tag: &sys::napi_type_tag,
+) -> Result<sys::napi_value, DLPackError> {
+  unsafe extern "C" fn finalize<T>(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+    // SAFETY: `data` is the Box leaked below; finalizers run once.
+    drop(unsafe { Box::from_raw(data.cast::<T>()) });
+  }
+  let data = Box::into_raw(Box::new(value));
+  let mut external = ptr::null_mut();
+  // SAFETY: valid env (caller); the finalizer owns `data` once the external exists.
+  let created = unsafe {
+    sys::napi_create_external(
+      env,
+      data.cast(),
+      Some(finalize::<T>),
+      ptr::null_mut(),
+      &mut external,
+    )
+  };
+  if created != sys::Status::napi_ok {
+    // SAFETY: not adopted by an external; reclaim it.
+    drop(unsafe { Box::from_raw(data) });
+    return Err(napi_error("napi_create_external", created));
+  }
+  // SAFETY: `external` is a live external of this env. If tagging fails, the external still
+  // owns `data` and frees it when collected.
+  check("napi_type_tag_object", unsafe {
+    sys::napi_type_tag_object(env, external, tag)
+  })?;
+  Ok(external)
 }

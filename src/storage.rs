@@ -14,7 +14,13 @@ use crate::js_memory::BufferRef;
 pub enum Memory {
   /// V8-owned memory: an ArrayBuffer or SharedArrayBuffer kept alive by a reference. Zero-copy
   /// in every runtime, Electron included.
-  Js { base: *mut u8, buffer: BufferRef },
+  /// `buffer` references the ArrayBuffer (or SharedArrayBuffer) itself; `base` is its data
+  /// pointer plus `base_offset`, the byte offset of the wrapped view inside it.
+  Js {
+    base: *mut u8,
+    base_offset: usize,
+    buffer: BufferRef,
+  },
   /// Producer-owned memory imported through DLPack; the producer's deleter runs when the last
   /// owner drops it.
   Foreign(ForeignTensor),

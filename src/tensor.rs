@@ -6,7 +6,6 @@
 //! environment that created the handle.
 
 use std::cell::RefCell;
-use std::ffi::c_void;
 use std::ptr;
 use std::sync::{Arc, Mutex};
 
@@ -59,41 +58,18 @@ pub(crate) fn status(what: &str, status: sys::napi_status) -> Result<()> {
   }
 }
 
-unsafe extern "C" fn finalize_handle(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
-  // SAFETY: `data` is the Box leaked in `new_handle`; finalizers run once.
-  drop(unsafe { Box::from_raw(data.cast::<Handle>()) });
-}
-
 pub(crate) fn new_handle<'env>(
   env: &'env Env,
   storage: Arc<Storage>,
   meta: Meta,
 ) -> Result<Unknown<'env>> {
-  let handle = Box::into_raw(Box::new(Handle {
+  let handle = Handle {
     storage: Some(storage),
     meta: Arc::new(meta),
     view: RefCell::new(None),
-  }));
-  let mut value = ptr::null_mut();
-  // SAFETY: live env on its thread; the finalizer owns `handle` once the external exists.
-  let created = unsafe {
-    sys::napi_create_external(
-      env.raw(),
-      handle.cast(),
-      Some(finalize_handle),
-      ptr::null_mut(),
-      &mut value,
-    )
   };
-  if created != sys::Status::napi_ok {
-    // SAFETY: not adopted; reclaim.
-    drop(unsafe { Box::from_raw(handle) });
-    return Err(js_memory::napi_error("napi_create_external", created).into());
-  }
-  // SAFETY: `value` is a live external of this env.
-  status("napi_type_tag_object", unsafe {
-    sys::napi_type_tag_object(env.raw(), value, &HANDLE_TAG)
-  })?;
+  // SAFETY: our env, on its thread.
+  let value = unsafe { js_memory::tagged_external(env.raw(), handle, &HANDLE_TAG)? };
   // SAFETY: live value of this env.
   Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), value) })
 }
@@ -144,8 +120,7 @@ pub(crate) fn storage_of(handle: &Handle) -> Result<&Arc<Storage>> {
 pub(crate) fn check_attached(env: &Env, storage: &Storage) -> Result<()> {
   if let Memory::Js { buffer, .. } = storage.memory() {
     // SAFETY: our env, on its thread.
-    let value = unsafe { buffer.value(env.raw())? };
-    let (array_buffer, _) = backing_buffer(env, value)?;
+    let array_buffer = unsafe { buffer.value(env.raw())? };
     // SAFETY: live value of this env.
     if unsafe { js_memory::is_detached(env.raw(), array_buffer) } {
       return Err(fail(
@@ -222,9 +197,10 @@ pub fn wrap_buffer<'env>(
 ) -> Result<Unknown<'env>> {
   let dtype = parse_dtype(&dtype)?;
   // SAFETY: live value of this env.
-  let (base, len, buffer) = unsafe { js_memory::typedarray_bytes(env.raw(), bytes.raw())? };
+  let (base, len, array_buffer, base_offset) =
+    unsafe { js_memory::typedarray_bytes(env.raw(), bytes.raw())? };
   // SAFETY: live value of this env.
-  if unsafe { js_memory::is_detached(env.raw(), buffer) } {
+  if unsafe { js_memory::is_detached(env.raw(), array_buffer) } {
     return Err(fail(
       ErrorKind::Detached,
       "the ArrayBuffer has been detached",
@@ -250,8 +226,12 @@ pub fn wrap_buffer<'env>(
     readonly,
   )?;
   // SAFETY: live value of this env; the reference keeps the buffer (and `base`) alive.
-  let buffer = unsafe { BufferRef::new(env.raw(), bytes.raw())? };
-  let storage = Storage::new(Memory::Js { base, buffer });
+  let buffer = unsafe { BufferRef::new(env.raw(), array_buffer)? };
+  let storage = Storage::new(Memory::Js {
+    base,
+    base_offset,
+    buffer,
+  });
   new_handle(env, storage, meta)
 }
 
@@ -423,6 +403,7 @@ pub(crate) fn js_storage_handle<'env>(
   let buffer = unsafe { BufferRef::new(env.raw(), array_buffer)? };
   let storage = Storage::new(Memory::Js {
     base: data.cast(),
+    base_offset: 0,
     buffer,
   });
   new_handle(env, storage, meta)
@@ -575,25 +556,27 @@ pub struct HandleInfo {
   pub flags: i64,
 }
 
+/// The DLPack byte_offset an export of this tensor carries (see `ExportOwner::new`): only
+/// handle-valued devices keep a separate byte_offset.
+fn export_byte_offset(storage: &Storage) -> i64 {
+  match storage.memory() {
+    Memory::Foreign(tensor) if !tensor.device().device_type.data_is_address() => {
+      tensor.byte_offset() as i64
+    }
+    _ => 0,
+  }
+}
+
 #[napi(js_name = "handleInfo")]
 pub fn handle_info(env: &Env, handle: Unknown<'_>) -> Result<HandleInfo> {
   let handle = handle_of(env, &handle)?;
   let storage = storage_of(handle)?;
   let meta = &handle.meta;
-  let itemsize = meta.dtype.itemsize() as i64;
-  // What an export of this tensor carries (see ExportOwner::new): only handle-valued devices
-  // keep a separate byte_offset.
-  let byte_offset = match storage.memory() {
-    Memory::Foreign(tensor) if !tensor.device().device_type.data_is_address() => {
-      tensor.byte_offset() as i64
-    }
-    _ => 0,
-  };
   Ok(HandleInfo {
     dtype: meta.dtype.name().to_string(),
     shape: meta.shape.clone(),
     strides: meta.strides.clone(),
-    byte_offset,
+    byte_offset: export_byte_offset(storage),
     device_type: meta.device.device_type as u32,
     device_id: meta.device.id,
     readonly: meta.readonly,
@@ -601,10 +584,85 @@ pub fn handle_info(env: &Env, handle: Unknown<'_>) -> Result<HandleInfo> {
     contiguous: meta.contiguous,
     numel: meta.numel as i64,
     view_offset: -meta.min_offset,
-    view_length: meta.span_bytes as i64 / itemsize,
+    view_length: meta.span_bytes as i64 / meta.dtype.itemsize() as i64,
     version: meta.version.map(|(major, minor)| vec![major, minor]),
     flags: meta.flags as i64,
   })
+}
+
+/// Length of the Float64Array `handleInfoInto` fills: 12 fixed slots, then shape and strides.
+pub const INFO_SLOTS: usize = 12 + 2 * napi_dlpack::MAX_NDIM;
+
+/// `handleInfo` for the hot path: writes the same facts as numbers into a caller-owned
+/// Float64Array of at least INFO_SLOTS elements (one Node-API call instead of one per field):
+/// `[dtype index (dtypeNames order), device type, device id, byteOffset, bits (1 readonly,
+/// 2 isCopy, 4 contiguous, 8 has version), numel, viewOffset, viewLength, version major,
+/// version minor, DLPack flags, ndim, shape..., strides...]`.
+#[napi(js_name = "handleInfoInto")]
+pub fn handle_info_into(env: &Env, handle: Unknown<'_>, out: Unknown<'_>) -> Result<()> {
+  let handle = handle_of(env, &handle)?;
+  let storage = storage_of(handle)?;
+  let (mut kind, mut length, mut data, mut buffer, mut offset) =
+    (0, 0usize, ptr::null_mut(), ptr::null_mut(), 0usize);
+  // SAFETY: a live value of this env; non-TypedArrays make the call fail.
+  let status_code = unsafe {
+    sys::napi_get_typedarray_info(
+      env.raw(),
+      out.raw(),
+      &mut kind,
+      &mut length,
+      &mut data,
+      &mut buffer,
+      &mut offset,
+    )
+  };
+  if status_code != sys::Status::napi_ok
+    || kind != sys::TypedarrayType::float64_array
+    || length < INFO_SLOTS
+  {
+    return Err(fail(
+      ErrorKind::InvalidArgument,
+      format!("expected a Float64Array of at least {INFO_SLOTS} elements"),
+    ));
+  }
+  // SAFETY: a Float64Array of `length` elements, aligned by construction; JS is single-threaded
+  // and does not run during this call.
+  let slots = unsafe { std::slice::from_raw_parts_mut(data.cast::<f64>(), length) };
+  let meta = &handle.meta;
+  let dtype_index = DType::ALL
+    .iter()
+    .position(|d| *d == meta.dtype)
+    .unwrap_or(0);
+  let bits = u8::from(meta.readonly)
+    | u8::from(meta.is_copy) << 1
+    | u8::from(meta.contiguous) << 2
+    | u8::from(meta.version.is_some()) << 3;
+  let (major, minor) = meta.version.unwrap_or((0, 0));
+  let ndim = meta.shape.len();
+  slots[..12].copy_from_slice(&[
+    dtype_index as f64,
+    f64::from(meta.device.device_type as u32),
+    f64::from(meta.device.id),
+    export_byte_offset(storage) as f64,
+    f64::from(bits),
+    meta.numel as f64,
+    -meta.min_offset as f64,
+    (meta.span_bytes / meta.dtype.itemsize()) as f64,
+    f64::from(major),
+    f64::from(minor),
+    meta.flags as f64,
+    ndim as f64,
+  ]);
+  for (slot, value) in slots[12..12 + ndim].iter_mut().zip(&meta.shape) {
+    *slot = *value as f64;
+  }
+  for (slot, value) in slots[12 + ndim..12 + 2 * ndim]
+    .iter_mut()
+    .zip(&meta.strides)
+  {
+    *slot = *value as f64;
+  }
+  Ok(())
 }
 
 /// The memory of a host tensor as an ArrayBuffer (or SharedArrayBuffer) and the byte offset of
@@ -636,11 +694,13 @@ pub fn handle_view<'env>(env: &'env Env, handle: Unknown<'env>) -> Result<Handle
       ErrorKind::NotCpu,
       "device memory has no host view; call .to('cpu') first",
     )),
-    Memory::Js { buffer, .. } => {
+    Memory::Js {
+      buffer,
+      base_offset,
+      ..
+    } => {
       // SAFETY: our env, on its thread.
-      let bytes = unsafe { buffer.value(env.raw())? };
-      // The reference is to the Uint8Array given to wrapBuffer, or to a plain ArrayBuffer.
-      let (array_buffer, base_offset) = backing_buffer(env, bytes)?;
+      let array_buffer = unsafe { buffer.value(env.raw())? };
       // SAFETY: live value of this env.
       if unsafe { js_memory::is_detached(env.raw(), array_buffer) } {
         return Err(fail(
@@ -680,33 +740,6 @@ pub fn handle_view<'env>(env: &'env Env, handle: Unknown<'env>) -> Result<Handle
       })
     }
   }
-}
-
-/// The ArrayBuffer behind a JS storage reference and the byte offset of the storage in it.
-fn backing_buffer(env: &Env, value: sys::napi_value) -> Result<(sys::napi_value, usize)> {
-  let mut is_typedarray = false;
-  // SAFETY: live value of this env.
-  status("napi_is_typedarray", unsafe {
-    sys::napi_is_typedarray(env.raw(), value, &mut is_typedarray)
-  })?;
-  if !is_typedarray {
-    return Ok((value, 0));
-  }
-  let (mut kind, mut length, mut data, mut buffer, mut offset) =
-    (0, 0usize, ptr::null_mut(), ptr::null_mut(), 0usize);
-  // SAFETY: `value` is a TypedArray of this env.
-  status("napi_get_typedarray_info", unsafe {
-    sys::napi_get_typedarray_info(
-      env.raw(),
-      value,
-      &mut kind,
-      &mut length,
-      &mut data,
-      &mut buffer,
-      &mut offset,
-    )
-  })?;
-  Ok((buffer, offset))
 }
 
 /// Releases the handle's storage now (`dispose()`); later calls fail with ERR_TENSOR_DISPOSED.
@@ -792,35 +825,12 @@ pub fn dtype_names() -> Vec<&'static str> {
 /// `napi_external` with a finalizer and stamp a type tag (freed by GC later, like a capsule).
 #[napi(js_name = "benchTaggedExternal")]
 pub fn bench_tagged_external<'env>(env: &'env Env) -> Result<Unknown<'env>> {
-  unsafe extern "C" fn finalize(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
-    // SAFETY: the Box leaked below; finalizers run once.
-    drop(unsafe { Box::from_raw(data.cast::<[u64; 2]>()) });
-  }
   const BENCH_TAG: sys::napi_type_tag = sys::napi_type_tag {
     lower: 1,
     upper: 0x6265_6e63_6866_6c72,
   };
-  let payload = Box::into_raw(Box::new([0u64; 2]));
-  let mut value = ptr::null_mut();
-  // SAFETY: live env on its thread; the finalizer owns `payload` once created.
-  let created = unsafe {
-    sys::napi_create_external(
-      env.raw(),
-      payload.cast(),
-      Some(finalize),
-      ptr::null_mut(),
-      &mut value,
-    )
-  };
-  if created != sys::Status::napi_ok {
-    // SAFETY: not adopted; reclaim.
-    drop(unsafe { Box::from_raw(payload) });
-    return Err(js_memory::napi_error("napi_create_external", created).into());
-  }
-  // SAFETY: live external of this env.
-  status("napi_type_tag_object", unsafe {
-    sys::napi_type_tag_object(env.raw(), value, &BENCH_TAG)
-  })?;
+  // SAFETY: our env, on its thread.
+  let value = unsafe { js_memory::tagged_external(env.raw(), [0u64; 2], &BENCH_TAG)? };
   // SAFETY: live value of this env.
   Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), value) })
 }

@@ -140,23 +140,15 @@ impl Device {
   }
 
   /// Validates a foreign `DLDevice`.
+  #[inline(always)]
   pub fn from_dl(raw: DLDevice) -> Result<Device, DLPackError> {
-    let Some(device_type) = DeviceType::from_raw(raw.device_type) else {
-      return Err(DLPackError::new(
-        ErrorKind::Device,
-        format!("unknown DLDeviceType {}", raw.device_type),
-      ));
-    };
-    if raw.device_id < 0 {
-      return Err(DLPackError::new(
-        ErrorKind::Device,
-        format!("negative device id {}", raw.device_id),
-      ));
+    match DeviceType::from_raw(raw.device_type) {
+      Some(device_type) if raw.device_id >= 0 => Ok(Device {
+        device_type,
+        id: raw.device_id,
+      }),
+      _ => Err(device_error(raw)),
     }
-    Ok(Device {
-      device_type,
-      id: raw.device_id,
-    })
   }
 
   pub const fn to_dl(self) -> DLDevice {
@@ -169,6 +161,17 @@ impl Device {
   pub const fn is_host_accessible(self) -> bool {
     self.device_type.is_host_accessible()
   }
+}
+
+/// Explains why `raw` was refused (out of line: the accepting path stays small).
+#[cold]
+#[inline(never)]
+fn device_error(raw: DLDevice) -> DLPackError {
+  let message = match DeviceType::from_raw(raw.device_type) {
+    None => format!("unknown DLDeviceType {}", raw.device_type),
+    Some(_) => format!("negative device id {}", raw.device_id),
+  };
+  DLPackError::new(ErrorKind::Device, message)
 }
 
 impl fmt::Display for Device {

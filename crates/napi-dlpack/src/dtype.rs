@@ -260,43 +260,48 @@ impl DType {
   /// Validates a foreign `DLDataType`. `flags` are the versioned flags (0 for legacy tensors):
   /// sub-byte types are accepted only when `IS_SUBBYTE_TYPE_PADDED` is set, since a packed
   /// layout cannot be addressed per element with byte strides.
+  #[inline(always)]
   pub fn from_dl(raw: DLDataType, flags: u64) -> Result<DType, DLPackError> {
-    if raw.lanes != 1 {
-      return Err(DLPackError::new(
-        ErrorKind::Dtype,
-        format!(
-          "vector dtypes are not supported (lanes = {}, must be 1)",
-          raw.lanes
-        ),
-      ));
-    }
-    let Some(code) = DataTypeCode::from_raw(raw.code) else {
-      return Err(DLPackError::new(
-        ErrorKind::Dtype,
-        format!("unknown DLDataTypeCode {}", raw.code),
-      ));
+    let dtype = match DataTypeCode::from_raw(raw.code) {
+      Some(code) if raw.lanes == 1 => DType::from_code_bits(code, raw.bits),
+      _ => None,
     };
-    let found = DType::from_code_bits(code, raw.bits);
-    let Some(dtype) = found else {
-      return Err(DLPackError::new(
-        ErrorKind::Dtype,
-        format!(
+    match dtype {
+      Some(dtype)
+        if !dtype.is_subbyte() || flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED != 0 =>
+      {
+        Ok(dtype)
+      }
+      _ => Err(dtype_error(raw)),
+    }
+  }
+}
+
+/// Explains why `raw` was refused (kept out of line: the accepting path stays small).
+#[cold]
+#[inline(never)]
+fn dtype_error(raw: DLDataType) -> DLPackError {
+  let message = if raw.lanes != 1 {
+    format!(
+      "vector dtypes are not supported (lanes = {}, must be 1)",
+      raw.lanes
+    )
+  } else {
+    match DataTypeCode::from_raw(raw.code) {
+      None => format!("unknown DLDataTypeCode {}", raw.code),
+      Some(code) => match DType::from_code_bits(code, raw.bits) {
+        None => format!(
           "{} bits is not a supported width for type code {code:?}",
           raw.bits
         ),
-      ));
-    };
-    if dtype.is_subbyte() && flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED == 0 {
-      return Err(DLPackError::new(
-        ErrorKind::Dtype,
-        format!(
+        Some(dtype) => format!(
           "{} is only supported padded to one element per byte (IS_SUBBYTE_TYPE_PADDED)",
           dtype.name()
         ),
-      ));
+      },
     }
-    Ok(dtype)
-  }
+  };
+  DLPackError::new(ErrorKind::Dtype, message)
 }
 
 impl fmt::Display for DType {

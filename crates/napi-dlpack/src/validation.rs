@@ -29,9 +29,7 @@ pub struct Layout {
   /// Row-major contiguous, ignoring the strides of size-1 dimensions (and any strides when
   /// the tensor has at most one element).
   pub c_contiguous: bool,
-  /// Column-major contiguous, with the same tolerance.
-  pub f_contiguous: bool,
-  /// The producer sent `strides == NULL` (pre-1.2 convention for C-contiguous).
+  /// No strides were given (`strides == NULL` from a pre-1.2 producer: row-major).
   pub strides_null: bool,
   /// `data + byte_offset`: the address (or device handle value) of the first element.
   pub first_element: usize,
@@ -47,10 +45,14 @@ impl Layout {
   }
 }
 
+#[cold]
+#[inline(never)]
 fn err(kind: ErrorKind, message: impl Into<String>) -> DLPackError {
   DLPackError::new(kind, message)
 }
 
+#[cold]
+#[inline(never)]
 fn overflow(what: &str) -> DLPackError {
   err(ErrorKind::Overflow, format!("{what} overflows"))
 }
@@ -61,6 +63,7 @@ fn overflow(what: &str) -> DLPackError {
 /// `tensor.shape` (when `ndim > 0`) must point to `ndim` readable `i64`s, and `tensor.strides`
 /// (when non-NULL and `ndim > 0`) likewise — the DLPack contract of the producer. NULL pointers
 /// are detected here; dangling ones cannot be.
+#[inline(always)]
 pub unsafe fn validate(tensor: &DLTensor, flags: u64) -> Result<Layout, DLPackError> {
   let device = Device::from_dl(tensor.device)?;
   let dtype = DType::from_dl(tensor.dtype, flags)?;
@@ -110,8 +113,7 @@ pub unsafe fn validate(tensor: &DLTensor, flags: u64) -> Result<Layout, DLPackEr
         "data + byte_offset overflows the address space",
       )
     })? as usize;
-  let mut layout = layout_of(dtype, device, shape, strides, first_element)?;
-  layout.strides_null = strides.is_none() && ndim > 0;
+  let layout = layout_of(dtype, device, shape, strides, first_element)?;
   if layout.numel > 0 && tensor.data.is_null() {
     return Err(err(
       ErrorKind::NullData,
@@ -122,7 +124,9 @@ pub unsafe fn validate(tensor: &DLTensor, flags: u64) -> Result<Layout, DLPackEr
 }
 
 /// Computes and checks the layout of `shape`/`strides` (`None` = C-contiguous) for a tensor
-/// whose first element is at `first_element`. Shared by import validation and export.
+/// whose first element is at `first_element`. Shared by import validation and export, so it is
+/// written for speed: one pass for the element count, one for extent and contiguity.
+#[inline(always)]
 pub fn layout_of(
   dtype: DType,
   device: Device,
@@ -160,65 +164,53 @@ pub fn layout_of(
   }
   let (mut min_offset, mut max_offset) = (0i64, 0i64);
   let mut c_contiguous = true;
-  let mut f_contiguous = true;
+  // Strides of an empty tensor address nothing, so they are not looked at (garbage strides
+  // on a zero-size tensor are legal and must not overflow anything).
   if numel > 0 {
-    if let Some(strides) = strides {
-      for (&dim, &stride) in shape.iter().zip(strides) {
-        let reach = (dim - 1)
-          .checked_mul(stride)
-          .ok_or_else(|| overflow("stride extent"))?;
-        if reach < 0 {
-          min_offset = min_offset
+    match strides {
+      Some(strides) => {
+        let mut expected = 1i64; // product of the dimensions to the right: cannot overflow
+        for (&dim, &stride) in shape.iter().zip(strides).rev() {
+          if dim != 1 {
+            c_contiguous &= stride == expected;
+            expected *= dim;
+          }
+          let reach = (dim - 1)
+            .checked_mul(stride)
+            .ok_or_else(|| overflow("stride extent"))?;
+          let bound = if reach < 0 {
+            &mut min_offset
+          } else {
+            &mut max_offset
+          };
+          *bound = bound
             .checked_add(reach)
             .ok_or_else(|| overflow("stride extent"))?;
-        } else {
-          max_offset = max_offset
-            .checked_add(reach)
-            .ok_or_else(|| overflow("stride extent"))?;
         }
       }
-      let mut expected = 1i64;
-      for (&dim, &stride) in shape.iter().zip(strides).rev() {
-        if dim != 1 {
-          c_contiguous &= stride == expected;
-          expected *= dim; // cannot overflow: bounded by numel
-        }
-      }
-      let mut expected = 1i64;
-      for (&dim, &stride) in shape.iter().zip(strides) {
-        if dim != 1 {
-          f_contiguous &= stride == expected;
-          expected *= dim;
-        }
-      }
-    } else {
-      max_offset = numel - 1;
-      f_contiguous = shape.iter().filter(|&&dim| dim != 1).count() <= 1;
+      None => max_offset = numel - 1,
     }
   }
-  let span_elements = if numel == 0 {
+  let span_bytes = if numel == 0 {
     0
   } else {
-    max_offset - min_offset + 1
+    max_offset
+      .checked_sub(min_offset)
+      .and_then(|elements| elements.checked_add(1))
+      .and_then(|elements| elements.checked_mul(itemsize))
+      .filter(|bytes| *bytes <= isize::MAX as i64)
+      .ok_or_else(|| overflow("byte span"))?
   };
-  let span_bytes = span_elements
-    .checked_mul(itemsize)
-    .filter(|bytes| *bytes <= isize::MAX as i64)
-    .ok_or_else(|| overflow("byte span"))?;
-  let low_bytes = min_offset
-    .checked_mul(itemsize)
-    .ok_or_else(|| overflow("byte span"))?;
-  let high_bytes = (max_offset + 1)
-    .checked_mul(itemsize)
-    .ok_or_else(|| overflow("byte span"))?;
   if numel > 0 && device.device_type.data_is_address() {
-    let low_ok = (first_element as u64)
-      .checked_add_signed(low_bytes)
-      .is_some();
-    let high_ok = (first_element as u64)
-      .checked_add(high_bytes as u64)
-      .is_some_and(|end| usize::try_from(end).is_ok());
-    if !low_ok || !high_ok {
+    // The lowest and highest bytes touched must be addresses: no wrap below 0 or past the end.
+    let low = min_offset
+      .checked_mul(itemsize)
+      .and_then(|low| (first_element as u64).checked_add_signed(low));
+    let high = (max_offset + 1)
+      .checked_mul(itemsize)
+      .and_then(|high| (first_element as u64).checked_add(high as u64))
+      .filter(|end| usize::try_from(*end).is_ok());
+    if low.is_none() || high.is_none() {
       return Err(err(
         ErrorKind::ByteOffset,
         "the elements' addresses fall outside the address space",
@@ -234,10 +226,27 @@ pub fn layout_of(
     max_offset,
     span_bytes: span_bytes as usize,
     c_contiguous: numel <= 1 || c_contiguous,
-    f_contiguous: numel <= 1 || f_contiguous,
-    strides_null: false,
+    strides_null: strides.is_none() && ndim > 0,
     first_element,
   })
+}
+
+/// Column-major contiguity, with the same tolerance for size-1 dimensions and tensors of at
+/// most one element as [`Layout::c_contiguous`].
+pub fn is_f_contiguous(shape: &[i64], strides: &[i64]) -> bool {
+  if shape.iter().product::<i64>() <= 1 {
+    return true;
+  }
+  let mut expected = 1i64;
+  for (&dim, &stride) in shape.iter().zip(strides) {
+    if dim != 1 {
+      if stride != expected {
+        return false;
+      }
+      expected = expected.saturating_mul(dim);
+    }
+  }
+  true
 }
 
 /// Row-major strides (in elements) for `shape`; `None` if the product overflows.

@@ -114,6 +114,12 @@ interface TensorInfo {
 const infoSlots = new Float64Array(12 + 2 * 64)
 const dtypeByIndex = native.dtypeNames() as DType[]
 
+function slotRange(start: number, length: number): number[] {
+  const values = new Array<number>(length)
+  for (let i = 0; i < length; i++) values[i] = infoSlots[start + i] as number
+  return values
+}
+
 function readInfo(handle: unknown): TensorInfo {
   call(() => native.handleInfoInto(handle, infoSlots))
   const slots = infoSlots
@@ -132,8 +138,8 @@ function readInfo(handle: unknown): TensorInfo {
     viewLength: slots[7] as number,
     version: (bits & 8) !== 0 ? Object.freeze([slots[8] as number, slots[9] as number] as const) : undefined,
     flags: slots[10] as number,
-    shape: Object.freeze(Array.from(slots.subarray(12, 12 + ndim))),
-    strides: Object.freeze(Array.from(slots.subarray(12 + ndim, 12 + 2 * ndim))),
+    shape: Object.freeze(slotRange(12, ndim)),
+    strides: Object.freeze(slotRange(12 + ndim, ndim)),
   }
 }
 

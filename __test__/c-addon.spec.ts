@@ -29,6 +29,7 @@ import {
   isCapsuleConsumed,
   type DLPackCapsule,
 } from '../dist/index.js'
+import { drainGarbage, gcUntil, throwsCode, turn } from './helpers.js'
 
 // ---------------------------------------------------------------------------------------------
 // The C addon
@@ -94,34 +95,6 @@ const SUBBYTE_PADDED = 4
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
-const turn = () => new Promise<void>((resolve) => setImmediate(resolve))
-
-/** Collects garbage until `cond()` holds or `rounds` collections have been made. */
-async function gcUntil(cond: () => boolean, rounds = 30): Promise<boolean> {
-  for (let i = 0; i < rounds && !cond(); i++) {
-    global.gc!()
-    await turn()
-    await turn()
-  }
-  return cond()
-}
-
-/** Lets garbage of earlier tests be finalized, so deleter counts only see this test's. */
-const drainGarbage = () => gcUntil(() => false, 6)
-
-function throwsCode<E extends DLPackError>(
-  t: ExecutionContext,
-  fn: () => unknown,
-  code: string,
-  Class: abstract new (...args: never[]) => E = DLPackError as never,
-  message?: string,
-): E {
-  const error = t.throws(fn, { instanceOf: Error }, message) as unknown as E
-  t.true(error instanceof DLPackError, `${message ?? code}: not a DLPackError (${String(error)})`)
-  t.true(error instanceof Class, `${message ?? code}: expected ${Class.name}, got ${error?.constructor?.name}`)
-  t.is((error as { code?: string }).code, code, `${message ?? code}: ${String(error?.message)}`)
-  return error
-}
 
 const iota = (n: number) => Array.from({ length: n }, (_, i) => i)
 

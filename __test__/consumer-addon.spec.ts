@@ -15,6 +15,7 @@ import { fileURLToPath } from 'node:url'
 import test from 'ava'
 
 import { type DLPackCapsule, Tensor, externalBuffersAllowed, fromDLPack, isCapsuleConsumed } from '../dist/index.js'
+import { drainGarbage, gcUntil } from './helpers.js'
 
 interface TensorDescription {
   dtype: string
@@ -52,21 +53,6 @@ const CPU: [number, number] = [1, 0]
 
 const gc = (globalThis as { gc?: () => void }).gc
 
-async function collect(): Promise<void> {
-  for (let i = 0; i < 3; i++) {
-    gc!()
-    await new Promise((resolve) => setImmediate(resolve))
-  }
-}
-
-/** Waits (bounded) until `probe` holds, collecting garbage between tries. */
-async function eventually(probe: () => boolean, tries = 30): Promise<boolean> {
-  for (let i = 0; i < tries; i++) {
-    if (probe()) return true
-    await collect()
-  }
-  return probe()
-}
 
 /** The pattern of makeMatrix: element (i, j) is i * cols + j. */
 function pattern(rows: number, cols: number): number[][] {
@@ -396,7 +382,7 @@ test.serial(`every matrix is freed once: consumed by the example, disposed, or f
 
 test.serial(`dropped capsules and tensors free their matrices on GC (${mode})`, async (t) => {
   t.is(typeof gc, 'function', 'this test needs --expose-gc')
-  await collect()
+  await drainGarbage()
   const start = addon.liveMatrices()
   const made = (() => {
     let count = 0
@@ -413,5 +399,5 @@ test.serial(`dropped capsules and tensors free their matrices on GC (${mode})`, 
   const live = addon.liveMatrices()
   // Unconsumed capsules hold theirs in both modes (imports too, with external buffers).
   t.true(live > start, `${live - start} of ${made} alive before GC`)
-  t.true(await eventually(() => addon.liveMatrices() === start), `live: ${addon.liveMatrices()}, start: ${start}`)
+  t.true(await gcUntil(() => addon.liveMatrices() === start), `live: ${addon.liveMatrices()}, start: ${start}`)
 })

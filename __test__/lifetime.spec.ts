@@ -6,25 +6,11 @@ import test from 'ava'
 
 import native from '../index.js'
 import { Tensor, fromDLPack } from '../dist/index.js'
+import { drainGarbage, gcUntil } from './helpers.js'
 
-async function collect(): Promise<void> {
-  for (let i = 0; i < 3; i++) {
-    ;(globalThis as { gc?: () => void }).gc?.()
-    await new Promise((resolve) => setImmediate(resolve))
-  }
-}
-
-/** Waits (bounded) until `probe` is true, collecting garbage between tries. */
-async function eventually(probe: () => boolean, tries = 30): Promise<boolean> {
-  for (let i = 0; i < tries; i++) {
-    if (probe()) return true
-    await collect()
-  }
-  return probe()
-}
 
 test.serial('dropped capsules, imports and copies release every storage (leak check)', async (t) => {
-  await collect()
+  await drainGarbage()
   const before = native.nativeStats().liveStorages
   ;(() => {
     for (let i = 0; i < 50; i++) {
@@ -37,7 +23,7 @@ test.serial('dropped capsules, imports and copies release every storage (leak ch
   })()
   t.true(native.nativeStats().liveStorages > before, 'the loop created storages')
   // Nothing above is reachable any more, so everything it made must go.
-  t.true(await eventually(() => native.nativeStats().liveStorages <= before), `live: ${native.nativeStats().liveStorages}, before: ${before}`)
+  t.true(await gcUntil(() => native.nativeStats().liveStorages <= before), `live: ${native.nativeStats().liveStorages}, before: ${before}`)
 })
 
 test.serial('an exported capsule keeps JS memory alive until it is consumed and dropped', async (t) => {
@@ -53,21 +39,21 @@ test.serial('an exported capsule keeps JS memory alive until it is consumed and 
     tensor.dispose()
     return exported
   })()
-  await collect()
-  await collect()
+  await drainGarbage()
+  await drainGarbage()
   t.false(collected, 'the ArrayBuffer must outlive the tensor while a capsule holds it')
   let imported: Tensor | undefined = fromDLPack(capsule as never)
   capsule = undefined
-  await collect()
+  await drainGarbage()
   t.false(collected, 'the import holds it now')
   t.is(imported.data.length, 16)
   imported.dispose()
   imported = undefined
-  t.true(await eventually(() => collected), 'released once nothing holds it')
+  t.true(await gcUntil(() => collected), 'released once nothing holds it')
 })
 
 test.serial('tensors created in a worker are released when the worker exits', async (t) => {
-  await collect()
+  await drainGarbage()
   const before = native.nativeStats().liveStorages
   const worker = new Worker(fileURLToPath(new URL('./fixtures/worker-tensors.mjs', import.meta.url)), {
     workerData: { count: 20 },
@@ -76,5 +62,5 @@ test.serial('tensors created in a worker are released when the worker exits', as
   t.is(message.made, 20)
   t.true(message.live >= before + 20, 'the worker holds its storages while it runs')
   await once(worker, 'exit')
-  t.true(await eventually(() => native.nativeStats().liveStorages <= before), `live: ${native.nativeStats().liveStorages}`)
+  t.true(await gcUntil(() => native.nativeStats().liveStorages <= before), `live: ${native.nativeStats().liveStorages}`)
 })

@@ -15,6 +15,7 @@ import {
   isCapsule,
   isCapsuleConsumed,
 } from '../dist/index.js'
+import { drainGarbage } from './helpers.js'
 
 const electronMode = !externalBuffersAllowed()
 
@@ -214,7 +215,7 @@ test('a capsule kept alive keeps the memory alive after the tensor is disposed',
   const capsule = source.__dlpack__()
   const second = source.__dlpack__()
   source.dispose()
-  await collect()
+  await drainGarbage()
   const imported = fromDLPack(capsule)
   t.deepEqual(Array.from(imported.data as Float32Array), [1, 2, 3])
   t.is(fromDLPack(second).dataPointer, imported.dataPointer)
@@ -261,9 +262,3 @@ test('requesting another device from fromDLPack is refused', (t) => {
   t.is((t.throws(() => fromDLPack(source, { device: 'cuda:0', copy: false })) as DLPackError).code, 'ERR_DLPACK_COPY_REQUIRED')
 })
 
-async function collect(): Promise<void> {
-  for (let i = 0; i < 3; i++) {
-    ;(globalThis as { gc?: () => void }).gc?.()
-    await new Promise((resolve) => setImmediate(resolve))
-  }
-}

@@ -378,11 +378,13 @@ fn from_foreign<'env>(
   // SAFETY: our env.
   let array_buffer = unsafe { js_memory::arraybuffer_copy(env.raw(), bytes)? };
   drop(tensor);
+  // The copy lives in host memory, whatever host-accessible kind the source was.
   js_storage_handle(
     env,
     array_buffer,
     Meta {
       is_copy: true,
+      device: Device::CPU,
       ..meta
     },
   )
@@ -465,6 +467,8 @@ pub fn export_capsule<'env>(
       contiguous: true,
       readonly: false,
       is_copy: true,
+      // The copy is ordinary host memory, whatever host-accessible kind the source was.
+      device: Device::CPU,
       ..(*handle.meta).clone()
     };
     let storage = Storage::new(Memory::Owned(owned));
@@ -523,11 +527,13 @@ pub(crate) fn copy_to_host_handle<'env>(
   };
   copy_bytes(storage, meta, out)?;
   let meta = meta_over_region(meta.dtype, &meta.shape, None, 0, data, nbytes, false)?;
+  // The copy lives in host memory, whatever host-accessible kind the source was.
   js_storage_handle(
     env,
     array_buffer,
     Meta {
       is_copy: true,
+      device: Device::CPU,
       ..meta
     },
   )

@@ -59,6 +59,7 @@ for (const entry of readdirSync(join(root, '__test__'), { withFileTypes: true })
 step('cargo fmt --check', 'cargo', ['fmt', '--all', '--check'])
 step('cargo clippy -D warnings', 'cargo', ['clippy', '--workspace', '--all-targets', '--', '-D', 'warnings'])
 step('cargo test', 'cargo', ['test', '--workspace'])
+step('cargo test: the core crate as plain Rust (no napi, no cuda)', 'cargo', ['test', '-p', 'napi-dlpack', '--no-default-features', '--features', 'half,complex'])
 step('tsc type-check of the tests (the TypeScript API contract)', process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, '__test__', 'tsconfig.json')])
 
 const ava = join(root, 'node_modules', 'ava', 'entrypoints', 'cli.mjs')

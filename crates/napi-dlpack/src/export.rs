@@ -22,7 +22,7 @@ use crate::ffi::{
   DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED, DLPACK_FLAG_BITMASK_READ_ONLY,
 };
 use crate::managed::{ManagedPtr, ManagedTensor};
-use crate::validation::{contiguous_strides, layout_of};
+use crate::validation::{fill_contiguous_strides, layout_of};
 
 /// Shape or strides storage; inline up to four dimensions.
 pub type Dims = SmallVec<[i64; 4]>;
@@ -300,11 +300,14 @@ fn fill(info: &TensorInfo, shape: &mut Dims, strides: &mut Dims) -> Result<DLTen
   shape.clone_from(&info.shape);
   // Strides are never NULL when ndim > 0 (DLPack ≥ 1.2); real strides are reported as they
   // are, without normalising size-1 dimensions (consumers rely on them, pytorch#99803).
-  *strides = match &info.strides {
-    Some(given) => given.clone(),
-    None => contiguous_strides(&info.shape)
-      .ok_or_else(|| DLPackError::new(ErrorKind::Overflow, "strides overflow"))?,
-  };
+  match &info.strides {
+    Some(given) => strides.clone_from(given),
+    None => {
+      if !fill_contiguous_strides(&info.shape, strides) {
+        return Err(DLPackError::new(ErrorKind::Overflow, "strides overflow"));
+      }
+    }
+  }
   let ndim = shape.len();
   let empty = layout.numel == 0;
   Ok(DLTensor {

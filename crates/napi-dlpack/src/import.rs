@@ -28,6 +28,7 @@ pub struct ForeignTensor {
 
 impl ForeignTensor {
   /// Validates and takes `managed`. On error `managed` has been dropped (deleter called).
+  #[inline]
   pub fn new(managed: ManagedTensor) -> Result<ForeignTensor, DLPackError> {
     let version = managed.version();
     if let Some(version) = version {

@@ -251,11 +251,23 @@ pub fn is_f_contiguous(shape: &[i64], strides: &[i64]) -> bool {
 
 /// Row-major strides (in elements) for `shape`; `None` if the product overflows.
 pub fn contiguous_strides(shape: &[i64]) -> Option<smallvec::SmallVec<[i64; 4]>> {
-  let mut strides = smallvec::SmallVec::from_elem(0i64, shape.len());
+  let mut strides = smallvec::SmallVec::new();
+  fill_contiguous_strides(shape, &mut strides).then_some(strides)
+}
+
+/// Writes row-major strides for `shape` into `out` (replacing its contents); `false` if the
+/// product overflows. Filling in place keeps the export path free of large moves.
+#[inline]
+pub fn fill_contiguous_strides(shape: &[i64], out: &mut smallvec::SmallVec<[i64; 4]>) -> bool {
+  out.clear();
+  out.resize(shape.len(), 0);
   let mut step = 1i64;
-  for (axis, &dim) in shape.iter().enumerate().rev() {
-    strides[axis] = step;
-    step = step.checked_mul(dim.max(1))?;
+  for (slot, &dim) in out.iter_mut().zip(shape).rev() {
+    *slot = step;
+    match step.checked_mul(dim.max(1)) {
+      Some(next) => step = next,
+      None => return false,
+    }
   }
-  Some(strides)
+  true
 }

@@ -135,7 +135,6 @@ export function fromDLPack(source: DLPackSource, options: FromDLPackOptions = {}
   if (typeof source !== 'object' || source === null) {
     throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `cannot import ${source === null ? 'null' : typeof source} through DLPack`)
   }
-  if (native.isCapsule(source)) return fromCapsule(source, options)
   const producer = source as Partial<CanDLPack & CanDLPackDevice>
   if (typeof producer.__dlpack__ === 'function') {
     const device = typeof producer.__dlpack_device__ === 'function' ? producer.__dlpack_device__() : undefined
@@ -143,9 +142,7 @@ export function fromDLPack(source: DLPackSource, options: FromDLPackOptions = {}
     if (options.device !== undefined) request.dlDevice = toDevice(options.device).toDLPack()
     if (options.stream !== undefined) request.stream = options.stream
     const capsule = producer.__dlpack__(request)
-    if (!native.isCapsule(capsule)) {
-      throw new CapsuleError('ERR_DLPACK_NOT_A_CAPSULE', '__dlpack__() did not return a DLPack capsule')
-    }
+    // The native import checks the capsule type tag itself (ERR_DLPACK_NOT_A_CAPSULE).
     const tensor = fromCapsule(capsule, options)
     if (device !== undefined) {
       const actual = tensor.__dlpack_device__()
@@ -181,10 +178,17 @@ export function fromDLPack(source: DLPackSource, options: FromDLPackOptions = {}
     const strides = source.shape.length === 0 ? undefined : (source.strides ?? source.stride)
     tensor = createFromMemory(source.data, dtype, source.shape, strides, source.offset ?? 0)
   } else {
-    throw new DLPackTypeError(
-      'ERR_DLPACK_INVALID_ARGUMENT',
-      'expected a Tensor, a DLPack capsule, an object with __dlpack__, an ArrayBuffer, a TypedArray or an ndarray-like object',
-    )
+    // Anything else must be a capsule; the native import checks its type tag, so capsules
+    // (the hot path) cost one native call.
+    try {
+      return fromCapsule(source, options)
+    } catch (error) {
+      if (!(error instanceof CapsuleError) || error.code !== 'ERR_DLPACK_NOT_A_CAPSULE') throw error
+      throw new DLPackTypeError(
+        'ERR_DLPACK_INVALID_ARGUMENT',
+        'expected a Tensor, a DLPack capsule, an object with __dlpack__, an ArrayBuffer, a TypedArray or an ndarray-like object',
+      )
+    }
   }
   if (options.copy === true) {
     const copy = Tensor._fromHandle(callNative(() => native.copyHandle(tensor._handle())))

@@ -108,6 +108,25 @@ if (!process.env.NAPI_DLPACK_SKIP_NODE_MATRIX) {
   })
 }
 
+// Bun and Deno (best effort, like napi-rs): a smoke test of the addon, the protocol and the C
+// fixture in their Node-API, with binaries from npm.
+if (!process.env.NAPI_DLPACK_SKIP_RUNTIMES) {
+  const runtimes = join(root, '.runtimes')
+  const smoke = join(root, '__test__', 'runtimes', 'smoke.cjs')
+  const bin = (name) => join(runtimes, 'node_modules', '.bin', name)
+  if (!existsSync(bin('bun')) || !existsSync(bin('deno'))) {
+    mkdirSync(runtimes, { recursive: true })
+    const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm'
+    try {
+      execFileSync(npm, ['install', '--no-save', '--no-package-lock', '--prefix', runtimes, 'bun@1', 'deno@2'], { cwd: root, stdio: 'inherit' })
+    } catch {
+      results.push({ name: 'install bun and deno', ok: false, seconds: 0 })
+    }
+  }
+  if (existsSync(bin('bun'))) step('smoke test under Bun', bin('bun'), [smoke])
+  if (existsSync(bin('deno'))) step('smoke test under Deno', bin('deno'), ['run', '-A', smoke])
+}
+
 console.log('\n### summary')
 for (const { name, ok, seconds } of results) console.log(`${ok ? 'ok  ' : 'FAIL'} ${name} (${seconds.toFixed(1)} s)`)
 const failed = results.filter((r) => !r.ok).length

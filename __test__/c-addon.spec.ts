@@ -77,6 +77,7 @@ interface CAddon {
   heldFloat32(held: Held): Float32Array
   heldWriteFloat32(held: Held, index: number, value: number, force?: boolean): void
   release(held: Held): boolean
+  releaseOnThread(held: Held): boolean
   heldToCapsule(held: Held): DLPackCapsule
 }
 
@@ -676,3 +677,26 @@ for (const exit of ['natural', 'process.exit'] as const) {
     t.is(c.deleterCalls() - before, imported + unconsumed)
   })
 }
+
+test.serial('deleter on another thread: a JS-memory export released by a C worker thread frees the buffer', async (t) => {
+  // DLPack deleters may run on any thread. Ours then hands the JS reference to the owning
+  // thread (a threadsafe-function queue); the buffer must become collectable, and nothing may
+  // touch Node-API off-thread (which would crash).
+  let collected = 0
+  const registry = new FinalizationRegistry(() => {
+    collected += 1
+  })
+  const made = 8
+  ;(() => {
+    for (let i = 0; i < made; i++) {
+      const buffer = new ArrayBuffer(64)
+      registry.register(buffer, i)
+      const tensor = Tensor.from(new Float32Array(buffer))
+      const held = c.consume(tensor.__dlpack__())
+      tensor.dispose()
+      t.true(c.releaseOnThread(held), 'the deleter ran on the other thread')
+      t.false(c.releaseOnThread(held), 'and only once')
+    }
+  })()
+  t.true(await gcUntil(() => collected === made), `collected ${collected} of ${made}`)
+})

@@ -32,6 +32,6 @@ mkdir -p "$OUT_DIR"
 # half-written addon that looks up to date.
 "$CC" -O2 -fPIC -shared -Wall -Wextra -Werror -DNAPI_VERSION=8 \
   -I"$NODE_INC" -I"$ROOT/include" \
-  ${EXTRA[@]+"${EXTRA[@]}"} -o "$OUT.tmp" "$SRC" -lm
+  ${EXTRA[@]+"${EXTRA[@]}"} -o "$OUT.tmp" "$SRC" -lm -pthread
 mv -f "$OUT.tmp" "$OUT"
 echo "c-addon: built $OUT"

@@ -20,6 +20,7 @@
  * the one napi_dlpack_status_code() gives.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -760,6 +761,39 @@ static napi_value release(napi_env env, napi_callback_info info) {
   return r;
 }
 
+/* Runs the deleter on a new thread (joined before returning): DLPack deleters may be called
+ * from any thread, and a producer that keeps JS memory alive must cope with that. */
+typedef struct {
+  uint32_t kind;
+  void* tensor;
+} release_job;
+
+static void* release_job_run(void* arg) {
+  release_job* job = (release_job*)arg;
+  napi_dlpack_tensor_release(job->kind, job->tensor);
+  return NULL;
+}
+
+static napi_value release_on_thread(napi_env env, napi_callback_info info) {
+  napi_value argv[1], r;
+  held_tensor* h;
+  release_job job;
+  pthread_t thread;
+  if (get_args(env, info, 1, argv) == NULL) return NULL;
+  if ((h = get_held(env, argv[0])) == NULL) return NULL;
+  job.kind = h->kind;
+  job.tensor = NAPI_DLPACK_ATOMIC_EXCHANGE_PTR(&h->tensor, NULL);
+  if (job.tensor != NULL) {
+    if (pthread_create(&thread, NULL, release_job_run, &job) != 0) {
+      (void)NAPI_DLPACK_ATOMIC_EXCHANGE_PTR(&h->tensor, job.tensor);
+      return throw_code(env, "ERR_C_ADDON_THREAD", "pthread_create failed");
+    }
+    pthread_join(thread, NULL);
+  }
+  NAPI_CALL(env, napi_get_boolean(env, job.tensor != NULL, &r));
+  return r;
+}
+
 static napi_value held_to_capsule(napi_env env, napi_callback_info info) {
   napi_value argv[1], r;
   held_tensor* h;
@@ -797,6 +831,7 @@ NAPI_MODULE_INIT() {
       {"heldFloat32", held_float32},
       {"heldWriteFloat32", held_write_float32},
       {"release", release},
+      {"releaseOnThread", release_on_thread},
       {"heldToCapsule", held_to_capsule},
   };
   size_t i;

@@ -241,8 +241,8 @@ export class Tensor<D extends DType = DType> {
   #dataWritable = false
   #device: Device | undefined
 
-  /** @internal Use `Tensor.from`, `Tensor.empty`, `Tensor.zeros` or `fromDLPack`. */
-  constructor(token: symbol, shared: SharedHandle) {
+  /** Use `Tensor.from`, `Tensor.empty`, `Tensor.zeros` or `fromDLPack`. */
+  private constructor(token: symbol, shared: SharedHandle) {
     if (token !== internal) {
       throw new DLPackTypeError(
         'ERR_DLPACK_INVALID_ARGUMENT',

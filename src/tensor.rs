@@ -378,7 +378,16 @@ fn from_foreign<'env>(
   // SAFETY: our env.
   let array_buffer = unsafe { js_memory::arraybuffer_copy(env.raw(), bytes)? };
   drop(tensor);
-  // The copy lives in host memory, whatever host-accessible kind the source was.
+  host_copy_handle(env, array_buffer, meta)
+}
+
+/// A handle over a host copy we just made in a fresh V8 ArrayBuffer: marked `isCopy`, and on
+/// the CPU whatever host-accessible kind of memory the source was.
+fn host_copy_handle<'env>(
+  env: &'env Env,
+  array_buffer: sys::napi_value,
+  meta: Meta,
+) -> Result<Unknown<'env>> {
   js_storage_handle(
     env,
     array_buffer,
@@ -527,16 +536,7 @@ pub(crate) fn copy_to_host_handle<'env>(
   };
   copy_bytes(storage, meta, out)?;
   let meta = meta_over_region(meta.dtype, &meta.shape, None, 0, data, nbytes, false)?;
-  // The copy lives in host memory, whatever host-accessible kind the source was.
-  js_storage_handle(
-    env,
-    array_buffer,
-    Meta {
-      is_copy: true,
-      device: Device::CPU,
-      ..meta
-    },
-  )
+  host_copy_handle(env, array_buffer, meta)
 }
 
 /// Layout and flags of a handle, read once per JS tensor.

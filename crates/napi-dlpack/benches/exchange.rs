@@ -1,13 +1,20 @@
 //! Export and import+validate of a `Vec<f32>`, timing the exchange only.
 //!
-//! Method: a pool of `BATCH` vectors per size is allocated once (`vec![0.0; n]` gets fresh,
-//! untouched zero pages from the allocator, so 64 × 1 GiB costs address space, not memory).
-//! Each timed batch exports every vector (or imports every exported tensor); between batches,
+//! Method: a pool of `IMPORT_BATCH` vectors per size is allocated once (`vec![0.0; n]` gets
+//! fresh, untouched zero pages from the allocator, so 64 × 1 GiB costs address space, not
+//! memory). Each timed batch exports vectors (or imports exported tensors); between batches,
 //! untimed, `take_owner` hands each vector back without running the deleter (and
 //! `ForeignTensor::into_managed` hands each import back), so no buffer is ever allocated or
 //! freed inside a timed region and the allocator stays in its steady state — the state an addon
 //! exchanging tensors in a loop is in. The baseline in the same run is the copy a consumer would
 //! otherwise make (`to_vec`), which scales with the size.
+//!
+//! Two measurements:
+//! - criterion, one size after another (its usual statistics and reports);
+//! - an interleaved pass afterwards that cycles through the sizes in rounds and reports the
+//!   median per size. On a shared VM the speed of identical code drifts by tens of percent over
+//!   seconds, more than any real difference between sizes, so only measurements taken side by
+//!   side say whether the cost is flat.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -18,64 +25,76 @@ use napi_dlpack::{export_versioned, take_owner, ForeignTensor, ManagedTensor};
 const SIZES: [(&str, usize); 3] = [("1Ki", 1 << 10), ("1Mi", 1 << 20), ("256Mi", 1 << 28)];
 /// Exports per timed batch. Seven in flight at a time fit glibc's per-thread allocation cache
 /// (7 entries per size class): the allocator state of an addon that exchanges tensors one
-/// after another. The timer overhead (two clock reads per batch, ~6 ns per export here) is
-/// included in the result.
+/// after another. The timer overhead (one clock read per batch, ~45 ns on this VM, so ~6 ns
+/// per export) is included in the result.
 const EXPORT_BATCH: usize = 7;
 /// Imports per timed batch: an import allocates nothing, so a larger batch only dilutes the
-/// timer overhead.
+/// timer overhead (under 1 ns per import).
 const IMPORT_BATCH: usize = 64;
+/// Rounds of the interleaved pass, and timed operations per size and operation in each round.
+const ROUNDS: usize = 41;
+const OPS_PER_ROUND: usize = 50_000;
+
+/// Times `ops` exports, `EXPORT_BATCH` at a time, recycling the vectors outside the timer.
+fn time_exports(pool: &mut Vec<Vec<f32>>, ops: u64) -> Duration {
+  let mut total = Duration::ZERO;
+  let mut exported: Vec<ManagedTensor> = Vec::with_capacity(EXPORT_BATCH);
+  let mut done = 0;
+  while done < ops {
+    let n = EXPORT_BATCH.min((ops - done) as usize);
+    let start = Instant::now();
+    for data in pool.drain(..n) {
+      exported.push(export_versioned(black_box(data)).unwrap());
+    }
+    total += start.elapsed();
+    for managed in exported.drain(..) {
+      let Ok(data) = take_owner::<Vec<f32>>(managed) else {
+        panic!("our own export must be recognised");
+      };
+      pool.push(data);
+    }
+    done += n as u64;
+  }
+  total
+}
+
+/// Times `ops` imports, `IMPORT_BATCH` at a time, handing the tensors back outside the timer.
+fn time_imports(managed: &mut Vec<ManagedTensor>, ops: u64) -> Duration {
+  let mut total = Duration::ZERO;
+  let mut imported: Vec<ForeignTensor> = Vec::with_capacity(IMPORT_BATCH);
+  let mut done = 0;
+  while done < ops {
+    let n = IMPORT_BATCH.min((ops - done) as usize);
+    let start = Instant::now();
+    for tensor in managed.drain(..n) {
+      imported.push(ForeignTensor::new(black_box(tensor)).unwrap());
+    }
+    total += start.elapsed();
+    managed.extend(imported.drain(..).map(ForeignTensor::into_managed));
+    done += n as u64;
+  }
+  total
+}
+
+fn pool_of(len: usize) -> Vec<Vec<f32>> {
+  (0..IMPORT_BATCH).map(|_| vec![0f32; len]).collect()
+}
 
 fn exchange(c: &mut Criterion) {
   let mut group = c.benchmark_group("exchange");
   group.warm_up_time(Duration::from_millis(500));
   group.measurement_time(Duration::from_secs(2));
   for (label, len) in SIZES {
-    let mut pool: Vec<Vec<f32>> = (0..IMPORT_BATCH).map(|_| vec![0f32; len]).collect();
+    let mut pool = pool_of(len);
     group.bench_function(BenchmarkId::new("export_versioned", label), |b| {
-      b.iter_custom(|iters| {
-        let mut total = Duration::ZERO;
-        let mut exported: Vec<ManagedTensor> = Vec::with_capacity(EXPORT_BATCH);
-        let mut done = 0;
-        while done < iters {
-          let n = EXPORT_BATCH.min((iters - done) as usize);
-          let start = Instant::now();
-          for data in pool.drain(..n) {
-            exported.push(export_versioned(black_box(data)).unwrap());
-          }
-          total += start.elapsed();
-          for managed in exported.drain(..) {
-            let Ok(data) = take_owner::<Vec<f32>>(managed) else {
-              panic!("our own export must be recognised");
-            };
-            pool.push(data);
-          }
-          done += n as u64;
-        }
-        total
-      })
+      b.iter_custom(|iters| time_exports(&mut pool, iters))
     });
-
     let mut managed: Vec<ManagedTensor> = pool
       .drain(..)
       .map(|data| export_versioned(data).unwrap())
       .collect();
     group.bench_function(BenchmarkId::new("import_validate", label), |b| {
-      b.iter_custom(|iters| {
-        let mut total = Duration::ZERO;
-        let mut imported: Vec<ForeignTensor> = Vec::with_capacity(IMPORT_BATCH);
-        let mut done = 0;
-        while done < iters {
-          let n = IMPORT_BATCH.min((iters - done) as usize);
-          let start = Instant::now();
-          for tensor in managed.drain(..n) {
-            imported.push(ForeignTensor::new(black_box(tensor)).unwrap());
-          }
-          total += start.elapsed();
-          managed.extend(imported.drain(..).map(ForeignTensor::into_managed));
-          done += n as u64;
-        }
-        total
-      })
+      b.iter_custom(|iters| time_imports(&mut managed, iters))
     });
     drop(managed); // deleters free the pool, outside any timed region
   }
@@ -94,5 +113,66 @@ fn exchange(c: &mut Criterion) {
   copy.finish();
 }
 
-criterion_group!(benches, exchange);
+fn median(samples: &mut [f64]) -> f64 {
+  samples.sort_by(f64::total_cmp);
+  samples[samples.len() / 2]
+}
+
+/// The interleaved pass: in every round, each size is timed for both operations, so drift of
+/// the machine hits all sizes alike. Prints the median ns per operation and slowest/fastest.
+fn interleaved(_: &mut Criterion) {
+  // Respect criterion's filter argument loosely: skip when a filter names something else.
+  let filter = std::env::args().skip(1).find(|arg| !arg.starts_with('-'));
+  if filter.is_some_and(|filter| !"interleaved".contains(filter.as_str())) {
+    return;
+  }
+  let mut pools: Vec<Vec<Vec<f32>>> = SIZES.iter().map(|&(_, len)| pool_of(len)).collect();
+  let mut export_ns = vec![Vec::with_capacity(ROUNDS); SIZES.len()];
+  let mut import_ns = vec![Vec::with_capacity(ROUNDS); SIZES.len()];
+  let ops = OPS_PER_ROUND as u64;
+  for round in 0..=ROUNDS {
+    for (size, pool) in pools.iter_mut().enumerate() {
+      let export = time_exports(pool, ops);
+      let mut managed: Vec<ManagedTensor> = pool
+        .drain(..)
+        .map(|data| export_versioned(data).unwrap())
+        .collect();
+      let import = time_imports(&mut managed, ops);
+      for exported in managed {
+        let Ok(data) = take_owner::<Vec<f32>>(exported) else {
+          panic!("our own export must be recognised");
+        };
+        pool.push(data);
+      }
+      if round > 0 {
+        // round 0 warms caches and the allocator up
+        export_ns[size].push(export.as_nanos() as f64 / ops as f64);
+        import_ns[size].push(import.as_nanos() as f64 / ops as f64);
+      }
+    }
+  }
+  println!(
+    "\ninterleaved: median ns/op over {ROUNDS} rounds of {OPS_PER_ROUND} ops per size, sizes cycled within each round"
+  );
+  for (name, samples) in [
+    ("export_versioned", export_ns),
+    ("import_validate", import_ns),
+  ] {
+    let medians: Vec<f64> = samples.into_iter().map(|mut s| median(&mut s)).collect();
+    let cells: Vec<String> = SIZES
+      .iter()
+      .zip(&medians)
+      .map(|((label, _), ns)| format!("{label} {ns:.1} ns"))
+      .collect();
+    let slowest = medians.iter().copied().fold(f64::MIN, f64::max);
+    let fastest = medians.iter().copied().fold(f64::MAX, f64::min);
+    println!(
+      "interleaved/{name}: {}  slowest/fastest {:.2}",
+      cells.join("  "),
+      slowest / fastest
+    );
+  }
+}
+
+criterion_group!(benches, exchange, interleaved);
 criterion_main!(benches);

@@ -9,6 +9,7 @@
 use core::any::TypeId;
 use core::ffi::c_void;
 use core::panic::AssertUnwindSafe;
+use core::ptr::NonNull;
 use std::sync::Arc;
 
 use smallvec::SmallVec;
@@ -22,7 +23,7 @@ use crate::ffi::{
   DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED, DLPACK_FLAG_BITMASK_READ_ONLY,
 };
 use crate::managed::{ManagedPtr, ManagedTensor};
-use crate::validation::{fill_contiguous_strides, layout_of};
+use crate::validation::layout_of;
 
 /// Shape or strides storage; inline up to four dimensions.
 pub type Dims = SmallVec<[i64; 4]>;
@@ -194,11 +195,102 @@ impl TensorInfo {
 #[repr(C)]
 struct ExportContext<M, T> {
   managed: M,
+  /// The shape followed by the strides (`2 * ndim` values; inline up to four dimensions).
+  /// Right after `managed`, so that a consumer reading the metadata of a small tensor touches
+  /// two cache lines, not three.
+  dims: ExportDims,
   /// Checked by [`take_owner`] before anything else in the context is trusted.
   owner_type: TypeId,
-  shape: Dims,
-  strides: Dims,
   owner: T,
+}
+
+/// Shape and strides of one export in one buffer, so that the common ranks need no allocation
+/// besides the context itself.
+type ExportDims = SmallVec<[i64; 8]>;
+
+/// The managed struct of one format, as [`export_into`] needs to build it.
+trait ManagedFormat: Sized {
+  fn new<T: IntoDLPack>() -> Self;
+  fn set_tensor(&mut self, tensor: DLTensor, flags: u64, manager_ctx: *mut c_void);
+  /// # Safety
+  /// `ptr` must point at a live export of this format.
+  unsafe fn managed_tensor(ptr: *mut Self) -> ManagedTensor;
+  fn check(info: &TensorInfo) -> Result<(), DLPackError>;
+}
+
+impl ManagedFormat for DLManagedTensorVersioned {
+  #[inline(always)]
+  fn new<T: IntoDLPack>() -> Self {
+    DLManagedTensorVersioned {
+      version: DLPackVersion::CURRENT,
+      manager_ctx: core::ptr::null_mut(),
+      deleter: Some(delete_versioned::<T>),
+      flags: 0,
+      dl_tensor: DLTensor::zeroed(),
+    }
+  }
+
+  #[inline(always)]
+  fn set_tensor(&mut self, tensor: DLTensor, flags: u64, manager_ctx: *mut c_void) {
+    self.dl_tensor = tensor;
+    self.flags = flags;
+    self.manager_ctx = manager_ctx;
+  }
+
+  #[inline(always)]
+  unsafe fn managed_tensor(ptr: *mut Self) -> ManagedTensor {
+    // SAFETY: forwarded contract; `ptr` comes from a Box and is never NULL.
+    unsafe { ManagedTensor::from_ptr(ManagedPtr::Versioned(NonNull::new_unchecked(ptr))) }
+  }
+
+  #[inline(always)]
+  fn check(_info: &TensorInfo) -> Result<(), DLPackError> {
+    Ok(())
+  }
+}
+
+impl ManagedFormat for DLManagedTensor {
+  #[inline(always)]
+  fn new<T: IntoDLPack>() -> Self {
+    DLManagedTensor {
+      dl_tensor: DLTensor::zeroed(),
+      manager_ctx: core::ptr::null_mut(),
+      deleter: Some(delete_legacy::<T>),
+    }
+  }
+
+  #[inline(always)]
+  fn set_tensor(&mut self, tensor: DLTensor, _flags: u64, manager_ctx: *mut c_void) {
+    self.dl_tensor = tensor;
+    self.manager_ctx = manager_ctx;
+  }
+
+  #[inline(always)]
+  unsafe fn managed_tensor(ptr: *mut Self) -> ManagedTensor {
+    // SAFETY: forwarded contract; `ptr` comes from a Box and is never NULL.
+    unsafe { ManagedTensor::from_ptr(ManagedPtr::Legacy(NonNull::new_unchecked(ptr))) }
+  }
+
+  /// Read-only data and sub-byte dtypes need flags the legacy struct cannot carry (a consumer
+  /// would write to read-only memory, or misread padded elements as packed).
+  fn check(info: &TensorInfo) -> Result<(), DLPackError> {
+    if info.read_only {
+      return Err(DLPackError::new(
+        ErrorKind::ReadOnly,
+        "a read-only tensor cannot be exported as a legacy DLManagedTensor (it has no READ_ONLY flag); ask for maxVersion >= [1, 0]",
+      ));
+    }
+    if info.dtype.is_subbyte() {
+      return Err(DLPackError::new(
+        ErrorKind::Dtype,
+        format!(
+          "{} needs the IS_SUBBYTE_TYPE_PADDED flag, which legacy tensors lack",
+          info.dtype
+        ),
+      ));
+    }
+    Ok(())
+  }
 }
 
 /// Exports `value` in the requested format.
@@ -211,75 +303,50 @@ pub fn export<T: IntoDLPack>(value: T, format: ExportFormat) -> Result<ManagedTe
 
 /// Exports `value` as a `DLManagedTensorVersioned` (version 1.3).
 pub fn export_versioned<T: IntoDLPack>(value: T) -> Result<ManagedTensor, DLPackError> {
-  let mut context = Box::new(ExportContext {
-    managed: DLManagedTensorVersioned {
-      version: DLPackVersion::CURRENT,
-      manager_ctx: core::ptr::null_mut(),
-      deleter: Some(delete_versioned::<T>),
-      flags: 0,
-      dl_tensor: DLTensor::zeroed(),
-    },
-    owner_type: TypeId::of::<T>(),
-    shape: Dims::new(),
-    strides: Dims::new(),
-    owner: value,
-  });
-  // `owner` is at its final address now; only then ask it where its data is.
-  let info = context.owner.tensor_info();
-  context.managed.flags = info.flags();
-  context.managed.dl_tensor = fill(&info, &mut context.shape, &mut context.strides)?;
-  let context = Box::into_raw(context);
-  // SAFETY: `context` came from Box::into_raw just above and is valid; the struct is ours
-  // until the deleter reclaims it.
-  unsafe {
-    (*context).managed.manager_ctx = context.cast();
-    ManagedTensor::from_raw_versioned(&raw mut (*context).managed)
-  }
+  export_into::<DLManagedTensorVersioned, T>(value)
 }
 
 /// Exports `value` as a legacy `DLManagedTensor`. Refused for read-only data and sub-byte
-/// dtypes, whose flags the legacy struct cannot carry (a consumer would write to read-only
-/// memory, or misread padded elements as packed).
+/// dtypes, whose flags the legacy struct cannot carry.
 pub fn export_legacy<T: IntoDLPack>(value: T) -> Result<ManagedTensor, DLPackError> {
-  let mut context = Box::new(ExportContext {
-    managed: DLManagedTensor {
-      dl_tensor: DLTensor::zeroed(),
-      manager_ctx: core::ptr::null_mut(),
-      deleter: Some(delete_legacy::<T>),
-    },
-    owner_type: TypeId::of::<T>(),
-    shape: Dims::new(),
-    strides: Dims::new(),
-    owner: value,
-  });
-  let info = context.owner.tensor_info();
-  if info.read_only {
-    return Err(DLPackError::new(
-      ErrorKind::ReadOnly,
-      "a read-only tensor cannot be exported as a legacy DLManagedTensor (it has no READ_ONLY flag); ask for maxVersion >= [1, 0]",
-    ));
-  }
-  if info.dtype.is_subbyte() {
-    return Err(DLPackError::new(
-      ErrorKind::Dtype,
-      format!(
-        "{} needs the IS_SUBBYTE_TYPE_PADDED flag, which legacy tensors lack",
-        info.dtype
-      ),
-    ));
-  }
-  context.managed.dl_tensor = fill(&info, &mut context.shape, &mut context.strides)?;
-  let context = Box::into_raw(context);
-  // SAFETY: as in `export_versioned`.
+  export_into::<DLManagedTensor, T>(value)
+}
+
+/// The export itself. The context is written field by field into its heap slot, so the value
+/// is moved exactly once (into its final address) and nothing larger than a field is copied.
+#[inline(always)]
+fn export_into<M: ManagedFormat, T: IntoDLPack>(value: T) -> Result<ManagedTensor, DLPackError> {
+  let mut slot = Box::<ExportContext<M, T>>::new_uninit();
+  let context = slot.as_mut_ptr();
+  // SAFETY: `context` points at the uninitialised, suitably aligned allocation; each field is
+  // written exactly once through a raw place (no reference to uninitialised memory is made).
   unsafe {
-    (*context).managed.manager_ctx = context.cast();
-    ManagedTensor::from_raw_legacy(&raw mut (*context).managed)
+    (&raw mut (*context).managed).write(M::new::<T>());
+    (&raw mut (*context).dims).write(ExportDims::new());
+    (&raw mut (*context).owner_type).write(TypeId::of::<T>());
+    (&raw mut (*context).owner).write(value);
+  }
+  // SAFETY: every field was initialised above.
+  let mut context = unsafe { slot.assume_init() };
+  // `owner` is at its final address now; only then ask it where its data is. On any error the
+  // Box drops here, and with it the value.
+  let info = context.owner.tensor_info();
+  M::check(&info)?;
+  let tensor = fill(&info, &mut context.dims)?;
+  let flags = info.flags();
+  let context = Box::into_raw(context);
+  // SAFETY: `context` came from Box::into_raw just above and is valid; the struct is ours
+  // until the deleter reclaims it, and the managed struct is complete once its tensor is set.
+  unsafe {
+    (*context).managed.set_tensor(tensor, flags, context.cast());
+    Ok(M::managed_tensor(&raw mut (*context).managed))
   }
 }
 
-/// Checks `info` and builds the `DLTensor`, storing shape and strides in the context (whose
-/// address is stable: it lives in a Box that is not moved again).
-fn fill(info: &TensorInfo, shape: &mut Dims, strides: &mut Dims) -> Result<DLTensor, DLPackError> {
+/// Checks `info` and builds the `DLTensor`, storing shape then strides in `dims` (which lives
+/// in the context, whose address is stable: it is a Box that is not moved again).
+#[inline(always)]
+fn fill(info: &TensorInfo, dims: &mut ExportDims) -> Result<DLTensor, DLPackError> {
   let first_element = (info.data as usize as u64)
     .checked_add(info.byte_offset)
     .and_then(|address| usize::try_from(address).ok())
@@ -297,19 +364,36 @@ fn fill(info: &TensorInfo, shape: &mut Dims, strides: &mut Dims) -> Result<DLTen
       "exporting NULL data with elements",
     ));
   }
-  shape.clone_from(&info.shape);
+  let ndim = info.shape.len();
+  dims.extend_from_slice(&info.shape);
   // Strides are never NULL when ndim > 0 (DLPack ≥ 1.2); real strides are reported as they
   // are, without normalising size-1 dimensions (consumers rely on them, pytorch#99803).
   match &info.strides {
-    Some(given) => strides.clone_from(given),
+    Some(given) => dims.extend_from_slice(given),
     None => {
-      if !fill_contiguous_strides(&info.shape, strides) {
-        return Err(DLPackError::new(ErrorKind::Overflow, "strides overflow"));
+      // Row-major strides, zero dimensions counted as one. They can overflow even though the
+      // element count did not (a zero dimension makes the count 0), so each product is checked;
+      // the product over the whole shape is never stored, so it may overflow.
+      dims.resize(2 * ndim, 0);
+      let mut step = 1i64;
+      for axis in (0..ndim).rev() {
+        dims[ndim + axis] = step;
+        step = match step.checked_mul(info.shape[axis].max(1)) {
+          Some(next) => next,
+          None if axis == 0 => step, // the last product is never stored
+          None => return Err(DLPackError::new(ErrorKind::Overflow, "strides overflow")),
+        };
       }
     }
   }
-  let ndim = shape.len();
   let empty = layout.numel == 0;
+  let (shape, strides) = if ndim == 0 {
+    (core::ptr::null_mut(), core::ptr::null_mut())
+  } else {
+    let base = dims.as_mut_ptr();
+    // SAFETY: `dims` holds 2 * ndim values, so `base + ndim` is in bounds.
+    (base, unsafe { base.add(ndim) })
+  };
   Ok(DLTensor {
     // Zero-size tensors carry NULL data, as the header asks.
     data: if empty {
@@ -320,16 +404,8 @@ fn fill(info: &TensorInfo, shape: &mut Dims, strides: &mut Dims) -> Result<DLTen
     device: info.device.to_dl(),
     ndim: ndim as i32, // ≤ MAX_NDIM, checked by layout_of
     dtype: info.dtype.to_dl(),
-    shape: if ndim == 0 {
-      core::ptr::null_mut()
-    } else {
-      shape.as_mut_ptr()
-    },
-    strides: if ndim == 0 {
-      core::ptr::null_mut()
-    } else {
-      strides.as_mut_ptr()
-    },
+    shape,
+    strides,
     byte_offset: if empty { 0 } else { info.byte_offset },
   })
 }
@@ -385,7 +461,8 @@ pub fn take_owner<T: IntoDLPack>(managed: ManagedTensor) -> Result<T, ManagedTen
         return Err(managed);
       }
       // SAFETY: the deleter is ours, so manager_ctx is an ExportContext<Versioned, U> for some
-      // U; its `owner_type` sits at the same offset for every U.
+      // U; its `owner_type` sits at the same offset for every U (repr(C), and the fields before
+      // it do not depend on U).
       let context = unsafe { ptr.as_ref() }
         .manager_ctx
         .cast::<ExportContext<DLManagedTensorVersioned, T>>();
@@ -393,9 +470,9 @@ pub fn take_owner<T: IntoDLPack>(managed: ManagedTensor) -> Result<T, ManagedTen
       if unsafe { (*context).owner_type } != TypeId::of::<T>() {
         return Err(managed);
       }
-      let _ = managed.into_raw(); // ownership moves to the Box below; no deleter call
-                                  // SAFETY: the context is an ExportContext<_, T> we leaked in `export_versioned`.
-      Ok(unsafe { Box::from_raw(context) }.owner)
+      let _ = managed.into_raw(); // ownership moves to `reclaim`; no deleter call
+                                  // SAFETY: the context is an ExportContext<_, T> leaked by `export_into`.
+      Ok(unsafe { reclaim(context) })
     }
     ManagedPtr::Legacy(ptr) => {
       // SAFETY: as above, for the legacy struct.
@@ -414,8 +491,27 @@ pub fn take_owner<T: IntoDLPack>(managed: ManagedTensor) -> Result<T, ManagedTen
       }
       let _ = managed.into_raw();
       // SAFETY: as above.
-      Ok(unsafe { Box::from_raw(context) }.owner)
+      Ok(unsafe { reclaim(context) })
     }
+  }
+}
+
+/// Frees an export's context and returns its owner, moving only the owner out.
+///
+/// # Safety
+/// `context` must come from `Box::into_raw` in [`export_into`] and not be used again.
+#[inline(always)]
+unsafe fn reclaim<M, T>(context: *mut ExportContext<M, T>) -> T {
+  // SAFETY: per the contract the context is initialised and ours; `owner` is read once and the
+  // allocation is then freed as uninitialised memory, so the owner is not dropped twice. The
+  // other fields are plain data except `dims`, dropped in place (it frees only when spilled).
+  unsafe {
+    let owner = core::ptr::read(&raw const (*context).owner);
+    core::ptr::drop_in_place(&raw mut (*context).dims);
+    drop(Box::from_raw(
+      context.cast::<core::mem::MaybeUninit<ExportContext<M, T>>>(),
+    ));
+    owner
   }
 }
 

@@ -19,8 +19,6 @@ use crate::validation::{contiguous_strides, validate, Layout};
 pub struct ForeignTensor {
   managed: ManagedTensor,
   layout: Layout,
-  flags: u64,
-  version: Option<DLPackVersion>,
   /// Row-major strides synthesised for producers that sent `strides == NULL` (pre-1.2); the
   /// common path does not allocate.
   synthesized_strides: Option<Box<[i64]>>,
@@ -62,8 +60,6 @@ impl ForeignTensor {
     Ok(ForeignTensor {
       managed,
       layout,
-      flags,
-      version,
       synthesized_strides,
     })
   }
@@ -166,25 +162,27 @@ impl ForeignTensor {
     self.layout.c_contiguous
   }
 
+  /// The versioned flags (0 for legacy tensors), read from the producer's struct: a tensor
+  /// stays small by not copying what it can look up.
   pub fn flags(&self) -> u64 {
-    self.flags
+    self.managed.flags()
   }
 
   /// `None` for legacy tensors.
   pub fn version(&self) -> Option<DLPackVersion> {
-    self.version
+    self.managed.version()
   }
 
   pub fn is_versioned(&self) -> bool {
-    self.version.is_some()
+    self.managed.is_versioned()
   }
 
   pub fn is_read_only(&self) -> bool {
-    self.flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0
+    self.flags() & DLPACK_FLAG_BITMASK_READ_ONLY != 0
   }
 
   pub fn is_copied(&self) -> bool {
-    self.flags & DLPACK_FLAG_BITMASK_IS_COPIED != 0
+    self.flags() & DLPACK_FLAG_BITMASK_IS_COPIED != 0
   }
 }
 

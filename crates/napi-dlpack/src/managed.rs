@@ -75,15 +75,18 @@ impl ManagedTensor {
     ptr
   }
 
+  #[inline]
   pub fn as_ptr(&self) -> ManagedPtr {
     self.ptr
   }
 
+  #[inline]
   pub fn is_versioned(&self) -> bool {
     matches!(self.ptr, ManagedPtr::Versioned(_))
   }
 
   /// The version of a versioned tensor (always safe to read), `None` for legacy ones.
+  #[inline]
   pub fn version(&self) -> Option<DLPackVersion> {
     match self.ptr {
       // SAFETY: `version` precedes `flags` and is stable across majors (type invariant).
@@ -95,6 +98,7 @@ impl ManagedTensor {
   /// The flags of a versioned tensor, 0 for legacy ones.
   ///
   /// Only meaningful once the major version has been checked.
+  #[inline]
   pub fn flags(&self) -> u64 {
     match self.ptr {
       // SAFETY: `flags` is part of the stable prefix of the versioned struct.
@@ -108,6 +112,7 @@ impl ManagedTensor {
   /// # Safety
   /// For versioned tensors the caller must have checked that the major version is one this
   /// crate understands; with another major the layout after `flags` is unknown.
+  #[inline]
   pub unsafe fn dl_tensor(&self) -> &crate::ffi::DLTensor {
     match self.ptr {
       // SAFETY: the pointee is live while we own it; major version checked by the caller.

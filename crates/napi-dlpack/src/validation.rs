@@ -113,7 +113,8 @@ pub unsafe fn validate(tensor: &DLTensor, flags: u64) -> Result<Layout, DLPackEr
         "data + byte_offset overflows the address space",
       )
     })? as usize;
-  let layout = layout_of(dtype, device, shape, strides, first_element)?;
+  // `shape` and `strides` were both made `ndim` long above.
+  let layout = layout_of_matching(dtype, device, shape, strides, first_element)?;
   if layout.numel > 0 && tensor.data.is_null() {
     return Err(err(
       ErrorKind::NullData,
@@ -149,6 +150,20 @@ pub fn layout_of(
       ));
     }
   }
+  layout_of_matching(dtype, device, shape, strides, first_element)
+}
+
+/// [`layout_of`] for strides already known to have one entry per dimension (a mismatch can
+/// only make the result wrong, never unsafe: the zip below stops at the shorter slice).
+#[inline(always)]
+fn layout_of_matching(
+  dtype: DType,
+  device: Device,
+  shape: &[i64],
+  strides: Option<&[i64]>,
+  first_element: usize,
+) -> Result<Layout, DLPackError> {
+  let ndim = shape.len();
   let itemsize = dtype.itemsize() as i64;
   let mut numel: i64 = 1;
   for (axis, &dim) in shape.iter().enumerate() {

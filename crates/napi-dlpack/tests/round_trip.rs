@@ -329,3 +329,31 @@ fn take_owner_recovers_our_own_exports_only() {
   drop(foreign);
   assert_eq!(count(&calls), 1);
 }
+
+/// An empty buffer exported with any shape (the shape must have a zero dimension).
+struct EmptyWithShape(Vec<i64>);
+
+// SAFETY: the shape has no elements, so the NULL data pointer is never dereferenced.
+unsafe impl napi_dlpack::IntoDLPack for EmptyWithShape {
+  fn tensor_info(&mut self) -> napi_dlpack::TensorInfo {
+    napi_dlpack::TensorInfo::contiguous(std::ptr::null_mut(), napi_dlpack::DType::Float32, &self.0)
+  }
+}
+
+/// Row-major strides of an export are computed with checked products: a zero dimension keeps
+/// the element count at 0, so the count check alone cannot catch a stride that overflows.
+#[test]
+fn export_strides_overflow_behind_a_zero_dimension() {
+  use napi_dlpack::{export_versioned, ErrorKind};
+  let huge = 1i64 << 62;
+  // strides would be [4 * 2^62 * 2, 4 * 2^62, 4, 1] (zeros count as one): two overflow
+  let err = export_versioned(EmptyWithShape(vec![0, 2, huge, 4]))
+    .expect_err("an overflowing stride must be refused");
+  assert_eq!(err.kind(), ErrorKind::Overflow);
+  // the product over the whole shape is never stored, so only it may overflow
+  let managed = export_versioned(EmptyWithShape(vec![huge, 0, 4])).expect("strides [4, 4, 1] fit");
+  let tensor = napi_dlpack::ForeignTensor::new(managed).unwrap();
+  assert_eq!(tensor.shape(), &[huge, 0, 4]);
+  assert_eq!(tensor.strides(), &[4, 4, 1]);
+  assert_eq!(tensor.numel(), 0);
+}

@@ -9,12 +9,6 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
-/**
- * Benchmark floor: the least any capsule exchange costs — allocate a payload, create a
- * `napi_external` with a finalizer and stamp a type tag (freed by GC later, like a capsule).
- */
-export declare function benchTaggedExternal(): unknown
-
 export declare function capsuleIsConsumed(value: unknown): boolean
 
 /**
@@ -43,14 +37,6 @@ export declare function dataPointer(handle: unknown): bigint
 
 /** Names of every dtype, in the order of `DType::ALL`. */
 export declare function dtypeNames(): Array<string>
-
-/**
- * Exports a handle as a new capsule. `legacy` asks for the pre-1.0 struct; `copy` makes the
- * export a private copy flagged `IS_COPIED` (row-major on the host; on a CUDA device, a copy
- * of the span). For CUDA tensors `stream` is the consumer's stream (unset: legacy default):
- * it is made to wait for our stream before the capsule is returned.
- */
-export declare function exportCapsule(handle: unknown, legacy: boolean, copy: boolean, stream?: bigint | undefined | null): unknown
 
 /**
  * Whether this runtime lets us create external ArrayBuffers (false in Electron, or with
@@ -87,15 +73,6 @@ export interface HandleInfo {
   flags: number
 }
 
-/**
- * `handleInfo` for the hot path: writes the same facts as numbers into a caller-owned
- * Float64Array of at least INFO_SLOTS elements (one Node-API call instead of one per field):
- * `[dtype index (dtypeNames order), device type, device id, byteOffset, bits (1 readonly,
- * 2 isCopy, 4 contiguous, 8 has version), numel, viewOffset, viewLength, version major,
- * version minor, DLPack flags, ndim, shape..., strides...]`.
- */
-export declare function handleInfoInto(handle: unknown, out: unknown): void
-
 export declare function handleView(handle: unknown): HandleView
 
 /**
@@ -107,15 +84,6 @@ export interface HandleView {
   buffer: unknown
   byteOffset: number
 }
-
-/**
- * Consumes a capsule (from any addon) into a new handle. Host tensors stay zero-copy where the
- * runtime allows external ArrayBuffers and the data is aligned; otherwise they are copied into
- * V8 memory (`isCopy`), unless `copyMode` is never-copy, which throws instead. CUDA tensors are
- * checked against the driver's pointer attributes; `stream` is the consumer stream the
- * producer was asked to synchronise to (CUDA only; unset: the legacy default stream).
- */
-export declare function importCapsule(capsule: unknown, copyMode: number, stream?: bigint | undefined | null): unknown
 
 export declare function isCapsule(value: unknown): boolean
 

@@ -835,7 +835,6 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
-module.exports.benchTaggedExternal = nativeBinding.benchTaggedExternal
 module.exports.capsuleIsConsumed = nativeBinding.capsuleIsConsumed
 module.exports.copyHandle = nativeBinding.copyHandle
 module.exports.cudaDeviceCount = nativeBinding.cudaDeviceCount
@@ -845,13 +844,10 @@ module.exports.cudaSynchronize = nativeBinding.cudaSynchronize
 module.exports.cudaUnavailableReason = nativeBinding.cudaUnavailableReason
 module.exports.dataPointer = nativeBinding.dataPointer
 module.exports.dtypeNames = nativeBinding.dtypeNames
-module.exports.exportCapsule = nativeBinding.exportCapsule
 module.exports.externalBuffersAllowed = nativeBinding.externalBuffersAllowed
 module.exports.handleDevice = nativeBinding.handleDevice
 module.exports.handleInfo = nativeBinding.handleInfo
-module.exports.handleInfoInto = nativeBinding.handleInfoInto
 module.exports.handleView = nativeBinding.handleView
-module.exports.importCapsule = nativeBinding.importCapsule
 module.exports.isCapsule = nativeBinding.isCapsule
 module.exports.nativeStats = nativeBinding.nativeStats
 module.exports.releaseHandle = nativeBinding.releaseHandle

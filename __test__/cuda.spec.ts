@@ -21,7 +21,7 @@ import { fileURLToPath } from 'node:url'
 
 import test, { type ExecutionContext } from 'ava'
 
-import native from '../index.js'
+import { native } from '../dist/native.js'
 import {
   BufferError,
   CudaError,

@@ -4,7 +4,7 @@ import { Worker } from 'node:worker_threads'
 
 import test from 'ava'
 
-import native from '../index.js'
+import { native } from '../dist/native.js'
 import { Tensor, fromDLPack } from '../dist/index.js'
 import { drainGarbage, gcUntil } from './helpers.js'
 

@@ -1,6 +1,6 @@
 import test from 'ava'
 
-import native from '../index.js'
+import { native } from '../dist/native.js'
 import {
   BufferError,
   CapsuleError,

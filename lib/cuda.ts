@@ -1,4 +1,4 @@
-import * as native from '../index.js'
+import { native } from './native.js'
 
 /**
  * CUDA support. The driver (`libcuda.so` / `nvcuda.dll`) is loaded on first use; without one

@@ -1,4 +1,4 @@
-import * as native from '../index.js'
+import { native } from './native.js'
 import { type DeviceLike, toDevice } from './device'
 import { DLDeviceType, type DType, DTYPES, dtypeOfArray, isDType } from './dtype'
 import { BufferError, CapsuleError, DLPackTypeError } from './errors'

@@ -1,4 +1,4 @@
-import * as native from '../index.js'
+import { native } from './native.js'
 import { Device, type DeviceLike, toDevice } from './device'
 import { type DataArray, DLDeviceType, type DType, DTYPES, dtypeOfArray, isDType } from './dtype'
 import {

@@ -65,8 +65,8 @@ fn contiguous_meta(dtype: DType, shape: &[i64], device: Device) -> Result<Meta> 
     .into_vec();
   Ok(Meta {
     dtype,
-    shape: shape.to_vec(),
-    strides,
+    shape: shape.into(),
+    strides: strides.into(),
     first_byte: 0,
     min_offset: 0,
     span_bytes: layout.span_bytes,

@@ -7,6 +7,8 @@
 #![cfg_attr(test, allow(dead_code))]
 
 mod cuda;
+mod fast;
 mod js_memory;
+mod own_capsule;
 mod storage;
 mod tensor;

@@ -2,12 +2,13 @@
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use napi_dlpack::cuda::DeviceBuffer;
 use napi_dlpack::{DLPackError, DType, Device, ErrorKind, ForeignTensor, IntoDLPack, TensorInfo};
 
 use crate::js_memory::BufferRef;
+use crate::own_capsule::OwnCapsule;
 
 /// The memory behind one or more tensors. Shared through `Arc` by tensor handles, JS views
 /// and DLPack exports; the last owner to let go releases it, on whatever thread that is.
@@ -41,8 +42,9 @@ unsafe impl Sync for Memory {}
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Meta {
   pub dtype: DType,
-  pub shape: Vec<i64>,
-  pub strides: Vec<i64>,
+  /// Shared slices, so that a handle made from another (a round trip) copies no dimensions.
+  pub shape: Arc<[i64]>,
+  pub strides: Arc<[i64]>,
   /// Byte offset of the first element from the start of the storage region.
   pub first_byte: usize,
   /// Lowest element offset relative to the first element (≤ 0).
@@ -113,6 +115,10 @@ pub struct ExportOwner {
   pub storage: Arc<Storage>,
   pub meta: Arc<Meta>,
   pub info: TensorInfo,
+  /// The capsule this export was first wrapped in, if we made one (see `own_capsule`): lets
+  /// an import recognise that capsule coming straight back. Weak, so it keeps only the
+  /// allocation (and with it the uniqueness of its address), not the capsule.
+  pub capsule: Weak<OwnCapsule>,
 }
 
 // SAFETY: `info` describes memory inside `storage`, which this owner keeps alive and which
@@ -170,6 +176,7 @@ impl ExportOwner {
       storage,
       meta,
       info,
+      capsule: Weak::new(),
     }
   }
 }

@@ -21,6 +21,7 @@ use napi_dlpack::{
 };
 
 use crate::js_memory::{self, BufferRef};
+use crate::own_capsule;
 use crate::storage::{copy_bytes, ExportOwner, Memory, Meta, Storage};
 
 /// Type tag of handle externals (private to this addon, unlike the capsule tag).
@@ -96,7 +97,9 @@ pub(crate) fn handle_of<'a>(env: &Env, value: &Unknown<'a>) -> Result<&'a mut Ha
     sys::napi_check_object_type_tag(env.raw(), value.raw(), &HANDLE_TAG, &mut tagged)
   })?;
   if !tagged {
-    return Err(not_a_handle());
+    // One of our capsules that came back and now serves as its tensor's handle.
+    // SAFETY: a live external of this env; the borrow ends with this native call.
+    return unsafe { own_capsule::handle_in(env.raw(), value.raw()) }.ok_or_else(not_a_handle);
   }
   let mut data = ptr::null_mut();
   // SAFETY: live external of this env.
@@ -168,8 +171,8 @@ fn meta_over_region(
   };
   Ok(Meta {
     dtype,
-    shape: shape.to_vec(),
-    strides,
+    shape: shape.into(),
+    strides: strides.into(),
     first_byte,
     min_offset: layout.min_offset,
     span_bytes: layout.span_bytes,
@@ -245,7 +248,6 @@ const COPY_NEVER: u32 = 2;
 /// V8 memory (`isCopy`), unless `copyMode` is never-copy, which throws instead. CUDA tensors are
 /// checked against the driver's pointer attributes; `stream` is the consumer stream the
 /// producer was asked to synchronise to (CUDA only; unset: the legacy default stream).
-#[napi(js_name = "importCapsule")]
 pub fn import_capsule<'env>(
   env: &'env Env,
   capsule: Unknown<'env>,
@@ -260,9 +262,11 @@ pub fn import_capsule<'env>(
   }
   // Checked before the capsule is consumed, so a bad value leaves it usable.
   let stream = crate::cuda::stream_arg(stream.as_ref())?;
-  // SAFETY: live value of this env. From here on we own the tensor: every error path below
-  // drops it, which runs its deleter exactly once.
-  let managed = unsafe { capsule::consume_capsule(env.raw(), capsule.raw())? };
+  // SAFETY: live value of this env; the payload lives at least as long as this call.
+  let payload = unsafe { capsule::payload_of(env.raw(), capsule.raw())? };
+  // SAFETY: as above. From here on we own the tensor: every error path below drops it, which
+  // runs its deleter exactly once.
+  let managed = unsafe { &*payload }.take()?;
   let version = managed.version().map(|v| (v.major, v.minor));
   let format = if managed.is_versioned() {
     ExportFormat::Versioned
@@ -292,6 +296,19 @@ pub fn import_capsule<'env>(
             is_copy: owner.meta.is_copy || owner.info.is_copied(),
             ..(*owner.meta).clone()
           };
+          if own_capsule::is_own(&owner, payload) {
+            // Our own capsule straight back: it becomes the new tensor's handle, so the round
+            // trip creates no second finalizable external.
+            let handle = Handle {
+              storage: Some(owner.storage.clone()),
+              meta: Arc::new(meta),
+              view: RefCell::new(None),
+            };
+            // SAFETY: `capsule` is a live capsule of this env whose payload is ours (is_own).
+            let value = unsafe { own_capsule::adopt(capsule.raw(), payload, handle) };
+            // SAFETY: live value of this env.
+            return Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), value) });
+          }
           return new_handle(env, owner.storage, meta);
         }
         // Memory a JS view can only copy (Electron): take the general path below.
@@ -307,8 +324,8 @@ fn foreign_meta(tensor: &ForeignTensor) -> Meta {
   let layout = tensor.layout();
   Meta {
     dtype: tensor.dtype(),
-    shape: tensor.shape().to_vec(),
-    strides: tensor.strides().to_vec(),
+    shape: tensor.shape().into(),
+    strides: tensor.strides().into(),
     first_byte: layout.first_element - layout.span_start(),
     min_offset: layout.min_offset,
     span_bytes: layout.span_bytes,
@@ -424,7 +441,6 @@ pub(crate) fn js_storage_handle<'env>(
 /// export a private copy flagged `IS_COPIED` (row-major on the host; on a CUDA device, a copy
 /// of the span). For CUDA tensors `stream` is the consumer's stream (unset: legacy default):
 /// it is made to wait for our stream before the capsule is returned.
-#[napi(js_name = "exportCapsule")]
 pub fn export_capsule<'env>(
   env: &'env Env,
   handle: Unknown<'env>,
@@ -446,7 +462,7 @@ pub fn export_capsule<'env>(
   } else {
     None
   };
-  let managed = if let (Some(device), true) = (&cuda_device, copy) {
+  let owner = if let (Some(device), true) = (&cuda_device, copy) {
     let (buffer, meta) = crate::cuda::copy_span_to_device(&storage, &handle.meta, device)?;
     let meta = Meta {
       is_copy: true,
@@ -454,7 +470,7 @@ pub fn export_capsule<'env>(
     };
     let mut owner = ExportOwner::new(Storage::new(Memory::Cuda(buffer)), Arc::new(meta));
     owner.info = owner.info.copied(true);
-    export(owner, format)?
+    owner
   } else if copy {
     let words = (handle.meta.numel * handle.meta.dtype.itemsize()).div_ceil(8);
     let mut owned = vec![0u64; words];
@@ -469,7 +485,8 @@ pub fn export_capsule<'env>(
     let copy_meta = Meta {
       strides: napi_dlpack::validation::contiguous_strides(&handle.meta.shape)
         .ok_or_else(|| fail(ErrorKind::Overflow, "strides overflow"))?
-        .into_vec(),
+        .as_slice()
+        .into(),
       first_byte: 0,
       min_offset: 0,
       span_bytes: handle.meta.numel * handle.meta.dtype.itemsize(),
@@ -481,17 +498,18 @@ pub fn export_capsule<'env>(
       ..(*handle.meta).clone()
     };
     let storage = Storage::new(Memory::Owned(owned));
-    export(ExportOwner::new(storage, Arc::new(copy_meta)), format)?
+    ExportOwner::new(storage, Arc::new(copy_meta))
   } else {
-    export(ExportOwner::new(storage, handle.meta.clone()), format)?
+    ExportOwner::new(storage, handle.meta.clone())
   };
-  if let Some(device) = cuda_device {
-    // The consumer's stream waits for our writes (and the copy just enqueued). On failure
-    // `managed` drops here and releases the export.
-    device.sync_to(stream.unwrap_or(Stream::Legacy))?;
-  }
   // SAFETY: our env, on its thread.
-  let capsule = unsafe { capsule::create_capsule(env.raw(), managed)? };
+  let capsule = unsafe {
+    own_capsule::export_to_capsule(env.raw(), owner, format, || match &cuda_device {
+      // The consumer's stream waits for our writes (and any copy just enqueued).
+      Some(device) => device.sync_to(stream.unwrap_or(Stream::Legacy)),
+      None => Ok(()),
+    })?
+  };
   // SAFETY: live value of this env.
   Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), capsule) })
 }
@@ -580,8 +598,8 @@ pub fn handle_info(env: &Env, handle: Unknown<'_>) -> Result<HandleInfo> {
   let meta = &handle.meta;
   Ok(HandleInfo {
     dtype: meta.dtype.name().to_string(),
-    shape: meta.shape.clone(),
-    strides: meta.strides.clone(),
+    shape: meta.shape.to_vec(),
+    strides: meta.strides.to_vec(),
     byte_offset: export_byte_offset(storage),
     device_type: meta.device.device_type as u32,
     device_id: meta.device.id,
@@ -604,7 +622,6 @@ pub const INFO_SLOTS: usize = 12 + 2 * napi_dlpack::MAX_NDIM;
 /// `[dtype index (dtypeNames order), device type, device id, byteOffset, bits (1 readonly,
 /// 2 isCopy, 4 contiguous, 8 has version), numel, viewOffset, viewLength, version major,
 /// version minor, DLPack flags, ndim, shape..., strides...]`.
-#[napi(js_name = "handleInfoInto")]
 pub fn handle_info_into(env: &Env, handle: Unknown<'_>, out: Unknown<'_>) -> Result<()> {
   let handle = handle_of(env, &handle)?;
   let storage = storage_of(handle)?;
@@ -659,12 +676,12 @@ pub fn handle_info_into(env: &Env, handle: Unknown<'_>, out: Unknown<'_>) -> Res
     meta.flags as f64,
     ndim as f64,
   ]);
-  for (slot, value) in slots[12..12 + ndim].iter_mut().zip(&meta.shape) {
+  for (slot, value) in slots[12..12 + ndim].iter_mut().zip(meta.shape.iter()) {
     *slot = *value as f64;
   }
   for (slot, value) in slots[12 + ndim..12 + 2 * ndim]
     .iter_mut()
-    .zip(&meta.strides)
+    .zip(meta.strides.iter())
   {
     *slot = *value as f64;
   }
@@ -829,7 +846,6 @@ pub fn dtype_names() -> Vec<&'static str> {
 
 /// Benchmark floor: the least any capsule exchange costs — allocate a payload, create a
 /// `napi_external` with a finalizer and stamp a type tag (freed by GC later, like a capsule).
-#[napi(js_name = "benchTaggedExternal")]
 pub fn bench_tagged_external<'env>(env: &'env Env) -> Result<Unknown<'env>> {
   const BENCH_TAG: sys::napi_type_tag = sys::napi_type_tag {
     lower: 1,

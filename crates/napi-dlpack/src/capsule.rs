@@ -47,6 +47,96 @@ const _: () = {
   assert!(core::mem::size_of::<AtomicPtr<c_void>>() == core::mem::size_of::<*mut c_void>());
 };
 
+impl CapsulePayload {
+  /// An unconsumed payload owning `tensor`.
+  pub fn new(tensor: ManagedTensor) -> CapsulePayload {
+    let (kind, raw) = match tensor.into_raw() {
+      ManagedPtr::Versioned(ptr) => (KIND_VERSIONED, ptr.as_ptr().cast::<c_void>()),
+      ManagedPtr::Legacy(ptr) => (KIND_LEGACY, ptr.as_ptr().cast::<c_void>()),
+    };
+    CapsulePayload {
+      abi_version: CAPSULE_ABI_VERSION,
+      kind,
+      tensor: AtomicPtr::new(raw),
+    }
+  }
+
+  /// A payload for a tensor of `kind` that is not there yet (it reads as consumed until
+  /// [`CapsulePayload::fill`]): for producers that must know the payload's address before
+  /// they export.
+  pub fn empty(kind: u32) -> CapsulePayload {
+    CapsulePayload {
+      abi_version: CAPSULE_ABI_VERSION,
+      kind,
+      tensor: AtomicPtr::new(ptr::null_mut()),
+    }
+  }
+
+  /// The kind of payload a tensor in `format` needs.
+  pub fn kind_for(format: ExportFormat) -> u32 {
+    match format {
+      ExportFormat::Versioned => KIND_VERSIONED,
+      ExportFormat::Legacy => KIND_LEGACY,
+    }
+  }
+
+  /// Puts `tensor` into an [`CapsulePayload::empty`] payload of its kind; gives it back if the
+  /// payload already holds one or the kinds differ.
+  pub fn fill(&self, tensor: ManagedTensor) -> Result<(), ManagedTensor> {
+    let (kind, raw) = match tensor.as_ptr() {
+      ManagedPtr::Versioned(ptr) => (KIND_VERSIONED, ptr.as_ptr().cast::<c_void>()),
+      ManagedPtr::Legacy(ptr) => (KIND_LEGACY, ptr.as_ptr().cast::<c_void>()),
+    };
+    if kind != self.kind {
+      return Err(tensor);
+    }
+    match self
+      .tensor
+      .compare_exchange(ptr::null_mut(), raw, Ordering::SeqCst, Ordering::SeqCst)
+    {
+      Ok(_) => {
+        let _ = tensor.into_raw(); // the payload owns it now
+        Ok(())
+      }
+      Err(_) => Err(tensor),
+    }
+  }
+
+  /// Consumes the payload: takes the tensor out with one atomic exchange. A second call fails
+  /// with `ERR_DLPACK_CAPSULE_CONSUMED`; a payload of another ABI version is not touched.
+  pub fn take(&self) -> Result<ManagedTensor, DLPackError> {
+    if self.abi_version != CAPSULE_ABI_VERSION || !matches!(self.kind, KIND_LEGACY | KIND_VERSIONED)
+    {
+      return Err(DLPackError::new(
+        ErrorKind::CapsuleAbi,
+        format!(
+          "capsule ABI version {} / kind {} is not supported (expected version {CAPSULE_ABI_VERSION})",
+          self.abi_version, self.kind
+        ),
+      ));
+    }
+    let tensor = self.tensor.swap(ptr::null_mut(), Ordering::SeqCst);
+    managed_from_raw(self.kind, tensor).ok_or_else(|| {
+      DLPackError::new(
+        ErrorKind::CapsuleConsumed,
+        "the DLPack capsule has already been consumed",
+      )
+    })
+  }
+
+  /// Whether the tensor has been taken out.
+  pub fn is_consumed(&self) -> bool {
+    self.tensor.load(Ordering::SeqCst).is_null()
+  }
+
+  /// What a producer's finalizer does: releases the tensor (runs its deleter) unless it was
+  /// consumed.
+  pub fn release(&self) {
+    let tensor = self.tensor.swap(ptr::null_mut(), Ordering::SeqCst);
+    drop(managed_from_raw(self.kind, tensor));
+  }
+}
+
 fn napi_error(what: &str, status: sys::napi_status) -> DLPackError {
   DLPackError::new(
     ErrorKind::Napi,
@@ -61,10 +151,7 @@ unsafe extern "C" fn finalize_capsule(_env: sys::napi_env, data: *mut c_void, _h
   }
   // SAFETY: `data` is the payload we boxed in `create_capsule`; the finalizer runs once.
   let payload = unsafe { Box::from_raw(data.cast::<CapsulePayload>()) };
-  let tensor = payload.tensor.swap(ptr::null_mut(), Ordering::SeqCst);
-  if let Some(managed) = managed_from_raw(payload.kind, tensor) {
-    drop(managed); // never consumed: the deleter runs here, exactly once
-  }
+  payload.release(); // never consumed: the deleter runs here, exactly once
 }
 
 fn managed_from_raw(kind: u32, tensor: *mut c_void) -> Option<ManagedTensor> {
@@ -88,15 +175,7 @@ pub unsafe fn create_capsule(
   env: sys::napi_env,
   tensor: ManagedTensor,
 ) -> Result<sys::napi_value, DLPackError> {
-  let (kind, raw) = match tensor.into_raw() {
-    ManagedPtr::Versioned(ptr) => (KIND_VERSIONED, ptr.as_ptr().cast::<c_void>()),
-    ManagedPtr::Legacy(ptr) => (KIND_LEGACY, ptr.as_ptr().cast::<c_void>()),
-  };
-  let payload = Box::into_raw(Box::new(CapsulePayload {
-    abi_version: CAPSULE_ABI_VERSION,
-    kind,
-    tensor: AtomicPtr::new(raw),
-  }));
+  let payload = Box::into_raw(Box::new(CapsulePayload::new(tensor)));
   let mut external = ptr::null_mut();
   // SAFETY: valid env (caller); on success the finalizer owns `payload`.
   let status = unsafe {
@@ -110,11 +189,7 @@ pub unsafe fn create_capsule(
   };
   if status != sys::Status::napi_ok {
     // SAFETY: the external was not created, so we still own the payload.
-    let payload = unsafe { Box::from_raw(payload) };
-    drop(managed_from_raw(
-      kind,
-      payload.tensor.swap(ptr::null_mut(), Ordering::SeqCst),
-    ));
+    unsafe { Box::from_raw(payload) }.release();
     return Err(napi_error("napi_create_external", status));
   }
   // SAFETY: `external` is a live value of this env.
@@ -123,10 +198,7 @@ pub unsafe fn create_capsule(
     // The external exists and its finalizer will free the payload later; take the tensor out
     // now so the finalizer finds it consumed, and release it here.
     // SAFETY: the payload stays alive until the finalizer, which cannot run during this call.
-    let taken = unsafe { &*payload }
-      .tensor
-      .swap(ptr::null_mut(), Ordering::SeqCst);
-    drop(managed_from_raw(kind, taken));
+    unsafe { &*payload }.release();
     return Err(napi_error("napi_type_tag_object", status));
   }
   Ok(external)
@@ -146,11 +218,12 @@ pub unsafe fn export_to_capsule<T: IntoDLPack>(
   unsafe { create_capsule(env, managed) }
 }
 
-/// Returns the payload if `value` is a capsule (right value type and type tag).
+/// Returns the payload if `value` is a capsule (right value type and type tag). The payload
+/// lives as long as the external does: at least until the current native call returns.
 ///
 /// # Safety
 /// `env` must be the current, live environment and `value` a live value of it.
-unsafe fn payload_of(
+pub unsafe fn payload_of(
   env: sys::napi_env,
   value: sys::napi_value,
 ) -> Result<*mut CapsulePayload, DLPackError> {
@@ -198,7 +271,7 @@ pub unsafe fn is_capsule(env: sys::napi_env, value: sys::napi_value) -> bool {
 pub unsafe fn is_consumed(env: sys::napi_env, value: sys::napi_value) -> Result<bool, DLPackError> {
   // SAFETY: forwarded contract; the payload lives as long as the external.
   let payload = unsafe { &*payload_of(env, value)? };
-  Ok(payload.tensor.load(Ordering::SeqCst).is_null())
+  Ok(payload.is_consumed())
 }
 
 /// Takes ownership of the tensor in a capsule, without validating it. A second consume fails
@@ -213,24 +286,7 @@ pub unsafe fn consume_capsule(
   // SAFETY: forwarded contract; the payload lives as long as the external, which `value`
   // keeps alive during this call.
   let payload = unsafe { &*payload_of(env, value)? };
-  if payload.abi_version != CAPSULE_ABI_VERSION
-    || !matches!(payload.kind, KIND_LEGACY | KIND_VERSIONED)
-  {
-    return Err(DLPackError::new(
-      ErrorKind::CapsuleAbi,
-      format!(
-        "capsule ABI version {} / kind {} is not supported (expected version {CAPSULE_ABI_VERSION})",
-        payload.abi_version, payload.kind
-      ),
-    ));
-  }
-  let tensor = payload.tensor.swap(ptr::null_mut(), Ordering::SeqCst);
-  managed_from_raw(payload.kind, tensor).ok_or_else(|| {
-    DLPackError::new(
-      ErrorKind::CapsuleConsumed,
-      "the DLPack capsule has already been consumed",
-    )
-  })
+  payload.take()
 }
 
 /// Consumes a capsule and validates the tensor. If validation fails the deleter has already

@@ -64,3 +64,65 @@ test.serial('tensors created in a worker are released when the worker exits', as
   await once(worker, 'exit')
   t.true(await gcUntil(() => native.nativeStats().liveStorages <= before), `live: ${native.nativeStats().liveStorages}`)
 })
+
+/** The native handle behind a tensor (`_handle()` is internal, so not in the public types). */
+const handleOf = (tensor: Tensor) => (tensor as unknown as { _handle(): unknown })._handle()
+
+test.serial('our own capsule coming back becomes the new tensor handle, and is freed exactly once', async (t) => {
+  await drainGarbage()
+  const before = native.nativeStats().liveStorages
+  const source = Tensor.from(new Float32Array([1, 2, 3, 4]))
+  const capsule = source.__dlpack__()
+  const imported = fromDLPack(capsule) as Tensor<'float32'>
+  // The round trip made no second native handle: the consumed capsule serves as it.
+  t.is(handleOf(imported), capsule)
+  t.true(native.capsuleIsConsumed(capsule))
+  t.is(native.dataPointer(handleOf(imported)), native.dataPointer(handleOf(source)))
+  imported.data[1] = 20
+  t.is(source.data[1], 20)
+  // Consumed once: a second import is refused, and the tensor it backs keeps working.
+  t.throws(() => fromDLPack(capsule), { code: 'ERR_DLPACK_CAPSULE_CONSUMED' })
+  // Either side can go first.
+  source.dispose()
+  t.deepEqual(Array.from(imported.data), [1, 20, 3, 4])
+  const again = fromDLPack(imported.__dlpack__()) as Tensor<'float32'>
+  imported.dispose()
+  t.deepEqual(Array.from(again.data), [1, 20, 3, 4])
+  again.dispose()
+  t.true(await gcUntil(() => native.nativeStats().liveStorages <= before), `live: ${native.nativeStats().liveStorages}, before: ${before}`)
+})
+
+test.serial('a capsule is a tensor handle only once this addon adopted it', (t) => {
+  const source = Tensor.zeros([4])
+  const capsule = source.__dlpack__()
+  const code = (fn: () => unknown) => (t.throws(fn) as { code?: string }).code
+  // Unconsumed: not a handle (and checking it does not consume it).
+  t.is(code(() => native.exportCapsule(capsule, false, false, null)), 'ERR_DLPACK_INVALID_ARGUMENT')
+  t.is(code(() => native.handleInfo(capsule)), 'ERR_DLPACK_INVALID_ARGUMENT')
+  t.false(native.capsuleIsConsumed(capsule))
+  // Consumed by the raw import without a JS Tensor around it: now it is the handle.
+  const handle = native.importCapsule(capsule, 0, null)
+  t.is(handle, capsule)
+  t.deepEqual(native.handleInfo(handle).shape, [4])
+  // Other values never are.
+  t.is(code(() => native.handleInfo({})), 'ERR_DLPACK_INVALID_ARGUMENT')
+  t.is(code(() => native.handleInfo(native.benchTaggedExternal())), 'ERR_DLPACK_INVALID_ARGUMENT')
+  source.dispose()
+})
+
+test('the raw entry points check their arguments and throw coded errors', (t) => {
+  const source = Tensor.zeros([2])
+  const handle = handleOf(source)
+  const code = (fn: () => unknown) => (t.throws(fn) as { code?: string }).code
+  t.is(code(() => native.exportCapsule(handle, 'no' as never, false, null)), 'ERR_DLPACK_INVALID_ARGUMENT')
+  t.is(code(() => native.exportCapsule(handle, false, false, 1 as never)), 'ERR_DLPACK_INVALID_ARGUMENT')
+  t.is(code(() => native.exportCapsule(undefined, false, false, null)), 'ERR_DLPACK_INVALID_ARGUMENT')
+  const capsule = source.__dlpack__()
+  t.is(code(() => native.importCapsule(capsule, 'x' as never, null)), 'ERR_DLPACK_INVALID_ARGUMENT')
+  t.is(code(() => native.importCapsule(capsule, 7, null)), 'ERR_DLPACK_INVALID_ARGUMENT')
+  t.is(code(() => native.importCapsule({}, 0, null)), 'ERR_DLPACK_NOT_A_CAPSULE')
+  t.false(native.capsuleIsConsumed(capsule), 'bad arguments leave the capsule usable')
+  t.is(code(() => native.handleInfoInto(handle, new Float64Array(3))), 'ERR_DLPACK_INVALID_ARGUMENT')
+  t.is(code(() => native.handleInfoInto(handle, new Float32Array(200) as never)), 'ERR_DLPACK_INVALID_ARGUMENT')
+  t.deepEqual(Array.from((fromDLPack(capsule) as Tensor<'float32'>).data), [0, 0])
+})

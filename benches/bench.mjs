@@ -1,6 +1,7 @@
 // `npm run bench`: the JS side of the exchange, timed against baselines measured in the same
-// run. Each task runs its operation BATCH times per sample so timer overhead is negligible;
-// the table reports mean nanoseconds per operation.
+// run. Each sample runs the operation BATCH times and then yields one event-loop turn (so the
+// finalizers of the capsules it made run inside the timed region, see `measure`); the table
+// reports mean nanoseconds per operation.
 //
 //   export only          t.__dlpack__()              one capsule (a tagged napi_external)
 //   (metadata is read lazily, once per native handle: the "+ first metadata read" row adds it)
@@ -10,7 +11,8 @@
 //   first .data, foreign fromDLPack(f.__dlpack__()).data on foreign (non-V8) memory: round
 //                        trip plus one external ArrayBuffer (not flat in V8: its external
 //                        memory accounting triggers GC)
-//   floor                create + finalize a type-tagged napi_external (the least a capsule costs)
+//   floor                create + finalize a type-tagged napi_external (the least a capsule costs),
+//                        from a raw Node-API callback like the exchange's own entry points
 //   copy baseline        TypedArray.prototype.slice() of the same bytes
 import { cpus } from 'node:os'
 import { createRequire } from 'node:module'
@@ -46,11 +48,22 @@ async function settle() {
   }
 }
 
+/** One turn of the event loop: Node-API finalizers queued by a garbage collection run here. */
+const turn = () => new Promise((resolve) => setImmediate(resolve))
+
+/**
+ * Times `fn` in batches of `batch` calls, each batch followed by one event-loop turn inside the
+ * timed region. A capsule's cost is only paid in full once its finalizer has run, and Node
+ * runs Node-API finalizers from the event loop (SetImmediate) after a GC: a loop that never
+ * yields would time creation alone and pile up finalizers (and their memory) for later. The
+ * turn itself costs a few microseconds per batch (the "empty" row), under 10 ns per operation.
+ */
 async function measure(label, size, batch, fn) {
   await settle()
   const bench = new Bench({ time, warmupTime: time / 4 })
-  bench.add(label, () => {
+  bench.add(label, async () => {
     for (let i = 0; i < batch; i++) fn()
+    await turn()
   })
   await bench.run()
   const [task] = bench.tasks
@@ -63,6 +76,9 @@ for (const [size, bytes] of SIZES) {
   const foreign = fromDLPack(tensor.__dlpack__({ copy: true })) // Rust-owned memory
   const array = tensor.data
   gc()
+  await measure('empty (loop and event-loop turn only)', size, 1000, () => {
+    sink += 1
+  })
   await measure('shared owner: fromDLPack(t)', size, 1000, () => {
     sink += fromDLPack(tensor) === undefined ? 0 : 1
   })

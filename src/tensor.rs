@@ -1,9 +1,11 @@
 //! The native tensor handle behind the JS `Tensor` class, and the functions the JS layer calls.
 //!
 //! A handle is a type-tagged `napi_external` holding a [`Handle`]: a shared storage plus the
-//! layout of one tensor over it. The JS class wraps it; several JS tensors may share one handle
-//! (`fromDLPack(tensor)` needs no capsule at all). Everything here runs on the JS thread of the
-//! environment that created the handle.
+//! layout of one tensor over it. One of our own capsules, once this addon has consumed it,
+//! serves as a handle too: it then holds the new tensor's `Handle` (see `own_capsule`). The JS
+//! class wraps a handle; several JS tensors may share one (`fromDLPack(tensor)` needs no
+//! capsule at all). Everything here runs on the JS thread of the environment that created the
+//! handle.
 
 use std::cell::RefCell;
 use std::ptr;
@@ -300,7 +302,7 @@ pub fn import_capsule<'env>(
             // Our own capsule straight back: it becomes the new tensor's handle, so the round
             // trip creates no second finalizable external.
             let handle = Handle {
-              storage: Some(owner.storage.clone()),
+              storage: Some(owner.storage),
               meta: Arc::new(meta),
               view: RefCell::new(None),
             };

@@ -50,10 +50,8 @@ const _: () = {
 impl CapsulePayload {
   /// An unconsumed payload owning `tensor`.
   pub fn new(tensor: ManagedTensor) -> CapsulePayload {
-    let (kind, raw) = match tensor.into_raw() {
-      ManagedPtr::Versioned(ptr) => (KIND_VERSIONED, ptr.as_ptr().cast::<c_void>()),
-      ManagedPtr::Legacy(ptr) => (KIND_LEGACY, ptr.as_ptr().cast::<c_void>()),
-    };
+    let (kind, raw) = kind_and_pointer(&tensor);
+    let _ = tensor.into_raw(); // the payload owns it now
     CapsulePayload {
       abi_version: CAPSULE_ABI_VERSION,
       kind,
@@ -83,10 +81,7 @@ impl CapsulePayload {
   /// Puts `tensor` into an [`CapsulePayload::empty`] payload of its kind; gives it back if the
   /// payload already holds one or the kinds differ.
   pub fn fill(&self, tensor: ManagedTensor) -> Result<(), ManagedTensor> {
-    let (kind, raw) = match tensor.as_ptr() {
-      ManagedPtr::Versioned(ptr) => (KIND_VERSIONED, ptr.as_ptr().cast::<c_void>()),
-      ManagedPtr::Legacy(ptr) => (KIND_LEGACY, ptr.as_ptr().cast::<c_void>()),
-    };
+    let (kind, raw) = kind_and_pointer(&tensor);
     if kind != self.kind {
       return Err(tensor);
     }
@@ -134,6 +129,14 @@ impl CapsulePayload {
   pub fn release(&self) {
     let tensor = self.tensor.swap(ptr::null_mut(), Ordering::SeqCst);
     drop(managed_from_raw(self.kind, tensor));
+  }
+}
+
+/// The payload `kind` and the raw pointer of a tensor.
+fn kind_and_pointer(tensor: &ManagedTensor) -> (u32, *mut c_void) {
+  match tensor.as_ptr() {
+    ManagedPtr::Versioned(ptr) => (KIND_VERSIONED, ptr.as_ptr().cast::<c_void>()),
+    ManagedPtr::Legacy(ptr) => (KIND_LEGACY, ptr.as_ptr().cast::<c_void>()),
   }
 }
 

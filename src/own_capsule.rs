@@ -20,10 +20,9 @@ use std::ptr;
 use std::sync::Arc;
 
 use napi::sys;
-use napi_dlpack::capsule::{CapsulePayload, CAPSULE_TAG};
+use napi_dlpack::capsule::{wrap_payload, CapsulePayload, CAPSULE_TAG};
 use napi_dlpack::{export, DLPackError, ErrorKind, ExportFormat, ManagedTensor};
 
-use crate::js_memory::napi_error;
 use crate::storage::ExportOwner;
 use crate::tensor::Handle;
 
@@ -100,32 +99,9 @@ pub unsafe fn export_to_capsule(
     ));
   }
   let data = Arc::into_raw(cell).cast_mut();
-  let mut external = ptr::null_mut();
-  // SAFETY: valid env (caller); once the external exists its finalizer owns `data`.
-  let status = unsafe {
-    sys::napi_create_external(
-      env,
-      data.cast(),
-      Some(finalize),
-      ptr::null_mut(),
-      &mut external,
-    )
-  };
-  if status != sys::Status::napi_ok {
-    // SAFETY: no external took `data`; it is still the Arc we leaked.
-    let cell = unsafe { Arc::from_raw(data) };
-    cell.payload.release();
-    return Err(napi_error("napi_create_external", status));
-  }
-  // SAFETY: `external` is a live external of this env.
-  let status = unsafe { sys::napi_type_tag_object(env, external, &CAPSULE_TAG) };
-  if status != sys::Status::napi_ok {
-    // The finalizer frees the cell later; release the tensor now so nobody can consume it.
-    // SAFETY: `data` stays alive until the finalizer, which cannot run during this call.
-    unsafe { &*data }.payload.release();
-    return Err(napi_error("napi_type_tag_object", status));
-  }
-  Ok(external)
+  // SAFETY: valid env (caller); `data` starts with the filled payload and `finalize` releases
+  // and frees it.
+  unsafe { wrap_payload(env, data.cast(), finalize) }
 }
 
 /// Whether `payload` (taken from a capsule just consumed) is the one `owner` was wrapped in.

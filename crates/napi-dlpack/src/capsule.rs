@@ -179,29 +179,41 @@ pub unsafe fn create_capsule(
   tensor: ManagedTensor,
 ) -> Result<sys::napi_value, DLPackError> {
   let payload = Box::into_raw(Box::new(CapsulePayload::new(tensor)));
+  // SAFETY: a payload we just allocated, freed only by `finalize_capsule`.
+  unsafe { wrap_payload(env, payload.cast(), finalize_capsule) }
+}
+
+/// Steps 2–5 of producing a capsule (`docs/protocol.md` §2.2) for an allocation the producer
+/// made and filled: creates the external with `finalize`, stamps the tag, and on failure
+/// leaves no tensor behind. If the external cannot be created, `finalize` is called right
+/// away (it frees the allocation and releases the tensor, as it would at collection); if the
+/// tag cannot be set, the tensor is released now and the finalizer frees the rest later.
+///
+/// # Safety
+/// `env` must be the current, live environment of the calling JS thread. `data` must point at
+/// an allocation that starts with a filled [`CapsulePayload`] (it may hold more behind it),
+/// which `finalize` releases and frees; ownership of it passes to this call.
+pub unsafe fn wrap_payload(
+  env: sys::napi_env,
+  data: *mut c_void,
+  finalize: unsafe extern "C" fn(sys::napi_env, *mut c_void, *mut c_void),
+) -> Result<sys::napi_value, DLPackError> {
   let mut external = ptr::null_mut();
-  // SAFETY: valid env (caller); on success the finalizer owns `payload`.
-  let status = unsafe {
-    sys::napi_create_external(
-      env,
-      payload.cast(),
-      Some(finalize_capsule),
-      ptr::null_mut(),
-      &mut external,
-    )
-  };
+  // SAFETY: valid env (caller); on success the finalizer owns `data`.
+  let status =
+    unsafe { sys::napi_create_external(env, data, Some(finalize), ptr::null_mut(), &mut external) };
   if status != sys::Status::napi_ok {
-    // SAFETY: the external was not created, so we still own the payload.
-    unsafe { Box::from_raw(payload) }.release();
+    // SAFETY: no external took `data`, so it is still ours to finalize, once.
+    unsafe { finalize(env, data, ptr::null_mut()) };
     return Err(napi_error("napi_create_external", status));
   }
   // SAFETY: `external` is a live value of this env.
   let status = unsafe { sys::napi_type_tag_object(env, external, &CAPSULE_TAG) };
   if status != sys::Status::napi_ok {
-    // The external exists and its finalizer will free the payload later; take the tensor out
-    // now so the finalizer finds it consumed, and release it here.
+    // The external exists and its finalizer will free the allocation later; take the tensor
+    // out now so nobody can consume an untagged capsule's tensor, and release it here.
     // SAFETY: the payload stays alive until the finalizer, which cannot run during this call.
-    unsafe { &*payload }.release();
+    unsafe { &*data.cast::<CapsulePayload>() }.release();
     return Err(napi_error("napi_type_tag_object", status));
   }
   Ok(external)

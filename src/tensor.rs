@@ -157,9 +157,9 @@ fn meta_over_region(
     .ok_or_else(|| fail(ErrorKind::InvalidLayout, "offset overflows"))?;
   let layout = layout_of(dtype, Device::CPU, shape, strides, first_address)?;
   let itemsize = dtype.itemsize() as i64;
-  let low = first_byte as i64 + layout.min_offset * itemsize;
-  let high = first_byte as i64 + (layout.max_offset + 1) * itemsize;
-  if layout.numel > 0 && (low < 0 || high > len as i64) {
+  let low = first_byte as i64 + layout.min_offset() * itemsize;
+  let high = first_byte as i64 + (layout.max_offset() + 1) * itemsize;
+  if layout.numel() > 0 && (low < 0 || high > len as i64) {
     return Err(fail(
       ErrorKind::InvalidLayout,
       format!("the tensor reaches bytes {low}..{high} of a buffer of {len} bytes"),
@@ -176,10 +176,10 @@ fn meta_over_region(
     shape: shape.into(),
     strides: strides.into(),
     first_byte,
-    min_offset: layout.min_offset,
-    span_bytes: layout.span_bytes,
-    numel: layout.numel,
-    contiguous: layout.c_contiguous,
+    min_offset: layout.min_offset(),
+    span_bytes: layout.span_bytes(),
+    numel: layout.numel(),
+    contiguous: layout.is_c_contiguous(),
     device: Device::CPU,
     readonly,
     is_copy: false,
@@ -328,11 +328,11 @@ fn foreign_meta(tensor: &ForeignTensor) -> Meta {
     dtype: tensor.dtype(),
     shape: tensor.shape().into(),
     strides: tensor.strides().into(),
-    first_byte: layout.first_element - layout.span_start(),
-    min_offset: layout.min_offset,
-    span_bytes: layout.span_bytes,
-    numel: layout.numel,
-    contiguous: layout.c_contiguous,
+    first_byte: layout.first_element() - layout.span_start(),
+    min_offset: layout.min_offset(),
+    span_bytes: layout.span_bytes(),
+    numel: layout.numel(),
+    contiguous: layout.is_c_contiguous(),
     device: tensor.device(),
     readonly: tensor.is_read_only(),
     is_copy: tensor.is_copied(),

@@ -111,11 +111,11 @@ impl CapsulePayload {
       ));
     }
     let tensor = self.tensor.swap(ptr::null_mut(), Ordering::SeqCst);
-    managed_from_raw(self.kind, tensor).ok_or_else(|| {
-      DLPackError::new(
+    managed_from_raw(self.kind, tensor).unwrap_or_else(|| {
+      Err(DLPackError::new(
         ErrorKind::CapsuleConsumed,
         "the DLPack capsule has already been consumed",
-      )
+      ))
     })
   }
 
@@ -157,7 +157,9 @@ unsafe extern "C" fn finalize_capsule(_env: sys::napi_env, data: *mut c_void, _h
   payload.release(); // never consumed: the deleter runs here, exactly once
 }
 
-fn managed_from_raw(kind: u32, tensor: *mut c_void) -> Option<ManagedTensor> {
+/// `None` when the payload held no tensor (consumed); a misaligned tensor pointer is an error
+/// after its deleter has run.
+fn managed_from_raw(kind: u32, tensor: *mut c_void) -> Option<Result<ManagedTensor, DLPackError>> {
   let tensor = ptr::NonNull::new(tensor)?;
   let managed_ptr = match kind {
     KIND_VERSIONED => ManagedPtr::Versioned(tensor.cast()),
@@ -166,7 +168,7 @@ fn managed_from_raw(kind: u32, tensor: *mut c_void) -> Option<ManagedTensor> {
   };
   // SAFETY: the pointer was taken out of a payload with one atomic exchange, so we are its
   // only owner, and `kind` says which struct it is.
-  Some(unsafe { ManagedTensor::from_ptr(managed_ptr) })
+  Some(unsafe { ManagedTensor::checked(managed_ptr) })
 }
 
 /// Wraps an owned tensor in a new capsule. On failure the tensor is dropped (its deleter runs)

@@ -488,12 +488,12 @@ impl DeviceTensor {
   /// Fails unless `buffer` holds exactly the elements of `shape`.
   pub fn new(buffer: DeviceBuffer, dtype: DType, shape: &[i64]) -> Result<DeviceTensor> {
     let layout = layout_of(dtype, buffer.device.dl_device(), shape, None, 0)?;
-    if layout.numel * dtype.itemsize() != buffer.len {
+    if layout.numel() * dtype.itemsize() != buffer.len {
       return Err(DLPackError::new(
         ErrorKind::InvalidLayout,
         format!(
           "shape {shape:?} of {dtype} needs {} bytes, the buffer has {}",
-          layout.numel * dtype.itemsize(),
+          layout.numel() * dtype.itemsize(),
           buffer.len
         ),
       ));

@@ -262,8 +262,9 @@ impl DType {
   /// layout cannot be addressed per element with byte strides.
   #[inline(always)]
   pub fn from_dl(raw: DLDataType, flags: u64) -> Result<DType, DLPackError> {
-    let dtype = match DataTypeCode::from_raw(raw.code) {
-      Some(code) if raw.lanes == 1 => DType::from_code_bits(code, raw.bits),
+    // Two table loads instead of a match on (code, bits): no indirect jump on the import path.
+    let dtype = match DTYPE_BY_CODE_AND_WIDTH.get(usize::from(raw.code)) {
+      Some(by_width) if raw.lanes == 1 => by_width[usize::from(WIDTH_CLASS[usize::from(raw.bits)])],
       _ => None,
     };
     match dtype {
@@ -276,6 +277,39 @@ impl DType {
     }
   }
 }
+
+/// The bit widths DLPack 1.3 dtypes use, in the order of the columns of
+/// [`DTYPE_BY_CODE_AND_WIDTH`]; column 0 stands for every other width.
+const WIDTHS: [u8; 8] = [0, 4, 6, 8, 16, 32, 64, 128];
+
+/// `bits` → column of [`DTYPE_BY_CODE_AND_WIDTH`] (0: no dtype has that width).
+static WIDTH_CLASS: [u8; 256] = {
+  let mut classes = [0u8; 256];
+  let mut column = 1;
+  while column < WIDTHS.len() {
+    classes[WIDTHS[column] as usize] = column as u8;
+    column += 1;
+  }
+  classes
+};
+
+/// The dtype of each `(code, width column)`, built from [`DType::code_bits`] so the two
+/// directions cannot disagree (a test checks every raw pair against `from_code_bits`).
+static DTYPE_BY_CODE_AND_WIDTH: [[Option<DType>; WIDTHS.len()]; DataTypeCode::ALL.len()] = {
+  let mut table = [[None; WIDTHS.len()]; DataTypeCode::ALL.len()];
+  let mut index = 0;
+  while index < DType::ALL.len() {
+    let dtype = DType::ALL[index];
+    let (code, bits) = dtype.code_bits();
+    let mut column = 1;
+    while WIDTHS[column] != bits {
+      column += 1; // every dtype's width is in WIDTHS, or this indexes out of bounds at compile time
+    }
+    table[code as usize][column] = Some(dtype);
+    index += 1;
+  }
+  table
+};
 
 /// Explains why `raw` was refused (kept out of line: the accepting path stays small).
 #[cold]
@@ -363,6 +397,28 @@ element!(num_complex::Complex<f32> => Complex64, num_complex::Complex<f64> => Co
 mod tests {
   use super::*;
   use core::mem::size_of;
+
+  #[test]
+  fn the_import_table_agrees_with_from_code_bits_for_every_raw_pair() {
+    let padded = DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
+    let mut accepted = 0;
+    for code in 0..=u8::MAX {
+      for bits in 0..=u8::MAX {
+        let expected = DataTypeCode::from_raw(code).and_then(|c| DType::from_code_bits(c, bits));
+        for lanes in [1u16, 0, 2, 4] {
+          let raw = DLDataType { code, bits, lanes };
+          let imported = DType::from_dl(raw, padded).ok();
+          assert_eq!(
+            imported,
+            expected.filter(|_| lanes == 1),
+            "code {code} bits {bits} lanes {lanes}"
+          );
+          accepted += usize::from(imported.is_some());
+        }
+      }
+    }
+    assert_eq!(accepted, DType::ALL.len());
+  }
 
   #[test]
   fn every_dtype_round_trips_through_dl_and_name() {

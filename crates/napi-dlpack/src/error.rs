@@ -35,7 +35,8 @@ pub enum ErrorKind {
   ReadOnly,
   /// Host access to memory that is not host-accessible.
   NotCpu,
-  /// The data pointer is not aligned for the element type.
+  /// The data pointer is not aligned for the element type, or a managed tensor pointer is not
+  /// aligned for its struct.
   Misaligned,
   /// A `bool` tensor holding bytes other than 0 and 1.
   InvalidBool,

@@ -358,7 +358,7 @@ fn fill(info: &TensorInfo, dims: &mut ExportDims) -> Result<DLTensor, DLPackErro
     info.strides.as_deref(),
     first_element,
   )?;
-  if layout.numel > 0 && info.data.is_null() {
+  if layout.numel() > 0 && info.data.is_null() {
     return Err(DLPackError::new(
       ErrorKind::NullData,
       "exporting NULL data with elements",
@@ -386,7 +386,7 @@ fn fill(info: &TensorInfo, dims: &mut ExportDims) -> Result<DLTensor, DLPackErro
       }
     }
   }
-  let empty = layout.numel == 0;
+  let empty = layout.numel() == 0;
   let (shape, strides) = if ndim == 0 {
     (core::ptr::null_mut(), core::ptr::null_mut())
   } else {
@@ -595,9 +595,9 @@ impl<T: Element> ShapedBuffer<T> {
       .and_then(|bytes| (data.as_ptr() as usize).checked_add(bytes))
       .ok_or_else(|| DLPackError::new(ErrorKind::Overflow, "offset overflows"))?;
     let layout = layout_of(T::DTYPE, Device::CPU, shape, Some(strides), first_element)?;
-    let low = offset as i64 + layout.min_offset;
-    let high = offset as i64 + layout.max_offset;
-    if layout.numel > 0 && (low < 0 || high >= data.len() as i64) {
+    let low = offset as i64 + layout.min_offset();
+    let high = offset as i64 + layout.max_offset();
+    if layout.numel() > 0 && (low < 0 || high >= data.len() as i64) {
       return Err(DLPackError::new(
         ErrorKind::InvalidLayout,
         format!(

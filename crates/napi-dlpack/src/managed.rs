@@ -18,10 +18,20 @@ pub enum ManagedPtr {
 ///
 /// The deleter is called on whatever thread drops this value; DLPack requires deleters to be
 /// callable from any thread.
+///
+/// One pointer wide: both structs are 8-byte aligned, so the low bit of the address says which
+/// one it is (set for legacy). An imported tensor embeds this value and is moved on every
+/// import, so the 8 bytes an enum tag would add are paid on the hot path.
 #[derive(Debug)]
 pub struct ManagedTensor {
-  ptr: ManagedPtr,
+  tagged: NonNull<u8>,
 }
+
+const LEGACY_TAG: usize = 1;
+/// Both managed structs hold pointers, so a valid pointer to either has these bits clear.
+const ALIGN_MASK: usize = 7;
+const _: () = assert!(core::mem::align_of::<DLManagedTensorVersioned>() > ALIGN_MASK);
+const _: () = assert!(core::mem::align_of::<DLManagedTensor>() > ALIGN_MASK);
 
 // SAFETY: DLPack requires the deleter to be callable from any thread, and a ManagedTensor only
 // hands out shared reads of immutable metadata; moving the owner between threads is allowed.
@@ -40,11 +50,9 @@ impl ManagedTensor {
   pub unsafe fn from_raw_versioned(
     ptr: *mut DLManagedTensorVersioned,
   ) -> Result<ManagedTensor, DLPackError> {
-    NonNull::new(ptr)
-      .map(|ptr| ManagedTensor {
-        ptr: ManagedPtr::Versioned(ptr),
-      })
-      .ok_or_else(null_tensor)
+    let ptr = NonNull::new(ptr).ok_or_else(null_tensor)?;
+    // SAFETY: forwarded contract.
+    unsafe { ManagedTensor::checked(ManagedPtr::Versioned(ptr)) }
   }
 
   /// Takes ownership of a legacy tensor.
@@ -53,42 +61,92 @@ impl ManagedTensor {
   /// `ptr` must be NULL or point to a live `DLManagedTensor` whose ownership is transferred to
   /// the returned value.
   pub unsafe fn from_raw_legacy(ptr: *mut DLManagedTensor) -> Result<ManagedTensor, DLPackError> {
-    NonNull::new(ptr)
-      .map(|ptr| ManagedTensor {
-        ptr: ManagedPtr::Legacy(ptr),
-      })
-      .ok_or_else(null_tensor)
+    let ptr = NonNull::new(ptr).ok_or_else(null_tensor)?;
+    // SAFETY: forwarded contract.
+    unsafe { ManagedTensor::checked(ManagedPtr::Legacy(ptr)) }
+  }
+
+  /// Takes ownership of either struct, refusing a misaligned pointer. A producer that hands
+  /// one over still gave up ownership, so its deleter is called (read without assuming
+  /// alignment) before the error is returned.
+  ///
+  /// # Safety
+  /// As for [`ManagedTensor::from_raw_versioned`] / [`ManagedTensor::from_raw_legacy`],
+  /// except that the pointer may be misaligned.
+  pub unsafe fn checked(ptr: ManagedPtr) -> Result<ManagedTensor, DLPackError> {
+    if ptr.address() & ALIGN_MASK == 0 {
+      // SAFETY: aligned, and the rest is the caller's contract.
+      return Ok(unsafe { ManagedTensor::from_ptr(ptr) });
+    }
+    match ptr {
+      ManagedPtr::Versioned(ptr) => {
+        // SAFETY: the struct is readable (caller's contract); only alignment is missing, and
+        // an unaligned read does not need it.
+        let deleter = unsafe { (&raw const (*ptr.as_ptr()).deleter).read_unaligned() };
+        if let Some(deleter) = deleter {
+          // SAFETY: called once, with the pointer the producer gave us.
+          unsafe { deleter(ptr.as_ptr()) };
+        }
+      }
+      ManagedPtr::Legacy(ptr) => {
+        // SAFETY: as above, for the legacy struct.
+        let deleter = unsafe { (&raw const (*ptr.as_ptr()).deleter).read_unaligned() };
+        if let Some(deleter) = deleter {
+          // SAFETY: called once, with the pointer the producer gave us.
+          unsafe { deleter(ptr.as_ptr()) };
+        }
+      }
+    }
+    Err(DLPackError::new(
+      ErrorKind::Misaligned,
+      "the managed tensor pointer is not 8-byte aligned",
+    ))
   }
 
   /// Takes ownership of either struct.
   ///
   /// # Safety
-  /// As for [`ManagedTensor::from_raw_versioned`] / [`ManagedTensor::from_raw_legacy`].
+  /// As for [`ManagedTensor::from_raw_versioned`] / [`ManagedTensor::from_raw_legacy`]; the
+  /// pointer must also be aligned, as every pointer to a live struct is (see
+  /// [`ManagedTensor::checked`] for pointers from code that may break that).
+  #[inline]
   pub unsafe fn from_ptr(ptr: ManagedPtr) -> ManagedTensor {
-    ManagedTensor { ptr }
+    debug_assert_eq!(ptr.address() & ALIGN_MASK, 0, "misaligned managed tensor");
+    let tagged = match ptr {
+      ManagedPtr::Versioned(ptr) => ptr.cast::<u8>(),
+      // SAFETY: the address is aligned, so setting its low bit keeps it non-NULL and inside
+      // the same struct; `as_ptr` clears the bit again before anyone dereferences it.
+      ManagedPtr::Legacy(ptr) => unsafe { ptr.cast::<u8>().byte_add(LEGACY_TAG) },
+    };
+    ManagedTensor { tagged }
   }
 
   /// Gives up ownership without calling the deleter; the caller now owes that call.
   pub fn into_raw(self) -> ManagedPtr {
-    let ptr = self.ptr;
+    let ptr = self.as_ptr();
     core::mem::forget(self);
     ptr
   }
 
   #[inline]
   pub fn as_ptr(&self) -> ManagedPtr {
-    self.ptr
+    if self.is_versioned() {
+      ManagedPtr::Versioned(self.tagged.cast())
+    } else {
+      // SAFETY: undoes the tag added in `from_ptr`, giving back the original non-NULL pointer.
+      ManagedPtr::Legacy(unsafe { self.tagged.byte_sub(LEGACY_TAG) }.cast())
+    }
   }
 
   #[inline]
   pub fn is_versioned(&self) -> bool {
-    matches!(self.ptr, ManagedPtr::Versioned(_))
+    self.tagged.as_ptr() as usize & LEGACY_TAG == 0
   }
 
   /// The version of a versioned tensor (always safe to read), `None` for legacy ones.
   #[inline]
   pub fn version(&self) -> Option<DLPackVersion> {
-    match self.ptr {
+    match self.as_ptr() {
       // SAFETY: `version` precedes `flags` and is stable across majors (type invariant).
       ManagedPtr::Versioned(ptr) => Some(unsafe { ptr.as_ref() }.version),
       ManagedPtr::Legacy(_) => None,
@@ -100,7 +158,7 @@ impl ManagedTensor {
   /// Only meaningful once the major version has been checked.
   #[inline]
   pub fn flags(&self) -> u64 {
-    match self.ptr {
+    match self.as_ptr() {
       // SAFETY: `flags` is part of the stable prefix of the versioned struct.
       ManagedPtr::Versioned(ptr) => unsafe { ptr.as_ref() }.flags,
       ManagedPtr::Legacy(_) => 0,
@@ -114,7 +172,7 @@ impl ManagedTensor {
   /// crate understands; with another major the layout after `flags` is unknown.
   #[inline]
   pub unsafe fn dl_tensor(&self) -> &crate::ffi::DLTensor {
-    match self.ptr {
+    match self.as_ptr() {
       // SAFETY: the pointee is live while we own it; major version checked by the caller.
       ManagedPtr::Versioned(ptr) => unsafe { &ptr.as_ref().dl_tensor },
       // SAFETY: the legacy struct has a single layout.
@@ -123,9 +181,18 @@ impl ManagedTensor {
   }
 }
 
+impl ManagedPtr {
+  fn address(self) -> usize {
+    match self {
+      ManagedPtr::Versioned(ptr) => ptr.as_ptr() as usize,
+      ManagedPtr::Legacy(ptr) => ptr.as_ptr() as usize,
+    }
+  }
+}
+
 impl Drop for ManagedTensor {
   fn drop(&mut self) {
-    match self.ptr {
+    match self.as_ptr() {
       ManagedPtr::Versioned(ptr) => {
         // SAFETY: we own the tensor; `deleter` is in the stable prefix. DLPack allows a NULL
         // deleter ("no way to provide a reasonable destructor"), in which case nothing runs.

@@ -11,31 +11,83 @@ use crate::ffi::DLTensor;
 /// tensors are rejected with `ERR_DLPACK_NDIM` rather than risking huge stack or heap use.
 pub const MAX_NDIM: usize = 64;
 
-/// Facts about a tensor's layout, established by [`validate`].
+/// Facts about a tensor's layout, established by [`validate`] (or [`layout_of`]).
+///
+/// Kept to 48 bytes: an imported tensor carries one, and every byte of it is written and
+/// moved on each import. Derived values (the highest offset, the byte span) are computed on
+/// request from the stored ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Layout {
-  pub dtype: DType,
-  pub device: Device,
-  pub ndim: usize,
-  /// Number of elements (product of the shape).
-  pub numel: usize,
-  /// Offset, in elements and relative to the first element, of the lowest-addressed element
-  /// (≤ 0; negative strides make it negative). 0 when the tensor is empty.
-  pub min_offset: i64,
-  /// Offset of the highest-addressed element (≥ 0). 0 when the tensor is empty.
-  pub max_offset: i64,
-  /// Bytes from the lowest to the end of the highest-addressed element; 0 when empty.
-  pub span_bytes: usize,
-  /// Row-major contiguous, ignoring the strides of size-1 dimensions (and any strides when
-  /// the tensor has at most one element).
-  pub c_contiguous: bool,
-  /// No strides were given (`strides == NULL` from a pre-1.2 producer: row-major).
-  pub strides_null: bool,
   /// `data + byte_offset`: the address (or device handle value) of the first element.
-  pub first_element: usize,
+  first_element: usize,
+  numel: usize,
+  min_offset: i64,
+  max_offset: i64,
+  device: Device,
+  dtype: DType,
+  ndim: u8,
+  c_contiguous: bool,
+  strides_null: bool,
 }
 
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(core::mem::size_of::<Layout>() == 48);
+
 impl Layout {
+  pub fn dtype(&self) -> DType {
+    self.dtype
+  }
+
+  pub fn device(&self) -> Device {
+    self.device
+  }
+
+  /// Number of dimensions (at most [`MAX_NDIM`]).
+  pub fn ndim(&self) -> usize {
+    usize::from(self.ndim)
+  }
+
+  /// Number of elements (product of the shape).
+  pub fn numel(&self) -> usize {
+    self.numel
+  }
+
+  /// Offset, in elements and relative to the first element, of the lowest-addressed element
+  /// (≤ 0; negative strides make it negative). 0 when the tensor is empty.
+  pub fn min_offset(&self) -> i64 {
+    self.min_offset
+  }
+
+  /// Offset of the highest-addressed element (≥ 0). 0 when the tensor is empty.
+  pub fn max_offset(&self) -> i64 {
+    self.max_offset
+  }
+
+  /// Bytes from the lowest to the end of the highest-addressed element; 0 when empty.
+  pub fn span_bytes(&self) -> usize {
+    if self.numel == 0 {
+      return 0;
+    }
+    // Checked in `layout_of_matching` to be at most isize::MAX.
+    (self.max_offset - self.min_offset + 1) as usize * self.dtype.itemsize()
+  }
+
+  /// `data + byte_offset`: the address (or device handle value) of the first element.
+  pub fn first_element(&self) -> usize {
+    self.first_element
+  }
+
+  /// Row-major contiguous, ignoring the strides of size-1 dimensions (and any strides when
+  /// the tensor has at most one element).
+  pub fn is_c_contiguous(&self) -> bool {
+    self.c_contiguous
+  }
+
+  /// No strides were given (`strides == NULL` from a pre-1.2 producer: row-major).
+  pub fn strides_were_null(&self) -> bool {
+    self.strides_null
+  }
+
   /// Address of the lowest-addressed byte of the span.
   pub fn span_start(&self) -> usize {
     // Cannot overflow: `validate` checked `first_element + min_offset * itemsize` for pointer
@@ -55,6 +107,22 @@ fn err(kind: ErrorKind, message: impl Into<String>) -> DLPackError {
 #[inline(never)]
 fn overflow(what: &str) -> DLPackError {
   err(ErrorKind::Overflow, format!("{what} overflows"))
+}
+
+/// Names the first negative dimension of `shape`. Found again here, off the hot path, so the
+/// loop that detects it keeps no axis counter alive.
+#[cold]
+#[inline(never)]
+fn negative_dimension(shape: &[i64]) -> DLPackError {
+  let (axis, dim) = shape
+    .iter()
+    .enumerate()
+    .find(|(_, dim)| **dim < 0)
+    .map_or((0, 0), |(axis, dim)| (axis, *dim));
+  err(
+    ErrorKind::Shape,
+    format!("dimension {axis} is negative ({dim})"),
+  )
 }
 
 /// Validates `tensor` (with the versioned `flags`, 0 for legacy tensors).
@@ -115,10 +183,13 @@ pub unsafe fn validate(tensor: &DLTensor, flags: u64) -> Result<Layout, DLPackEr
     })? as usize;
   // `shape` and `strides` were both made `ndim` long above.
   let layout = layout_of_matching(dtype, device, shape, strides, first_element)?;
-  if layout.numel > 0 && tensor.data.is_null() {
+  if layout.numel() > 0 && tensor.data.is_null() {
     return Err(err(
       ErrorKind::NullData,
-      format!("data is NULL but the tensor has {} elements", layout.numel),
+      format!(
+        "data is NULL but the tensor has {} elements",
+        layout.numel()
+      ),
     ));
   }
   Ok(layout)
@@ -166,12 +237,9 @@ fn layout_of_matching(
   let ndim = shape.len();
   let itemsize = dtype.itemsize() as i64;
   let mut numel: i64 = 1;
-  for (axis, &dim) in shape.iter().enumerate() {
+  for &dim in shape {
     if dim < 0 {
-      return Err(err(
-        ErrorKind::Shape,
-        format!("dimension {axis} is negative ({dim})"),
-      ));
+      return Err(negative_dimension(shape));
     }
     numel = numel
       .checked_mul(dim)
@@ -218,14 +286,11 @@ fn layout_of_matching(
   };
   if numel > 0 && device.device_type.data_is_address() {
     // The lowest and highest bytes touched must be addresses: no wrap below 0 or past the end.
-    let low = min_offset
-      .checked_mul(itemsize)
-      .and_then(|low| (first_element as u64).checked_add_signed(low));
-    let high = (max_offset + 1)
-      .checked_mul(itemsize)
-      .and_then(|high| (first_element as u64).checked_add(high as u64))
-      .filter(|end| usize::try_from(*end).is_ok());
-    if low.is_none() || high.is_none() {
+    // The bytes below the first element, -min_offset * itemsize, are part of the span, which
+    // was checked against isize::MAX above, so neither product below can overflow.
+    let below = min_offset.unsigned_abs() as usize * itemsize as usize;
+    let from_first = span_bytes as usize - below;
+    if first_element < below || first_element.checked_add(from_first).is_none() {
       return Err(err(
         ErrorKind::ByteOffset,
         "the elements' addresses fall outside the address space",
@@ -233,16 +298,15 @@ fn layout_of_matching(
     }
   }
   Ok(Layout {
-    dtype,
-    device,
-    ndim,
+    first_element,
     numel: usize::try_from(numel).map_err(|_| overflow("element count"))?,
     min_offset,
     max_offset,
-    span_bytes: span_bytes as usize,
+    device,
+    dtype,
+    ndim: ndim as u8, // ≤ MAX_NDIM: checked by both callers
     c_contiguous: numel <= 1 || c_contiguous,
     strides_null: strides.is_none() && ndim > 0,
-    first_element,
   })
 }
 

@@ -95,3 +95,33 @@ fn empty_payload_is_filled_once_with_its_kind() {
   drop(payload.take().expect("consume the filled tensor"));
   assert_eq!(count(&calls), 1);
 }
+
+#[test]
+fn misaligned_tensor_in_a_foreign_payload_is_refused_and_released_once() {
+  use std::sync::atomic::AtomicPtr;
+  let mut producer = Misaligned::new();
+  for kind in [KIND_VERSIONED, KIND_LEGACY] {
+    let tensor = if kind == KIND_VERSIONED {
+      producer.versioned().cast()
+    } else {
+      producer.legacy().cast()
+    };
+    // A payload as a C producer fills it in, without going through our constructors.
+    let payload = CapsulePayload {
+      abi_version: CAPSULE_ABI_VERSION,
+      kind,
+      tensor: AtomicPtr::new(tensor),
+    };
+    let before = count(&producer.calls);
+    let err = payload.take().expect_err("misaligned tensor accepted");
+    assert_eq!(err.kind(), ErrorKind::Misaligned);
+    assert_eq!(
+      count(&producer.calls),
+      before + 1,
+      "deleter runs on refusal"
+    );
+    assert!(payload.is_consumed());
+    payload.release(); // the finalizer afterwards: nothing left to release
+    assert_eq!(count(&producer.calls), before + 1);
+  }
+}

@@ -96,27 +96,27 @@ fn hostile_descriptors_never_panic_and_accepted_ones_are_consistent() {
     // Invariants of an accepted layout.
     let numel: i128 = shape
       .iter()
-      .take(layout.ndim)
+      .take(layout.ndim())
       .map(|&d| i128::from(d))
       .product();
-    assert_eq!(layout.numel as i128, numel);
-    assert!(layout.min_offset <= 0 && layout.max_offset >= 0);
-    let itemsize = layout.dtype.itemsize() as i128;
-    if layout.numel == 0 {
-      assert_eq!(layout.span_bytes, 0);
+    assert_eq!(layout.numel() as i128, numel);
+    assert!(layout.min_offset() <= 0 && layout.max_offset() >= 0);
+    let itemsize = layout.dtype().itemsize() as i128;
+    if layout.numel() == 0 {
+      assert_eq!(layout.span_bytes(), 0);
     } else {
-      let span = (i128::from(layout.max_offset) - i128::from(layout.min_offset) + 1) * itemsize;
-      assert_eq!(layout.span_bytes as i128, span);
+      let span = (i128::from(layout.max_offset()) - i128::from(layout.min_offset()) + 1) * itemsize;
+      assert_eq!(layout.span_bytes() as i128, span);
       assert!(span <= isize::MAX as i128);
       assert!(!tensor.data.is_null());
-      if layout.device.device_type.data_is_address() {
-        let first = layout.first_element as i128;
-        assert!(first + i128::from(layout.min_offset) * itemsize >= 0);
-        assert!(first + (i128::from(layout.max_offset) + 1) * itemsize <= usize::MAX as i128 + 1);
+      if layout.device().device_type.data_is_address() {
+        let first = layout.first_element() as i128;
+        assert!(first + i128::from(layout.min_offset()) * itemsize >= 0);
+        assert!(first + (i128::from(layout.max_offset()) + 1) * itemsize <= usize::MAX as i128 + 1);
       }
     }
     assert_eq!(
-      layout.first_element as u128,
+      layout.first_element() as u128,
       data as u128 + u128::from(tensor.byte_offset)
     );
   }

@@ -259,6 +259,19 @@ fn misaligned_shape_pointer_is_rejected() {
 }
 
 #[test]
+fn misaligned_managed_struct_is_refused_after_its_deleter_runs() {
+  let mut producer = Misaligned::new();
+  // SAFETY: the struct is readable; its ownership is handed over.
+  let err = unsafe { ForeignTensor::from_raw_versioned(producer.versioned()) }.unwrap_err();
+  assert_eq!(err.code(), "ERR_DLPACK_MISALIGNED");
+  assert_eq!(count(&producer.calls), 1);
+  // SAFETY: as above, for the legacy struct.
+  let err = unsafe { ForeignTensor::from_raw_legacy(producer.legacy()) }.unwrap_err();
+  assert_eq!(err.code(), "ERR_DLPACK_MISALIGNED");
+  assert_eq!(count(&producer.calls), 2);
+}
+
+#[test]
 fn null_pointer_is_rejected_without_a_deleter() {
   // SAFETY: NULL is explicitly allowed and rejected.
   let err = unsafe { ForeignTensor::from_raw_versioned(std::ptr::null_mut()) }.unwrap_err();
@@ -329,8 +342,8 @@ fn negative_and_zero_strides_compute_the_extent_from_min_and_max() {
   spec.byte_offset = 7 * 4;
   let (result, _calls) = import_versioned(spec);
   let tensor = result.unwrap();
-  assert_eq!(tensor.layout().min_offset, -7);
-  assert_eq!(tensor.layout().max_offset, 0);
+  assert_eq!(tensor.layout().min_offset(), -7);
+  assert_eq!(tensor.layout().max_offset(), 0);
   assert_eq!(tensor.span_bytes(), 32);
   assert!(!tensor.is_contiguous());
   assert_eq!(

@@ -209,3 +209,89 @@ pub fn count(calls: &AtomicUsize) -> usize {
 pub fn drop_managed(managed: ManagedTensor) {
   drop(managed);
 }
+
+/// A managed struct stored one byte past an 8-byte boundary, as a careless producer could hand
+/// over. Its deleter reads the struct without assuming alignment and counts its calls.
+pub struct Misaligned {
+  storage: Vec<u64>,
+  pub calls: Arc<AtomicUsize>,
+}
+
+unsafe extern "C" fn count_misaligned_versioned(managed: *mut DLManagedTensorVersioned) {
+  // SAFETY: test producer: manager_ctx holds a pointer to the counter, read unaligned.
+  let counter = unsafe { (&raw const (*managed).manager_ctx).read_unaligned() };
+  // SAFETY: `counter` points into the Arc kept alive by `Misaligned`.
+  unsafe { (*counter.cast::<AtomicUsize>()).fetch_add(1, Ordering::SeqCst) };
+}
+
+unsafe extern "C" fn count_misaligned_legacy(managed: *mut DLManagedTensor) {
+  // SAFETY: as above.
+  let counter = unsafe { (&raw const (*managed).manager_ctx).read_unaligned() };
+  // SAFETY: as above.
+  unsafe { (*counter.cast::<AtomicUsize>()).fetch_add(1, Ordering::SeqCst) };
+}
+
+impl Misaligned {
+  pub fn new() -> Misaligned {
+    Misaligned {
+      storage: vec![0; 32],
+      calls: Arc::new(AtomicUsize::new(0)),
+    }
+  }
+
+  fn slot(&mut self) -> *mut u8 {
+    // SAFETY: one byte into a 256-byte buffer; both structs fit after it.
+    unsafe { self.storage.as_mut_ptr().cast::<u8>().add(1) }
+  }
+
+  fn counter(&self) -> *mut c_void {
+    Arc::as_ptr(&self.calls) as *mut c_void
+  }
+
+  /// A versioned struct of an empty f32 tensor at an odd address.
+  pub fn versioned(&mut self) -> *mut DLManagedTensorVersioned {
+    let managed = DLManagedTensorVersioned {
+      version: DLPackVersion { major: 1, minor: 3 },
+      manager_ctx: self.counter(),
+      deleter: Some(count_misaligned_versioned),
+      flags: 0,
+      dl_tensor: empty_tensor(),
+    };
+    let slot = self.slot().cast::<DLManagedTensorVersioned>();
+    // SAFETY: `slot` has room for the struct; the write does not need alignment.
+    unsafe { slot.write_unaligned(managed) };
+    slot
+  }
+
+  /// A legacy struct at an odd address.
+  pub fn legacy(&mut self) -> *mut DLManagedTensor {
+    let managed = DLManagedTensor {
+      dl_tensor: empty_tensor(),
+      manager_ctx: self.counter(),
+      deleter: Some(count_misaligned_legacy),
+    };
+    let slot = self.slot().cast::<DLManagedTensor>();
+    // SAFETY: as above.
+    unsafe { slot.write_unaligned(managed) };
+    slot
+  }
+}
+
+fn empty_tensor() -> DLTensor {
+  DLTensor {
+    data: std::ptr::null_mut(),
+    device: DLDevice {
+      device_type: 1,
+      device_id: 0,
+    },
+    ndim: 0,
+    dtype: DLDataType {
+      code: 2,
+      bits: 32,
+      lanes: 1,
+    },
+    shape: std::ptr::null_mut(),
+    strides: std::ptr::null_mut(),
+    byte_offset: 0,
+  }
+}

@@ -197,7 +197,8 @@ pub unsafe fn validate(tensor: &DLTensor, flags: u64) -> Result<Layout, DLPackEr
 
 /// Computes and checks the layout of `shape`/`strides` (`None` = C-contiguous) for a tensor
 /// whose first element is at `first_element`. Shared by import validation and export, so it is
-/// written for speed: one pass for the element count, one for extent and contiguity.
+/// written for speed: one pass for the element count, one comparing the strides with the
+/// row-major ones, and the extent arithmetic only for strides that are not row-major.
 #[inline(always)]
 pub fn layout_of(
   dtype: DType,
@@ -250,28 +251,15 @@ fn layout_of_matching(
   // Strides of an empty tensor address nothing, so they are not looked at (garbage strides
   // on a zero-size tensor are legal and must not overflow anything).
   if numel > 0 {
-    match strides {
-      Some(strides) => {
-        let mut expected = 1i64; // product of the dimensions to the right: cannot overflow
-        for (&dim, &stride) in shape.iter().zip(strides).rev() {
-          if dim != 1 {
-            c_contiguous &= stride == expected;
-            expected *= dim;
-          }
-          let reach = (dim - 1)
-            .checked_mul(stride)
-            .ok_or_else(|| overflow("stride extent"))?;
-          let bound = if reach < 0 {
-            &mut min_offset
-          } else {
-            &mut max_offset
-          };
-          *bound = bound
-            .checked_add(reach)
-            .ok_or_else(|| overflow("stride extent"))?;
-        }
-      }
-      None => max_offset = numel - 1,
+    // Row-major strides are the common case and need no extent arithmetic: size-1 dimensions
+    // reach nothing whatever their stride, so the elements span offsets 0..numel.
+    if let Some(strides) = strides {
+      c_contiguous = is_row_major(shape, strides);
+    }
+    if c_contiguous {
+      max_offset = numel - 1;
+    } else if let Some(strides) = strides {
+      (min_offset, max_offset) = stride_extent(shape, strides)?;
     }
   }
   let span_bytes = if numel == 0 {
@@ -308,6 +296,44 @@ fn layout_of_matching(
     c_contiguous: numel <= 1 || c_contiguous,
     strides_null: strides.is_none() && ndim > 0,
   })
+}
+
+/// Row-major contiguity of a tensor with elements (every dimension ≥ 1), ignoring the strides
+/// of size-1 dimensions. The running product of dimensions cannot overflow: it stays at most
+/// the element count, which the caller computed with checked arithmetic.
+#[inline(always)]
+fn is_row_major(shape: &[i64], strides: &[i64]) -> bool {
+  let mut expected = 1i64;
+  for (&dim, &stride) in shape.iter().zip(strides).rev() {
+    if dim != 1 {
+      if stride != expected {
+        return false;
+      }
+      expected *= dim;
+    }
+  }
+  true
+}
+
+/// Offsets (in elements, relative to the first element) of the lowest and highest elements a
+/// tensor with elements reaches through `strides`, negative and zero strides included.
+#[inline(always)]
+fn stride_extent(shape: &[i64], strides: &[i64]) -> Result<(i64, i64), DLPackError> {
+  let (mut min_offset, mut max_offset) = (0i64, 0i64);
+  for (&dim, &stride) in shape.iter().zip(strides) {
+    let reach = (dim - 1)
+      .checked_mul(stride)
+      .ok_or_else(|| overflow("stride extent"))?;
+    let bound = if reach < 0 {
+      &mut min_offset
+    } else {
+      &mut max_offset
+    };
+    *bound = bound
+      .checked_add(reach)
+      .ok_or_else(|| overflow("stride extent"))?;
+  }
+  Ok((min_offset, max_offset))
 }
 
 /// Column-major contiguity, with the same tolerance for size-1 dimensions and tensors of at

@@ -337,7 +337,7 @@ fn stride_extent(shape: &[i64], strides: &[i64]) -> Result<(i64, i64), DLPackErr
 }
 
 /// Column-major contiguity, with the same tolerance for size-1 dimensions and tensors of at
-/// most one element as [`Layout::c_contiguous`].
+/// most one element as [`Layout::is_c_contiguous`].
 pub fn is_f_contiguous(shape: &[i64], strides: &[i64]) -> bool {
   if shape.iter().product::<i64>() <= 1 {
     return true;

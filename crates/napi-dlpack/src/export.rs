@@ -190,18 +190,30 @@ impl TensorInfo {
   }
 }
 
-/// The single allocation behind one export. `managed` must stay the first field: the pointer
-/// handed out is the address of `managed`, and `manager_ctx` points at the whole context.
+/// The single allocation behind one export: a header that does not depend on the owner's
+/// type, then the owner. `managed` must stay the first field: the pointer handed out is the
+/// address of `managed`, and `manager_ctx` points at the whole context.
 #[repr(C)]
 struct ExportContext<M, T> {
+  header: ContextHeader<M>,
+  owner: T,
+}
+
+/// The part of an export's context the deleters and [`take_owner`] read before they know the
+/// owner's type. The deleters are not generic, so each format has one deleter with one address
+/// (a generic function may be instantiated more than once, and then an address comparison
+/// misses); `release` and `owner_type` carry what depends on the owner's type.
+#[repr(C)]
+struct ContextHeader<M> {
   managed: M,
   /// The shape followed by the strides (`2 * ndim` values; inline up to four dimensions).
   /// Right after `managed`, so that a consumer reading the metadata of a small tensor touches
   /// two cache lines, not three.
   dims: ExportDims,
-  /// Checked by [`take_owner`] before anything else in the context is trusted.
+  /// Checked by [`take_owner`] before the owner is trusted to be a `T`.
   owner_type: TypeId,
-  owner: T,
+  /// Frees the context as the `ExportContext<M, T>` it is (dropping the owner).
+  release: unsafe fn(*mut ContextHeader<M>),
 }
 
 /// Shape and strides of one export in one buffer, so that the common ranks need no allocation
@@ -210,7 +222,7 @@ type ExportDims = SmallVec<[i64; 8]>;
 
 /// The managed struct of one format, as [`export_into`] needs to build it.
 trait ManagedFormat: Sized {
-  fn new<T: IntoDLPack>() -> Self;
+  fn new() -> Self;
   fn set_tensor(&mut self, tensor: DLTensor, flags: u64, manager_ctx: *mut c_void);
   /// # Safety
   /// `ptr` must point at a live export of this format.
@@ -220,11 +232,11 @@ trait ManagedFormat: Sized {
 
 impl ManagedFormat for DLManagedTensorVersioned {
   #[inline(always)]
-  fn new<T: IntoDLPack>() -> Self {
+  fn new() -> Self {
     DLManagedTensorVersioned {
       version: DLPackVersion::CURRENT,
       manager_ctx: core::ptr::null_mut(),
-      deleter: Some(delete_versioned::<T>),
+      deleter: Some(delete_versioned),
       flags: 0,
       dl_tensor: DLTensor::zeroed(),
     }
@@ -251,11 +263,11 @@ impl ManagedFormat for DLManagedTensorVersioned {
 
 impl ManagedFormat for DLManagedTensor {
   #[inline(always)]
-  fn new<T: IntoDLPack>() -> Self {
+  fn new() -> Self {
     DLManagedTensor {
       dl_tensor: DLTensor::zeroed(),
       manager_ctx: core::ptr::null_mut(),
-      deleter: Some(delete_legacy::<T>),
+      deleter: Some(delete_legacy),
     }
   }
 
@@ -321,25 +333,35 @@ fn export_into<M: ManagedFormat, T: IntoDLPack>(value: T) -> Result<ManagedTenso
   // SAFETY: `context` points at the uninitialised, suitably aligned allocation; each field is
   // written exactly once through a raw place (no reference to uninitialised memory is made).
   unsafe {
-    (&raw mut (*context).managed).write(M::new::<T>());
-    (&raw mut (*context).dims).write(ExportDims::new());
-    (&raw mut (*context).owner_type).write(TypeId::of::<T>());
+    let header = &raw mut (*context).header;
+    (&raw mut (*header).managed).write(M::new());
+    (&raw mut (*header).dims).write(ExportDims::new());
+    (&raw mut (*header).owner_type).write(TypeId::of::<T>());
+    (&raw mut (*header).release).write(drop_context::<M, T>);
     (&raw mut (*context).owner).write(value);
   }
   // SAFETY: every field was initialised above.
-  let mut context = unsafe { slot.assume_init() };
-  // `owner` is at its final address now; only then ask it where its data is. On any error the
-  // Box drops here, and with it the value.
-  let info = context.owner.tensor_info();
+  let context = Box::into_raw(unsafe { slot.assume_init() });
+  // From here on the context is reached only through this raw pointer. The shape and strides
+  // pointers `fill` stores point into it, and turning it back into a Box (or moving a Box)
+  // would invalidate them under Rust's aliasing rules (Miri reports that as UB).
+  let reclaim_on_error = ReclaimOnDrop(context);
+  // SAFETY: `context` is valid and nothing else refers to it yet. `owner` is at its final
+  // address now; only then ask it where its data is.
+  let info = unsafe { (*context).owner.tensor_info() };
   M::check(&info)?;
-  let tensor = fill(&info, &mut context.dims)?;
+  // SAFETY: as above; this is the only reference to `dims` while it lives.
+  let tensor = fill(&info, unsafe { &mut (*context).header.dims })?;
   let flags = info.flags();
-  let context = Box::into_raw(context);
-  // SAFETY: `context` came from Box::into_raw just above and is valid; the struct is ours
-  // until the deleter reclaims it, and the managed struct is complete once its tensor is set.
+  core::mem::forget(reclaim_on_error); // the deleter owns the context from now on
+                                       // SAFETY: `context` is valid; the struct is ours until the deleter reclaims it, and the
+                                       // managed struct is complete once its tensor is set.
   unsafe {
-    (*context).managed.set_tensor(tensor, flags, context.cast());
-    Ok(M::managed_tensor(&raw mut (*context).managed))
+    (*context)
+      .header
+      .managed
+      .set_tensor(tensor, flags, context.cast());
+    Ok(M::managed_tensor(&raw mut (*context).header.managed))
   }
 }
 
@@ -410,35 +432,67 @@ fn fill(info: &TensorInfo, dims: &mut ExportDims) -> Result<DLTensor, DLPackErro
   })
 }
 
-unsafe extern "C" fn delete_versioned<T: IntoDLPack>(managed: *mut DLManagedTensorVersioned) {
-  if managed.is_null() {
-    return;
+/// Frees an export context whose export failed (an error or a panic in `tensor_info`), so the
+/// value is dropped on every path.
+struct ReclaimOnDrop<M, T>(*mut ExportContext<M, T>);
+
+impl<M, T> Drop for ReclaimOnDrop<M, T> {
+  fn drop(&mut self) {
+    // SAFETY: the pointer came from Box::into_raw and the export did not hand it on.
+    drop(unsafe { Box::from_raw(self.0) });
   }
-  // SAFETY: `managed` is the pointer we produced; `manager_ctx` points at its context box,
-  // which the DLPack contract says we are now asked to free, exactly once.
-  let context = unsafe {
-    Box::from_raw(
-      (*managed)
-        .manager_ctx
-        .cast::<ExportContext<DLManagedTensorVersioned, T>>(),
-    )
-  };
-  // A panicking Drop must not unwind into the (possibly C) caller.
-  let _ = std::panic::catch_unwind(AssertUnwindSafe(move || drop(context)));
 }
 
-unsafe extern "C" fn delete_legacy<T: IntoDLPack>(managed: *mut DLManagedTensor) {
+/// The deleter of every versioned export. Never inlined, so that it exists once in the program:
+/// a function the compiler may inline across crates can also be copied into each crate that
+/// names it, and [`take_owner`] compares this address.
+#[inline(never)]
+unsafe extern "C" fn delete_versioned(managed: *mut DLManagedTensorVersioned) {
   if managed.is_null() {
     return;
   }
-  // SAFETY: as in `delete_versioned`, for the legacy context.
-  let context = unsafe {
-    Box::from_raw(
+  // SAFETY: only `export_into` installs this deleter, so `manager_ctx` points at an export
+  // context of this format, which the DLPack contract says we are now asked to free, once.
+  unsafe {
+    release_export(
       (*managed)
         .manager_ctx
-        .cast::<ExportContext<DLManagedTensor, T>>(),
+        .cast::<ContextHeader<DLManagedTensorVersioned>>(),
     )
-  };
+  }
+}
+
+/// The deleter of every legacy export (never inlined, as `delete_versioned`).
+#[inline(never)]
+unsafe extern "C" fn delete_legacy(managed: *mut DLManagedTensor) {
+  if managed.is_null() {
+    return;
+  }
+  // SAFETY: as in `delete_versioned`, for the legacy format.
+  unsafe {
+    release_export(
+      (*managed)
+        .manager_ctx
+        .cast::<ContextHeader<DLManagedTensor>>(),
+    )
+  }
+}
+
+/// # Safety
+/// `header` must start a live export context of format `M` that nobody uses afterwards.
+unsafe fn release_export<M>(header: *mut ContextHeader<M>) {
+  // SAFETY: per the contract; `release` frees the context as its real type.
+  unsafe { ((*header).release)(header) }
+}
+
+/// The `release` of an `ExportContext<M, T>`.
+///
+/// # Safety
+/// As for [`release_export`], and the context's owner must be a `T`.
+unsafe fn drop_context<M, T>(header: *mut ContextHeader<M>) {
+  // SAFETY: the header is the first field of the context `export_into` leaked from a Box.
+  let context = unsafe { Box::from_raw(header.cast::<ExportContext<M, T>>()) };
+  // A panicking Drop must not unwind into the (possibly C) caller.
   let _ = std::panic::catch_unwind(AssertUnwindSafe(move || drop(context)));
 }
 
@@ -447,53 +501,47 @@ unsafe extern "C" fn delete_legacy<T: IntoDLPack>(managed: *mut DLManagedTensor)
 /// can then share the original owner, with no copy and no validation of trusted metadata).
 /// Returns the managed tensor unchanged when it is not such an export.
 ///
-/// Recognition is by deleter address (only this crate installs these deleters), then by the
-/// `TypeId` stored in the context; a deleter address duplicated across codegen units only
-/// makes the check miss, never misfire.
+/// Recognition is by deleter address (only this crate installs these deleters, one per
+/// format), then by the `TypeId` stored in the context.
 pub fn take_owner<T: IntoDLPack>(managed: ManagedTensor) -> Result<T, ManagedTensor> {
   match managed.as_ptr() {
     ManagedPtr::Versioned(ptr) => {
-      // SAFETY: we own the tensor; the deleter is in the stable prefix.
-      let deleter = unsafe { ptr.as_ref() }.deleter;
-      if deleter.map(|f| f as usize)
-        != Some(delete_versioned::<T> as DLManagedTensorVersionedDeleter as usize)
-      {
-        return Err(managed);
-      }
-      // SAFETY: the deleter is ours, so manager_ctx is an ExportContext<Versioned, U> for some
-      // U; its `owner_type` sits at the same offset for every U (repr(C), and the fields before
-      // it do not depend on U).
-      let context = unsafe { ptr.as_ref() }
-        .manager_ctx
-        .cast::<ExportContext<DLManagedTensorVersioned, T>>();
-      // SAFETY: as above; reading the TypeId is valid for any U.
-      if unsafe { (*context).owner_type } != TypeId::of::<T>() {
-        return Err(managed);
-      }
-      let _ = managed.into_raw(); // ownership moves to `reclaim`; no deleter call
-                                  // SAFETY: the context is an ExportContext<_, T> leaked by `export_into`.
-      Ok(unsafe { reclaim(context) })
+      // SAFETY: we own the tensor; the deleter and `manager_ctx` are in the stable prefix.
+      let managed_struct = unsafe { ptr.as_ref() };
+      let ours = managed_struct.deleter.map(|f| f as usize)
+        == Some(delete_versioned as DLManagedTensorVersionedDeleter as usize);
+      let context = managed_struct.manager_ctx;
+      // SAFETY: when `ours`, `context` is an export context of the versioned format.
+      unsafe { take_from::<DLManagedTensorVersioned, T>(managed, ours, context) }
     }
     ManagedPtr::Legacy(ptr) => {
       // SAFETY: as above, for the legacy struct.
-      let deleter = unsafe { ptr.as_ref() }.deleter;
-      if deleter.map(|f| f as usize) != Some(delete_legacy::<T> as DLManagedTensorDeleter as usize)
-      {
-        return Err(managed);
-      }
+      let managed_struct = unsafe { ptr.as_ref() };
+      let ours = managed_struct.deleter.map(|f| f as usize)
+        == Some(delete_legacy as DLManagedTensorDeleter as usize);
+      let context = managed_struct.manager_ctx;
       // SAFETY: as above.
-      let context = unsafe { ptr.as_ref() }
-        .manager_ctx
-        .cast::<ExportContext<DLManagedTensor, T>>();
-      // SAFETY: as above.
-      if unsafe { (*context).owner_type } != TypeId::of::<T>() {
-        return Err(managed);
-      }
-      let _ = managed.into_raw();
-      // SAFETY: as above.
-      Ok(unsafe { reclaim(context) })
+      unsafe { take_from::<DLManagedTensor, T>(managed, ours, context) }
     }
   }
+}
+
+/// # Safety
+/// When `ours`, `context` must be the context of the export of format `M` that `managed` owns.
+#[inline(always)]
+unsafe fn take_from<M, T: 'static>(
+  managed: ManagedTensor,
+  ours: bool,
+  context: *mut c_void,
+) -> Result<T, ManagedTensor> {
+  // SAFETY: the header does not depend on the owner's type, so it may be read before the
+  // owner's type is known.
+  if !ours || unsafe { (*context.cast::<ContextHeader<M>>()).owner_type } != TypeId::of::<T>() {
+    return Err(managed);
+  }
+  let _ = managed.into_raw(); // ownership moves to `reclaim`; no deleter call
+                              // SAFETY: the context is an ExportContext<M, T> leaked by `export_into`.
+  Ok(unsafe { reclaim(context.cast::<ExportContext<M, T>>()) })
 }
 
 /// Frees an export's context and returns its owner, moving only the owner out.
@@ -507,7 +555,7 @@ unsafe fn reclaim<M, T>(context: *mut ExportContext<M, T>) -> T {
   // other fields are plain data except `dims`, dropped in place (it frees only when spilled).
   unsafe {
     let owner = core::ptr::read(&raw const (*context).owner);
-    core::ptr::drop_in_place(&raw mut (*context).dims);
+    core::ptr::drop_in_place(&raw mut (*context).header.dims);
     drop(Box::from_raw(
       context.cast::<core::mem::MaybeUninit<ExportContext<M, T>>>(),
     ));

@@ -155,9 +155,14 @@ impl ForeignTensor {
     unsafe { self.managed.dl_tensor() }.byte_offset
   }
 
-  /// Address of the first element (`data + byte_offset`).
+  /// Address of the first element (`data + byte_offset`), derived from the producer's pointer
+  /// (not from the validated address, an integer) so that it keeps the pointer's provenance.
   pub fn data_ptr(&self) -> *mut u8 {
-    self.layout.first_element() as *mut u8
+    // `data + byte_offset` was checked not to wrap during validation.
+    self
+      .raw_data()
+      .cast::<u8>()
+      .wrapping_add(self.byte_offset() as usize)
   }
 
   /// Row-major contiguous (size-1 dimensions and empty tensors tolerated).

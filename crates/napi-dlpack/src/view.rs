@@ -126,14 +126,15 @@ impl<'a, T: Element> FromDLPackMut<'a> for &'a mut [T] {
         "tensor is flagged READ_ONLY",
       ));
     }
-    let shared: &[T] = <&[T]>::from_dlpack(tensor)?;
-    let (ptr, len) = (shared.as_ptr() as *mut T, shared.len());
+    // The checks of the shared conversion; the mutable slice is then made from the tensor's
+    // own data pointer, since one derived from a shared slice would only permit reads.
+    let len = <&[T]>::from_dlpack(tensor)?.len();
     if len == 0 {
       return Ok(&mut []);
     }
-    // SAFETY: same memory as the checked shared slice; `&mut ForeignTensor` guarantees no
+    // SAFETY: the memory the shared conversion checked; `&mut ForeignTensor` guarantees no
     // other borrow through this handle, and the producer granted write access (not READ_ONLY).
-    Ok(unsafe { core::slice::from_raw_parts_mut(ptr, len) })
+    Ok(unsafe { core::slice::from_raw_parts_mut(tensor.data_ptr().cast::<T>(), len) })
   }
 }
 

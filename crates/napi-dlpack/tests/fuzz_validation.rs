@@ -40,7 +40,9 @@ impl Rng {
 fn hostile_descriptors_never_panic_and_accepted_ones_are_consistent() {
   let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
   let mut accepted = 0;
-  for _ in 0..300_000 {
+  // Under Miri (about 10 000 times slower) a smaller sample still checks the unsafe reads.
+  let cases = if cfg!(miri) { 6_000 } else { 300_000 };
+  for _ in 0..cases {
     let ndim = match rng.below(8) {
       0 => rng.below(70) as i32,
       1 => -(rng.below(3) as i32) - 1,
@@ -122,7 +124,7 @@ fn hostile_descriptors_never_panic_and_accepted_ones_are_consistent() {
   }
   // The generator must exercise the accepting path too, not only rejections.
   assert!(
-    accepted > 1_000,
+    accepted > cases / 300,
     "only {accepted} descriptors were accepted"
   );
 }

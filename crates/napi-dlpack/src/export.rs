@@ -353,9 +353,10 @@ fn export_into<M: ManagedFormat, T: IntoDLPack>(value: T) -> Result<ManagedTenso
   // SAFETY: as above; this is the only reference to `dims` while it lives.
   let tensor = fill(&info, unsafe { &mut (*context).header.dims })?;
   let flags = info.flags();
-  core::mem::forget(reclaim_on_error); // the deleter owns the context from now on
-                                       // SAFETY: `context` is valid; the struct is ours until the deleter reclaims it, and the
-                                       // managed struct is complete once its tensor is set.
+  // The deleter owns the context from now on.
+  core::mem::forget(reclaim_on_error);
+  // SAFETY: `context` is valid; the struct is ours until the deleter reclaims it, and the
+  // managed struct is complete once its tensor is set.
   unsafe {
     (*context)
       .header
@@ -539,8 +540,9 @@ unsafe fn take_from<M, T: 'static>(
   if !ours || unsafe { (*context.cast::<ContextHeader<M>>()).owner_type } != TypeId::of::<T>() {
     return Err(managed);
   }
-  let _ = managed.into_raw(); // ownership moves to `reclaim`; no deleter call
-                              // SAFETY: the context is an ExportContext<M, T> leaked by `export_into`.
+  // Ownership moves to `reclaim`; no deleter call.
+  let _ = managed.into_raw();
+  // SAFETY: the context is an ExportContext<M, T> leaked by `export_into`.
   Ok(unsafe { reclaim(context.cast::<ExportContext<M, T>>()) })
 }
 

@@ -23,7 +23,7 @@ use crate::ffi::{
   DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED, DLPACK_FLAG_BITMASK_READ_ONLY,
 };
 use crate::managed::{ManagedPtr, ManagedTensor};
-use crate::validation::layout_of;
+use crate::validation::{layout_of, write_row_major_strides};
 
 /// Shape or strides storage; inline up to four dimensions.
 pub type Dims = SmallVec<[i64; 4]>;
@@ -394,18 +394,9 @@ fn fill(info: &TensorInfo, dims: &mut ExportDims) -> Result<DLTensor, DLPackErro
   match &info.strides {
     Some(given) => dims.extend_from_slice(given),
     None => {
-      // Row-major strides, zero dimensions counted as one. They can overflow even though the
-      // element count did not (a zero dimension makes the count 0), so each product is checked;
-      // the product over the whole shape is never stored, so it may overflow.
       dims.resize(2 * ndim, 0);
-      let mut step = 1i64;
-      for axis in (0..ndim).rev() {
-        dims[ndim + axis] = step;
-        step = match step.checked_mul(info.shape[axis].max(1)) {
-          Some(next) => next,
-          None if axis == 0 => step, // the last product is never stored
-          None => return Err(DLPackError::new(ErrorKind::Overflow, "strides overflow")),
-        };
+      if !write_row_major_strides(&info.shape, &mut dims[ndim..]) {
+        return Err(DLPackError::new(ErrorKind::Overflow, "strides overflow"));
       }
     }
   }

@@ -10,7 +10,7 @@ use crate::ffi::{
   DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION,
 };
 use crate::managed::ManagedTensor;
-use crate::validation::{contiguous_strides, validate, Layout, MAX_NDIM};
+use crate::validation::{validate, write_row_major_strides, Layout, MAX_NDIM};
 
 /// A foreign tensor that passed validation. It owns the producer's managed struct and calls the
 /// deleter exactly once when dropped; if validation fails the deleter runs before the error is
@@ -51,12 +51,9 @@ impl ForeignTensor {
     let layout = unsafe { validate(managed.dl_tensor(), flags)? };
     let synthesized_strides = if layout.strides_were_null() {
       // SAFETY: validated above.
-      let shape = unsafe { shape_of(&managed, layout.ndim()) };
-      let strides = contiguous_strides(shape)
-        .ok_or_else(|| DLPackError::new(ErrorKind::Overflow, "strides overflow"))?;
-      let mut stored = Box::new([0i64; MAX_NDIM]);
-      stored[..strides.len()].copy_from_slice(&strides); // ndim ≤ MAX_NDIM: validated
-      Some(stored)
+      Some(synthesize_strides(unsafe {
+        shape_of(&managed, layout.ndim())
+      })?)
     } else {
       None
     };
@@ -192,6 +189,19 @@ impl ForeignTensor {
   pub fn is_copied(&self) -> bool {
     self.flags() & DLPACK_FLAG_BITMASK_IS_COPIED != 0
   }
+}
+
+/// Row-major strides for a producer that sent none (pre-1.2). Out of line: the common path,
+/// with strides, stays smaller.
+#[cold]
+#[inline(never)]
+fn synthesize_strides(shape: &[i64]) -> Result<Box<[i64; MAX_NDIM]>, DLPackError> {
+  let mut stored = Box::new([0i64; MAX_NDIM]);
+  // `shape` has at most MAX_NDIM entries: validated.
+  if !write_row_major_strides(shape, &mut stored[..shape.len()]) {
+    return Err(DLPackError::new(ErrorKind::Overflow, "strides overflow"));
+  }
+  Ok(stored)
 }
 
 /// # Safety

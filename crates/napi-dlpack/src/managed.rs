@@ -78,25 +78,8 @@ impl ManagedTensor {
       // SAFETY: aligned, and the rest is the caller's contract.
       return Ok(unsafe { ManagedTensor::from_ptr(ptr) });
     }
-    match ptr {
-      ManagedPtr::Versioned(ptr) => {
-        // SAFETY: the struct is readable (caller's contract); only alignment is missing, and
-        // an unaligned read does not need it.
-        let deleter = unsafe { (&raw const (*ptr.as_ptr()).deleter).read_unaligned() };
-        if let Some(deleter) = deleter {
-          // SAFETY: called once, with the pointer the producer gave us.
-          unsafe { deleter(ptr.as_ptr()) };
-        }
-      }
-      ManagedPtr::Legacy(ptr) => {
-        // SAFETY: as above, for the legacy struct.
-        let deleter = unsafe { (&raw const (*ptr.as_ptr()).deleter).read_unaligned() };
-        if let Some(deleter) = deleter {
-          // SAFETY: called once, with the pointer the producer gave us.
-          unsafe { deleter(ptr.as_ptr()) };
-        }
-      }
-    }
+    // SAFETY: we own the tensor (caller's contract), and nothing else will call its deleter.
+    unsafe { call_deleter(ptr) };
     Err(DLPackError::new(
       ErrorKind::Misaligned,
       "the managed tensor pointer is not 8-byte aligned",
@@ -192,21 +175,33 @@ impl ManagedPtr {
 
 impl Drop for ManagedTensor {
   fn drop(&mut self) {
-    match self.as_ptr() {
-      ManagedPtr::Versioned(ptr) => {
-        // SAFETY: we own the tensor; `deleter` is in the stable prefix. DLPack allows a NULL
-        // deleter ("no way to provide a reasonable destructor"), in which case nothing runs.
-        if let Some(deleter) = unsafe { ptr.as_ref() }.deleter {
-          // SAFETY: called exactly once, with the pointer the producer gave us.
-          unsafe { deleter(ptr.as_ptr()) };
-        }
+    // SAFETY: we own the tensor, and dropping is the one time its deleter is owed.
+    unsafe { call_deleter(self.as_ptr()) };
+  }
+}
+
+/// Calls the deleter of `ptr`, if it has one: DLPack allows a NULL deleter ("no way to provide
+/// a reasonable destructor"), in which case nothing runs. The deleter field (in the stable
+/// prefix of either struct) is read without assuming alignment, so this also serves the
+/// misaligned pointers [`ManagedTensor::checked`] refuses; for aligned ones it is a plain load.
+///
+/// # Safety
+/// The caller owns the tensor, the struct's prefix is readable, and the call is the one
+/// deleter call owed.
+unsafe fn call_deleter(ptr: ManagedPtr) {
+  match ptr {
+    ManagedPtr::Versioned(ptr) => {
+      // SAFETY: readable per the contract; an unaligned read needs no alignment.
+      if let Some(deleter) = unsafe { (&raw const (*ptr.as_ptr()).deleter).read_unaligned() } {
+        // SAFETY: called once, with the pointer the producer gave us.
+        unsafe { deleter(ptr.as_ptr()) };
       }
-      ManagedPtr::Legacy(ptr) => {
-        // SAFETY: as above, for the legacy struct.
-        if let Some(deleter) = unsafe { ptr.as_ref() }.deleter {
-          // SAFETY: called exactly once, with the pointer the producer gave us.
-          unsafe { deleter(ptr.as_ptr()) };
-        }
+    }
+    ManagedPtr::Legacy(ptr) => {
+      // SAFETY: as above, for the legacy struct.
+      if let Some(deleter) = unsafe { (&raw const (*ptr.as_ptr()).deleter).read_unaligned() } {
+        // SAFETY: called once, with the pointer the producer gave us.
+        unsafe { deleter(ptr.as_ptr()) };
       }
     }
   }

@@ -360,19 +360,29 @@ pub fn contiguous_strides(shape: &[i64]) -> Option<smallvec::SmallVec<[i64; 4]>>
   fill_contiguous_strides(shape, &mut strides).then_some(strides)
 }
 
-/// Writes row-major strides for `shape` into `out` (replacing its contents); `false` if the
-/// product overflows. Filling in place keeps the export path free of large moves.
+/// Writes row-major strides for `shape` into `out` (replacing its contents); `false` if one
+/// overflows (see [`write_row_major_strides`]).
 #[inline]
 pub fn fill_contiguous_strides(shape: &[i64], out: &mut smallvec::SmallVec<[i64; 4]>) -> bool {
   out.clear();
   out.resize(shape.len(), 0);
+  write_row_major_strides(shape, out)
+}
+
+/// Writes the row-major strides (in elements) of `shape` into `out`, one per dimension, zero
+/// dimensions counted as one; `false` if a stride overflows. A stride can overflow even when
+/// the element count does not (a zero dimension makes the count 0), so each stored product is
+/// checked; the product over the whole shape is never stored, so it may overflow.
+#[inline]
+pub fn write_row_major_strides(shape: &[i64], out: &mut [i64]) -> bool {
   let mut step = 1i64;
-  for (slot, &dim) in out.iter_mut().zip(shape).rev() {
+  for (axis, (slot, &dim)) in out.iter_mut().zip(shape).enumerate().rev() {
     *slot = step;
-    match step.checked_mul(dim.max(1)) {
-      Some(next) => step = next,
+    step = match step.checked_mul(dim.max(1)) {
+      Some(next) => next,
+      None if axis == 0 => step, // the last product is never stored
       None => return false,
-    }
+    };
   }
   true
 }

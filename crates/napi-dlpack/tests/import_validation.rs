@@ -316,6 +316,29 @@ fn null_strides_mean_row_major() {
   }
 }
 
+/// NULL strides behind a zero dimension: the synthesised strides follow the export's rule
+/// (every stored stride checked, the unstored product over the whole shape may overflow).
+#[test]
+fn null_strides_of_an_empty_tensor_with_huge_dimensions() {
+  let huge = 1i64 << 62;
+  for (shape, expected) in [
+    (vec![huge, 0, 4], Ok(vec![4, 4, 1])),
+    (vec![0, 2, huge, 4], Err("ERR_DLPACK_OVERFLOW")),
+  ] {
+    let (result, calls) = import_legacy(Spec::f32(&shape));
+    match expected {
+      Ok(strides) => {
+        let tensor = result.expect("strides fit");
+        assert_eq!(tensor.strides(), strides.as_slice());
+        assert_eq!(tensor.numel(), 0);
+        drop(tensor);
+      }
+      Err(code) => assert_eq!(result.err(), Some(code)),
+    }
+    assert_eq!(count(&calls), 1);
+  }
+}
+
 #[test]
 fn size_one_dimensions_never_break_contiguity() {
   // Shape (1, 77) with strides (77, 1) and (1, 1); column vector (1024, 1) with strides (1, 1024).

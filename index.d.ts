@@ -38,6 +38,9 @@ export declare function dataPointer(handle: unknown): bigint
 /** Names of every dtype, in the order of `DType::ALL`. */
 export declare function dtypeNames(): Array<string>
 
+/** The table, so tests and tools can compare it with what a prototype exposes. */
+export declare function exchangeApiValue(): unknown
+
 /**
  * Whether this runtime lets us create external ArrayBuffers (false in Electron, or with
  * `NAPI_DLPACK_NO_EXTERNAL_BUFFERS=1`).
@@ -84,6 +87,13 @@ export interface HandleView {
   buffer: unknown
   byteOffset: number
 }
+
+/**
+ * Installs the exchange table for this environment (called once by `lib/tensor.ts`):
+ * `prototype` (`Tensor.prototype`) and `globalThis` get the table, `handleKey` is the symbol
+ * under which each tensor keeps its handle, `makeTensor(handle)` wraps a handle in a `Tensor`.
+ */
+export declare function installExchangeApi(prototype: object, handleKey: unknown, makeTensor: unknown): void
 
 export declare function isCapsule(value: unknown): boolean
 

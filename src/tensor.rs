@@ -322,6 +322,12 @@ pub fn import_capsule<'env>(
   from_foreign(env, ForeignTensor::new(managed)?, copy_mode, stream)
 }
 
+/// A handle for a validated tensor handed over by native code (the exchange table's
+/// `managed_tensor_to_value`): what `importCapsule` makes of it, copying only if needed.
+pub(crate) fn import_foreign<'env>(env: &'env Env, tensor: ForeignTensor) -> Result<Unknown<'env>> {
+  from_foreign(env, tensor, COPY_IF_NEEDED, None)
+}
+
 fn foreign_meta(tensor: &ForeignTensor) -> Meta {
   let layout = tensor.layout();
   Meta {

@@ -22,12 +22,16 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 #[cfg(feature = "napi")]
+pub mod arg;
+#[cfg(feature = "napi")]
 pub mod capsule;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod device;
 pub mod dtype;
 pub mod error;
+#[cfg(feature = "napi")]
+pub mod exchange;
 pub mod export;
 pub mod ffi;
 pub mod import;
@@ -45,4 +49,4 @@ pub use export::{
 pub use import::ForeignTensor;
 pub use managed::{ManagedPtr, ManagedTensor};
 pub use validation::{Layout, MAX_NDIM};
-pub use view::{FromDLPack, FromDLPackMut, StridedView};
+pub use view::{FromDLPack, FromDLPackMut, StridedView, StridedViewMut};

@@ -699,18 +699,21 @@ static inline const napi_dlpack_exchange_api* napi_dlpack_exchange_api_select(
 }
 
 /*
- * Producer: makes `api` (static, process lifetime) discoverable on `target`
- * (a prototype): defines NAPI_DLPACK_EXCHANGE_API_PROPERTY as a
- * non-enumerable, read-only data property holding a tagged external.
+ * Producer: makes the table starting with `header` (static, process lifetime;
+ * pass &api.header) discoverable on `target` (a prototype): defines
+ * NAPI_DLPACK_EXCHANGE_API_PROPERTY as a non-enumerable, read-only data
+ * property holding a tagged external.
  */
 static inline napi_dlpack_status napi_dlpack_exchange_api_install(
-    napi_env env, napi_value target, const napi_dlpack_exchange_api* api) {
+    napi_env env, napi_value target,
+    const napi_dlpack_exchange_api_header* header) {
   napi_value external;
   napi_property_descriptor descriptor;
-  if (env == NULL || target == NULL || api == NULL)
+  if (env == NULL || target == NULL || header == NULL)
     return NAPI_DLPACK_ERR_INVALID_ARG;
   /* No finalizer: the table outlives every environment. */
-  if (napi_create_external(env, (void*)api, NULL, NULL, &external) != napi_ok)
+  if (napi_create_external(env, (void*)header, NULL, NULL, &external) !=
+      napi_ok)
     return NAPI_DLPACK_ERR_NAPI;
   if (napi_type_tag_object(env, external, napi_dlpack_exchange_api_tag()) !=
       napi_ok)

@@ -32,8 +32,13 @@ static EXCHANGE_API: ExchangeApi = ExchangeApi::new(
   Some(current_work_stream),
 );
 
-/// What the table needs per environment: the symbol under which a `Tensor` keeps its handle,
-/// and the JS function making a `Tensor` from a handle.
+/// What the table needs per JS thread: our env, the symbol under which a `Tensor` keeps its
+/// handle, and the JS function making a `Tensor` from a handle.
+///
+/// Table functions are called with the *caller's* `napi_env` (every addon has its own), so the
+/// state is found by thread (one isolate per JS thread: the main thread or a worker). The
+/// work is done on our env, like any other call into this addon (handles, references and
+/// finalizers stay ours); only the outcome is reported on the caller's env (see [`run`]).
 struct EnvExchange {
   env: sys::napi_env,
   handle_key: sys::napi_ref,
@@ -41,7 +46,6 @@ struct EnvExchange {
 }
 
 thread_local! {
-  /// One environment per JS thread (main thread or worker).
   static ENV_EXCHANGE: RefCell<Option<EnvExchange>> = const { RefCell::new(None) };
 }
 
@@ -112,35 +116,66 @@ pub fn exchange_api_value(env: &Env) -> Result<Unknown<'_>> {
   Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), value) })
 }
 
-/// Runs a table function body: an error is thrown as a JS `Error` with its `code` and reported
-/// as -1; a panic never unwinds into the caller.
-fn run(env: sys::napi_env, body: impl FnOnce(&Env) -> Result<()>) -> i32 {
-  let env_ref = Env::from_raw(env);
-  let outcome = catch_unwind(AssertUnwindSafe(|| body(&env_ref)))
-    .unwrap_or_else(|_| Err(fail(ErrorKind::Napi, "internal panic in napi-dlpack")));
+/// Runs a table function body on our env. An error is thrown on the *caller's* env (a JS
+/// exception our own env caught is moved there), where the caller sees it pending and its
+/// callback passes it on; the function then returns -1. A panic never unwinds into the caller.
+fn run(caller: sys::napi_env, body: impl FnOnce(&Env, &EnvExchange) -> Result<()>) -> i32 {
+  let outcome = ENV_EXCHANGE.with(|state| {
+    let state = state.borrow();
+    let Some(exchange) = state.as_ref() else {
+      return Err(fail(
+        ErrorKind::Napi,
+        "napi-dlpack is not loaded on this thread",
+      ));
+    };
+    let ours = Env::from_raw(exchange.env);
+    catch_unwind(AssertUnwindSafe(|| body(&ours, exchange)))
+      .unwrap_or_else(|_| Err(fail(ErrorKind::Napi, "internal panic in napi-dlpack")))
+      .inspect_err(|_| move_exception(exchange.env, caller))
+  });
   match outcome {
     Ok(()) => 0,
     Err(error) => {
-      // The addon's errors carry the stable code as their status (see `tensor::fail`).
-      let code = CString::new(error.status).unwrap_or_default();
-      let message = CString::new(error.reason.replace('\0', " ")).unwrap_or_default();
-      // SAFETY: the env the caller passed us, on its thread; NUL-terminated strings.
-      unsafe { sys::napi_throw_error(env, code.as_ptr(), message.as_ptr()) };
+      let mut pending = false;
+      // SAFETY: the caller's env, on its thread.
+      unsafe { sys::napi_is_exception_pending(caller, &mut pending) };
+      if !pending {
+        // The addon's errors carry the stable code as their status (see `tensor::fail`).
+        let code = CString::new(error.status).unwrap_or_default();
+        let message = CString::new(error.reason.replace('\0', " ")).unwrap_or_default();
+        // SAFETY: the caller's env, on its thread; NUL-terminated strings.
+        unsafe { sys::napi_throw_error(caller, code.as_ptr(), message.as_ptr()) };
+      }
       -1
     }
   }
 }
 
+/// Moves an exception JS code threw during one of our Node-API calls (recorded on our env)
+/// to the caller's env, so ours is left clean and the caller passes it on.
+fn move_exception(ours: sys::napi_env, caller: sys::napi_env) {
+  let mut pending = false;
+  // SAFETY: our env, on its thread.
+  unsafe { sys::napi_is_exception_pending(ours, &mut pending) };
+  if !pending {
+    return;
+  }
+  let mut exception = ptr::null_mut();
+  // SAFETY: as above.
+  if unsafe { sys::napi_get_and_clear_last_exception(ours, &mut exception) } == sys::Status::napi_ok
+  {
+    // SAFETY: a live value of this isolate, thrown on the caller's env.
+    unsafe { sys::napi_throw(caller, exception) };
+  }
+}
+
 /// The handle of a `Tensor` object (read under the handle symbol).
-fn tensor_handle<'a>(env: &Env, value: sys::napi_value) -> Result<&'a mut tensor::Handle> {
-  let key = ENV_EXCHANGE.with(|state| {
-    state
-      .borrow()
-      .as_ref()
-      .filter(|exchange| exchange.env == env.raw())
-      .map(|exchange| exchange.handle_key)
-  });
-  let key = key.ok_or_else(|| fail(ErrorKind::Napi, "napi-dlpack is not loaded in this environment"))?;
+fn tensor_handle<'a>(
+  env: &Env,
+  exchange: &EnvExchange,
+  value: sys::napi_value,
+) -> Result<&'a mut tensor::Handle> {
+  let key = exchange.handle_key;
   let (mut key_value, mut handle) = (ptr::null_mut(), ptr::null_mut());
   // SAFETY: a reference of this env, alive while the env is.
   status("napi_get_reference_value", unsafe {
@@ -176,11 +211,11 @@ unsafe extern "C" fn dltensor_from_value(
   out: *mut DLTensor,
   out_flags: *mut u64,
 ) -> i32 {
-  run(env, |env| {
+  run(env, |env, exchange| {
     if out.is_null() || out_flags.is_null() {
       return Err(fail(ErrorKind::InvalidArgument, "NULL output pointer"));
     }
-    let handle = tensor_handle(env, value)?;
+    let handle = tensor_handle(env, exchange, value)?;
     let storage = storage_of(handle)?;
     check_attached(env, storage)?;
     let meta = &handle.meta;
@@ -218,11 +253,11 @@ unsafe extern "C" fn managed_tensor_from_value(
   value: sys::napi_value,
   out: *mut *mut DLManagedTensorVersioned,
 ) -> i32 {
-  run(env, |env| {
+  run(env, |env, exchange| {
     if out.is_null() {
       return Err(fail(ErrorKind::InvalidArgument, "NULL output pointer"));
     }
-    let handle = tensor_handle(env, value)?;
+    let handle = tensor_handle(env, exchange, value)?;
     let storage = storage_of(handle)?.clone();
     check_attached(env, &storage)?;
     let owner = ExportOwner::new(storage, handle.meta.clone());
@@ -245,19 +280,11 @@ unsafe extern "C" fn managed_tensor_to_value(
   // Ownership first, so that every path below releases the tensor exactly once.
   // SAFETY: the caller hands us ownership of `tensor` (NULL is refused).
   let owned = unsafe { ForeignTensor::from_raw_versioned(tensor) };
-  run(env, |env| {
+  run(env, |env, exchange| {
     if out.is_null() {
       return Err(fail(ErrorKind::InvalidArgument, "NULL output pointer"));
     }
-    let make_tensor = ENV_EXCHANGE.with(|state| {
-      state
-        .borrow()
-        .as_ref()
-        .filter(|exchange| exchange.env == env.raw())
-        .map(|exchange| exchange.make_tensor)
-    });
-    let make_tensor =
-      make_tensor.ok_or_else(|| fail(ErrorKind::Napi, "napi-dlpack is not loaded in this environment"))?;
+    let make_tensor = exchange.make_tensor;
     let handle = tensor::import_foreign(env, owned?)?;
     let (mut function, mut global, mut result) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
     // SAFETY: a reference of this env.
@@ -286,7 +313,7 @@ unsafe extern "C" fn current_work_stream(
   _device_id: i32,
   out_stream: *mut *mut c_void,
 ) -> i32 {
-  run(env, |_| {
+  run(env, |_, _| {
     if out_stream.is_null() {
       return Err(fail(ErrorKind::InvalidArgument, "NULL output pointer"));
     }

@@ -80,6 +80,16 @@ test('Tensor.prototype exposes the table as a tagged external; the C helper find
   t.is(c.currentStream(globalThis, 2), 1n)
 })
 
+test('loading napi-dlpack installs the table without leaving an exception pending (node -e, fresh global)', (t) => {
+  // The first install finds no table on globalThis: the lookup must not tag-check `undefined`
+  // (which throws a TypeError that stays pending and fails the load).
+  const dist = join(here, '..', 'dist', 'index.js')
+  const out = execFileSync(process.execPath, ['-e', `const m = require(${JSON.stringify(dist)}); process.stdout.write(String(m.EXCHANGE_API_PROPERTY in globalThis))`], {
+    encoding: 'utf8',
+  })
+  t.is(out, 'true')
+})
+
 test('borrowing a Tensor: same memory, values, strides, no storage made or kept', (t) => {
   const data = new Float32Array([1, 2, 3, 4, 5, 6])
   const tensor = Tensor.from(data, [2, 3])

@@ -185,13 +185,32 @@ fn tensor_handle<'a>(
   status("napi_get_property", unsafe {
     sys::napi_get_property(env.raw(), value, key_value, &mut handle)
   })?;
-  if value_type(env, handle)? == sys::ValueType::napi_undefined {
-    // `dispose()` clears the slot; an object merely inheriting our prototype never had one.
+  let kind = value_type(env, handle)?;
+  if kind != sys::ValueType::napi_external {
+    // `dispose()` clears the slot (undefined); an object merely inheriting our prototype never
+    // had one. (Checked first: a tag check on a primitive throws.)
     return Err(fail(
       ErrorKind::Disposed,
       "the tensor has been disposed (or is not a napi-dlpack Tensor)",
     ));
   }
+  // The common case: one of our tagged handle externals.
+  let mut tagged = false;
+  // SAFETY: a live external of this env.
+  status("napi_check_object_type_tag", unsafe {
+    sys::napi_check_object_type_tag(env.raw(), handle, &tensor::HANDLE_TAG, &mut tagged)
+  })?;
+  if tagged {
+    let mut data = ptr::null_mut();
+    // SAFETY: a live external of this env (only our handle externals carry the tag).
+    status("napi_get_value_external", unsafe {
+      sys::napi_get_value_external(env.raw(), handle, &mut data)
+    })?;
+    // SAFETY: as in `tensor::handle_of`: tagged externals of ours hold a live `Handle`, and no
+    // other borrow of it is alive during this call.
+    return Ok(unsafe { &mut *data.cast::<tensor::Handle>() });
+  }
+  // Anything else: an adopted capsule serving as the handle (see `own_capsule`).
   // SAFETY: a live value of this env.
   handle_of(env, &unsafe { Unknown::from_raw_unchecked(env.raw(), handle) })
 }

@@ -27,7 +27,7 @@ use crate::own_capsule;
 use crate::storage::{copy_bytes, ExportOwner, Memory, Meta, Storage};
 
 /// Type tag of handle externals (private to this addon, unlike the capsule tag).
-const HANDLE_TAG: sys::napi_type_tag = sys::napi_type_tag {
+pub(crate) const HANDLE_TAG: sys::napi_type_tag = sys::napi_type_tag {
   lower: 0x5a1e_77c4_d2b9_4f0e,
   upper: 0x9e3c_61a8_0b7d_42f5,
 };

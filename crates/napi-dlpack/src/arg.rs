@@ -440,8 +440,9 @@ impl FromNapiValue for TensorArg<'_> {
         inner: Inner::Owned(tensor),
       });
     }
-    // SAFETY: live env and object (napi-rs's contract for this call).
-    match unsafe { coded(env, exchange::find_api(env, value))? } {
+    // SAFETY: live env and object (napi-rs's contract for this call; `check_kind` said object
+    // or function).
+    match unsafe { coded(env, exchange::find_api_of_object(env, value))? } {
       Some(api) => {
         if let Some(fill) = api.dltensor_from_value {
           // SAFETY: as above.
@@ -472,8 +473,8 @@ impl FromNapiValue for OwnedTensorArg {
       // SAFETY: a live external of this env.
       unsafe { consume_capsule(env, value)? }
     } else {
-      // SAFETY: live env and object.
-      match unsafe { coded(env, exchange::find_api(env, value))? } {
+      // SAFETY: live env and object (`check_kind`).
+      match unsafe { coded(env, exchange::find_api_of_object(env, value))? } {
         Some(ExchangeApi {
           managed_tensor_from_value: Some(export),
           ..

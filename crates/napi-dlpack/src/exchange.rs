@@ -13,7 +13,7 @@
 //! The table functions return 0 on success and -1 on failure with a JS exception pending (an
 //! `Error` with a stable `code`), as DLPack's return -1 with a Python exception set.
 
-use core::ffi::{c_char, c_void};
+use core::ffi::c_void;
 use core::ptr;
 
 use napi::sys;
@@ -222,6 +222,8 @@ unsafe fn api_of_value(
   check("napi_typeof", unsafe {
     sys::napi_typeof(env, value, &mut value_type)
   })?;
+  // Checked first: a tag check on a primitive (undefined, when the property is absent) throws
+  // a TypeError, which would stay pending.
   if value_type != sys::ValueType::napi_external {
     return Ok(None);
   }
@@ -234,7 +236,7 @@ unsafe fn api_of_value(
     return Ok(None);
   }
   let mut data = ptr::null_mut();
-  // SAFETY: a live external of this env.
+  // SAFETY: a live external (only externals carry this tag) of this env.
   check("napi_get_value_external", unsafe {
     sys::napi_get_value_external(env, value, &mut data)
   })?;
@@ -262,10 +264,78 @@ pub unsafe fn find_api(
   if value_type != sys::ValueType::napi_object && value_type != sys::ValueType::napi_function {
     return Ok(None);
   }
-  // SAFETY: caller contract.
-  let property = unsafe { get_named(env, value, EXCHANGE_API_PROPERTY_C.as_ptr())? };
+  // SAFETY: forwarded contract; `value` is an object.
+  unsafe { find_api_of_object(env, value) }
+}
+
+/// [`find_api`] for a value known to be an object or a function.
+///
+/// # Safety
+/// `env` must be the current, live environment and `object` a live object of it.
+pub unsafe fn find_api_of_object(
+  env: sys::napi_env,
+  object: sys::napi_value,
+) -> Result<Option<&'static ExchangeApi>, DLPackError> {
+  // SAFETY: forwarded contract.
+  let key = unsafe { property_key(env)? };
+  let mut property = ptr::null_mut();
+  // SAFETY: caller contract; `key` is a live string of this env.
+  check("napi_get_property", unsafe {
+    sys::napi_get_property(env, object, key, &mut property)
+  })?;
   // SAFETY: a live value of this env.
   unsafe { api_of_value(env, property) }
+}
+
+thread_local! {
+  /// [`EXCHANGE_API_PROPERTY`] as a JS string, kept by a reference: making the string from
+  /// UTF-8 (an internalized-string table lookup) costs more than the property lookup itself.
+  /// One environment per JS thread uses this copy of the crate; the cleanup hook forgets it.
+  static PROPERTY_KEY: core::cell::Cell<(sys::napi_env, sys::napi_ref)> =
+    const { core::cell::Cell::new((ptr::null_mut(), ptr::null_mut())) };
+}
+
+unsafe extern "C" fn forget_property_key(_arg: *mut c_void) {
+  PROPERTY_KEY.with(|key| key.set((ptr::null_mut(), ptr::null_mut())));
+}
+
+/// The property name as a JS string of `env` (cached per thread and env).
+///
+/// # Safety
+/// `env` must be the current, live environment of the calling JS thread.
+unsafe fn property_key(env: sys::napi_env) -> Result<sys::napi_value, DLPackError> {
+  let (cached_env, reference) = PROPERTY_KEY.with(core::cell::Cell::get);
+  let mut key = ptr::null_mut();
+  if cached_env == env && !reference.is_null() {
+    // SAFETY: a reference of this env, alive until its cleanup hook cleared the cache.
+    check("napi_get_reference_value", unsafe {
+      sys::napi_get_reference_value(env, reference, &mut key)
+    })?;
+    return Ok(key);
+  }
+  // SAFETY: caller contract; the name is NUL-terminated.
+  check("napi_create_string_utf8", unsafe {
+    sys::napi_create_string_utf8(
+      env,
+      EXCHANGE_API_PROPERTY_C.as_ptr(),
+      EXCHANGE_API_PROPERTY.len() as isize,
+      &mut key,
+    )
+  })?;
+  if cached_env.is_null() {
+    let mut reference = ptr::null_mut();
+    // SAFETY: a live string of this env; the cleanup hook forgets the reference when the env
+    // goes (which deletes it).
+    let made = unsafe { sys::napi_create_reference(env, key, 1, &mut reference) }
+      == sys::Status::napi_ok
+      // SAFETY: as above.
+      && unsafe { sys::napi_add_env_cleanup_hook(env, Some(forget_property_key), ptr::null_mut()) }
+        == sys::Status::napi_ok;
+    if made {
+      PROPERTY_KEY.with(|cache| cache.set((env, reference)));
+    }
+  }
+  Ok(key)
 }
 
 /// The default importer of this environment: the table napi-dlpack installs on `globalThis`
@@ -279,21 +349,6 @@ pub unsafe fn global_api(env: sys::napi_env) -> Result<Option<&'static ExchangeA
   check("napi_get_global", unsafe { sys::napi_get_global(env, &mut global) })?;
   // SAFETY: the global object of this env.
   unsafe { find_api(env, global) }
-}
-
-/// # Safety
-/// `env` live, `object` a live object of it, `name` NUL-terminated.
-unsafe fn get_named(
-  env: sys::napi_env,
-  object: sys::napi_value,
-  name: *const c_char,
-) -> Result<sys::napi_value, DLPackError> {
-  let mut out = ptr::null_mut();
-  // SAFETY: caller contract.
-  check("napi_get_named_property", unsafe {
-    sys::napi_get_named_property(env, object, name, &mut out)
-  })?;
-  Ok(out)
 }
 
 /// Turns the JS exception a table function left pending (it returned -1) into a napi-rs error

@@ -1,6 +1,6 @@
 // Instructions per call of the typed-argument cases of benches/typed-args.mjs, counted by
 // callgrind (valgrind): wall time on a shared 2-core machine is noise, instruction counts are
-// not. Each case runs in its own `node --predictable` process twice, with LOW and HIGH calls,
+// not. Each case runs in its own node process twice, with LOW and HIGH calls,
 // and the difference divided by HIGH - LOW is reported, so start-up, warm-up and teardown
 // cancel out.
 //
@@ -47,7 +47,7 @@ const turn = () => new Promise((resolve) => setImmediate(resolve))
 function instructions(body, n) {
   const run = spawnSync(
     'valgrind',
-    ['--tool=callgrind', '--callgrind-out-file=/dev/null', process.execPath, '--predictable', '--expose-gc', '-e', program(body, n)],
+    ['--tool=callgrind', '--callgrind-out-file=/dev/null', process.execPath, '--expose-gc', '-e', program(body, n)],
     { encoding: 'utf8' },
   )
   const match = /Collected : (\d+)/.exec(run.stderr)

@@ -288,9 +288,10 @@ pub unsafe fn find_api_of_object(
 }
 
 thread_local! {
-  /// [`EXCHANGE_API_PROPERTY`] as a JS string, kept by a reference: making the string from
-  /// UTF-8 (an internalized-string table lookup) costs more than the property lookup itself.
-  /// One environment per JS thread uses this copy of the crate; the cleanup hook forgets it.
+  /// [`EXCHANGE_API_PROPERTY`] as a JS string, kept (inside a one-element array: Node-API 9
+  /// only references objects) by a reference: making the string from UTF-8, and internalizing
+  /// a fresh string on every lookup, costs more than the property lookup itself. One
+  /// environment per JS thread uses this copy of the crate; its cleanup hook forgets it.
   static PROPERTY_KEY: core::cell::Cell<(sys::napi_env, sys::napi_ref)> =
     const { core::cell::Cell::new((ptr::null_mut(), ptr::null_mut())) };
 }
@@ -307,13 +308,18 @@ unsafe fn property_key(env: sys::napi_env) -> Result<sys::napi_value, DLPackErro
   let (cached_env, reference) = PROPERTY_KEY.with(core::cell::Cell::get);
   let mut key = ptr::null_mut();
   if cached_env == env && !reference.is_null() {
+    let mut holder = ptr::null_mut();
     // SAFETY: a reference of this env, alive until its cleanup hook cleared the cache.
     check("napi_get_reference_value", unsafe {
-      sys::napi_get_reference_value(env, reference, &mut key)
+      sys::napi_get_reference_value(env, reference, &mut holder)
+    })?;
+    // SAFETY: the one-element array made below.
+    check("napi_get_element", unsafe {
+      sys::napi_get_element(env, holder, 0, &mut key)
     })?;
     return Ok(key);
   }
-  // SAFETY: caller contract; the name is NUL-terminated.
+  // SAFETY: caller contract; the name is passed with its length.
   check("napi_create_string_utf8", unsafe {
     sys::napi_create_string_utf8(
       env,
@@ -323,14 +329,16 @@ unsafe fn property_key(env: sys::napi_env) -> Result<sys::napi_value, DLPackErro
     )
   })?;
   if cached_env.is_null() {
-    let mut reference = ptr::null_mut();
-    // SAFETY: a live string of this env; the cleanup hook forgets the reference when the env
+    let (mut holder, mut reference) = (ptr::null_mut(), ptr::null_mut());
+    // SAFETY: live values of this env. The cleanup hook forgets the reference when the env
     // goes (which deletes it).
-    let made = unsafe { sys::napi_create_reference(env, key, 1, &mut reference) }
-      == sys::Status::napi_ok
-      // SAFETY: as above.
-      && unsafe { sys::napi_add_env_cleanup_hook(env, Some(forget_property_key), ptr::null_mut()) }
-        == sys::Status::napi_ok;
+    let made = unsafe {
+      sys::napi_create_array_with_length(env, 1, &mut holder) == sys::Status::napi_ok
+        && sys::napi_set_element(env, holder, 0, key) == sys::Status::napi_ok
+        && sys::napi_create_reference(env, holder, 1, &mut reference) == sys::Status::napi_ok
+        && sys::napi_add_env_cleanup_hook(env, Some(forget_property_key), ptr::null_mut())
+          == sys::Status::napi_ok
+    };
     if made {
       PROPERTY_KEY.with(|cache| cache.set((env, reference)));
     }

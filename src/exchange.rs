@@ -66,7 +66,10 @@ pub fn install_exchange_api(
 ) -> Result<()> {
   let raw = env.raw();
   if value_type(env, make_tensor.raw())? != sys::ValueType::napi_function {
-    return Err(fail(ErrorKind::InvalidArgument, "makeTensor must be a function"));
+    return Err(fail(
+      ErrorKind::InvalidArgument,
+      "makeTensor must be a function",
+    ));
   }
   let (mut key_ref, mut factory_ref) = (ptr::null_mut(), ptr::null_mut());
   // SAFETY: live values of this env.
@@ -97,7 +100,9 @@ pub fn install_exchange_api(
   unsafe { exchange::install(raw, prototype.raw(), &EXCHANGE_API)? };
   let mut global = ptr::null_mut();
   // SAFETY: our env.
-  status("napi_get_global", unsafe { sys::napi_get_global(raw, &mut global) })?;
+  status("napi_get_global", unsafe {
+    sys::napi_get_global(raw, &mut global)
+  })?;
   // Another copy of napi-dlpack loaded first in this environment keeps the default importer.
   // SAFETY: the global object of this env.
   if unsafe { exchange::find_api(raw, global)? }.is_none() {
@@ -212,13 +217,17 @@ fn tensor_handle<'a>(
   }
   // Anything else: an adopted capsule serving as the handle (see `own_capsule`).
   // SAFETY: a live value of this env.
-  handle_of(env, &unsafe { Unknown::from_raw_unchecked(env.raw(), handle) })
+  handle_of(env, &unsafe {
+    Unknown::from_raw_unchecked(env.raw(), handle)
+  })
 }
 
 fn value_type(env: &Env, value: sys::napi_value) -> Result<sys::napi_valuetype> {
   let mut kind = 0;
   // SAFETY: a live value of this env.
-  status("napi_typeof", unsafe { sys::napi_typeof(env.raw(), value, &mut kind) })?;
+  status("napi_typeof", unsafe {
+    sys::napi_typeof(env.raw(), value, &mut kind)
+  })?;
   Ok(kind)
 }
 
@@ -305,13 +314,16 @@ unsafe extern "C" fn managed_tensor_to_value(
     }
     let make_tensor = exchange.make_tensor;
     let handle = tensor::import_foreign(env, owned?)?;
-    let (mut function, mut global, mut result) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+    let (mut function, mut global, mut result) =
+      (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
     // SAFETY: a reference of this env.
     status("napi_get_reference_value", unsafe {
       sys::napi_get_reference_value(env.raw(), make_tensor, &mut function)
     })?;
     // SAFETY: our env.
-    status("napi_get_global", unsafe { sys::napi_get_global(env.raw(), &mut global) })?;
+    status("napi_get_global", unsafe {
+      sys::napi_get_global(env.raw(), &mut global)
+    })?;
     let argument = handle.raw();
     // SAFETY: live values of this env; one argument.
     status("napi_call_function", unsafe {

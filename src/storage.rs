@@ -165,9 +165,9 @@ impl ExportOwner {
     let (data, byte_offset) = export_address(&storage, &meta);
     let info = TensorInfo::strided(data, meta.dtype, &meta.shape, &meta.strides)
       .byte_offset(byte_offset)
-    .device(meta.device)
-    .read_only(meta.readonly)
-    .copied(meta.is_copy && matches!(storage.memory(), Memory::Owned(_)));
+      .device(meta.device)
+      .read_only(meta.readonly)
+      .copied(meta.is_copy && matches!(storage.memory(), Memory::Owned(_)));
     ExportOwner {
       storage,
       meta,

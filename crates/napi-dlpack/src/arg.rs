@@ -1,14 +1,6 @@
 //! Typed tensor arguments and results for `#[napi]` functions.
 //!
-//! ```ignore
-//! use napi_dlpack::arg::{TensorArg, TensorResult};
-//!
-//! #[napi]
-//! pub fn scale(mut x: TensorArg, factor: f64) -> napi::Result<(), napi_dlpack::DLPackError> {
-//!   x.view_mut::<f32>()?.map_in_place(|v| v * factor as f32);
-//!   Ok(())
-//! }
-//! ```
+//! The crate docs ("Writing an addon") walk through a complete addon built on these types.
 //!
 //! - [`TensorArg`] lives for the call. It takes, cheapest first: an object whose prototype
 //!   exposes the exchange table (napi-dlpack's `Tensor`: borrowed through
@@ -324,7 +316,10 @@ unsafe fn borrow<'call>(
 ///
 /// # Safety
 /// `env` live, `value` a live external of it.
-unsafe fn consume_capsule(env: sys::napi_env, value: sys::napi_value) -> napi::Result<ForeignTensor> {
+unsafe fn consume_capsule(
+  env: sys::napi_env,
+  value: sys::napi_value,
+) -> napi::Result<ForeignTensor> {
   // SAFETY: forwarded contract.
   unsafe { coded(env, capsule::import_capsule(env, value)) }
 }
@@ -355,7 +350,8 @@ unsafe fn export_from(
 unsafe fn from_protocol(env: sys::napi_env, value: sys::napi_value) -> napi::Result<ForeignTensor> {
   let mut method = ptr::null_mut();
   // SAFETY: a live object of this env.
-  let status = unsafe { sys::napi_get_named_property(env, value, c"__dlpack__".as_ptr(), &mut method) };
+  let status =
+    unsafe { sys::napi_get_named_property(env, value, c"__dlpack__".as_ptr(), &mut method) };
   if status != sys::Status::napi_ok {
     // SAFETY: a getter threw: pass its exception on.
     return Err(unsafe { take_exception(env) });
@@ -367,13 +363,17 @@ unsafe fn from_protocol(env: sys::napi_env, value: sys::napi_value) -> napi::Res
   let options = unsafe { max_version_options(env)? };
   let mut capsule_value = ptr::null_mut();
   // SAFETY: live values of this env; one argument.
-  let status = unsafe { sys::napi_call_function(env, value, method, 1, &options, &mut capsule_value) };
+  let status =
+    unsafe { sys::napi_call_function(env, value, method, 1, &options, &mut capsule_value) };
   if status != sys::Status::napi_ok {
     // SAFETY: `__dlpack__` threw: pass its exception (and code) on.
     return Err(unsafe { take_exception(env) });
   }
   if type_of(env, capsule_value)? != sys::ValueType::napi_external {
-    return Err(invalid_argument(env, "__dlpack__ did not return a DLPack capsule"));
+    return Err(invalid_argument(
+      env,
+      "__dlpack__ did not return a DLPack capsule",
+    ));
   }
   // SAFETY: a live external of this env.
   unsafe { consume_capsule(env, capsule_value) }
@@ -384,14 +384,25 @@ unsafe fn from_protocol(env: sys::napi_env, value: sys::napi_value) -> napi::Res
 /// # Safety
 /// `env` must be the live env of this thread.
 unsafe fn max_version_options(env: sys::napi_env) -> napi::Result<sys::napi_value> {
-  let failed = |what: &str, status| napi::Error::new(napi::Status::from(status), format!("{what} failed"));
-  let (mut options, mut array, mut major, mut minor) =
-    (ptr::null_mut(), ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+  let failed =
+    |what: &str, status| napi::Error::new(napi::Status::from(status), format!("{what} failed"));
+  let (mut options, mut array, mut major, mut minor) = (
+    ptr::null_mut(),
+    ptr::null_mut(),
+    ptr::null_mut(),
+    ptr::null_mut(),
+  );
   // SAFETY: live env; out pointers valid.
   unsafe {
     let steps = [
-      ("napi_create_object", sys::napi_create_object(env, &mut options)),
-      ("napi_create_array", sys::napi_create_array_with_length(env, 2, &mut array)),
+      (
+        "napi_create_object",
+        sys::napi_create_object(env, &mut options),
+      ),
+      (
+        "napi_create_array",
+        sys::napi_create_array_with_length(env, 2, &mut array),
+      ),
       (
         "napi_create_uint32",
         sys::napi_create_uint32(env, crate::ffi::DLPACK_MAJOR_VERSION, &mut major),
@@ -503,7 +514,10 @@ macro_rules! object_like_type {
     }
 
     impl ValidateNapiValue for $ty {
-      unsafe fn validate(env: sys::napi_env, value: sys::napi_value) -> napi::Result<sys::napi_value> {
+      unsafe fn validate(
+        env: sys::napi_env,
+        value: sys::napi_value,
+      ) -> napi::Result<sys::napi_value> {
         check_kind(env, value)?;
         Ok(ptr::null_mut())
       }

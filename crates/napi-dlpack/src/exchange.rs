@@ -114,7 +114,9 @@ impl ExchangeApi {
   ///
   /// # Safety
   /// `header` must point to a live table header whose `prev_api` chain is live too.
-  pub unsafe fn select(header: *const ExchangeApiHeader) -> Result<&'static ExchangeApi, DLPackError> {
+  pub unsafe fn select(
+    header: *const ExchangeApiHeader,
+  ) -> Result<&'static ExchangeApi, DLPackError> {
     let mut current = header;
     let mut first_major = None;
     // A chain of more than a few tables is a broken producer; stop rather than loop forever.
@@ -354,7 +356,9 @@ unsafe fn property_key(env: sys::napi_env) -> Result<sys::napi_value, DLPackErro
 pub unsafe fn global_api(env: sys::napi_env) -> Result<Option<&'static ExchangeApi>, DLPackError> {
   let mut global = ptr::null_mut();
   // SAFETY: caller contract.
-  check("napi_get_global", unsafe { sys::napi_get_global(env, &mut global) })?;
+  check("napi_get_global", unsafe {
+    sys::napi_get_global(env, &mut global)
+  })?;
   // SAFETY: the global object of this env.
   unsafe { find_api(env, global) }
 }
@@ -402,8 +406,12 @@ pub unsafe fn coded_error(env: sys::napi_env, error: &DLPackError) -> napi::Erro
   let message_text = error.message();
   // SAFETY: caller contract; the strings are passed with their lengths.
   let ok = unsafe {
-    sys::napi_create_string_utf8(env, code_text.as_ptr().cast(), code_text.len() as isize, &mut code)
-      == sys::Status::napi_ok
+    sys::napi_create_string_utf8(
+      env,
+      code_text.as_ptr().cast(),
+      code_text.len() as isize,
+      &mut code,
+    ) == sys::Status::napi_ok
       && sys::napi_create_string_utf8(
         env,
         message_text.as_ptr().cast(),

@@ -154,7 +154,11 @@ pub fn matrix(rows: u32, cols: u32, dtype: String) -> napi::Result<TensorResult,
 
 /// `matrix`, always as a capsule.
 #[napi(js_name = "matrixCapsule")]
-pub fn matrix_capsule(rows: u32, cols: u32, dtype: String) -> napi::Result<TensorResult, &'static str> {
+pub fn matrix_capsule(
+  rows: u32,
+  cols: u32,
+  dtype: String,
+) -> napi::Result<TensorResult, &'static str> {
   let matrix = Matrix::new(rows, cols, parse_dtype(&dtype)?, false)?;
   Ok(TensorResult::new(matrix)?.capsule())
 }

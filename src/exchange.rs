@@ -335,6 +335,9 @@ unsafe extern "C" fn managed_tensor_to_value(
   })
 }
 
+/// The CUDA driver's handle of the legacy default stream.
+const CU_STREAM_LEGACY: usize = 0x1;
+
 /// `current_work_stream`: where our writes to a device are ordered. CUDA tensors of ours are
 /// written on the device's legacy default stream (`CU_STREAM_LEGACY`, 0x1); other devices have
 /// no stream (NULL).
@@ -349,7 +352,8 @@ unsafe extern "C" fn current_work_stream(
       return Err(fail(ErrorKind::InvalidArgument, "NULL output pointer"));
     }
     let stream = if device_type == DeviceType::Cuda as i32 {
-      1usize as *mut c_void
+      // A handle value, not a pointer to anything (the driver's CU_STREAM_LEGACY).
+      ptr::without_provenance_mut::<c_void>(CU_STREAM_LEGACY)
     } else {
       ptr::null_mut()
     };

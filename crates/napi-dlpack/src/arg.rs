@@ -453,22 +453,19 @@ impl FromNapiValue for TensorArg<'_> {
     }
     // SAFETY: live env and object (napi-rs's contract for this call; `check_kind` said object
     // or function).
-    match unsafe { coded(env, exchange::find_api_of_object(env, value))? } {
-      Some(api) => {
-        if let Some(fill) = api.dltensor_from_value {
-          // SAFETY: as above.
-          return unsafe { borrow(env, value, fill) };
-        }
-        if let Some(export) = api.managed_tensor_from_value {
-          // SAFETY: as above.
-          let tensor = unsafe { export_from(env, value, export)? };
-          return Ok(TensorArg {
-            inner: Inner::Owned(tensor),
-          });
-        }
-        // A table with neither: fall back to the JS protocol.
+    if let Some(api) = unsafe { coded(env, exchange::find_api_of_object(env, value))? } {
+      if let Some(fill) = api.dltensor_from_value {
+        // SAFETY: as above.
+        return unsafe { borrow(env, value, fill) };
       }
-      None => {}
+      if let Some(export) = api.managed_tensor_from_value {
+        // SAFETY: as above.
+        let tensor = unsafe { export_from(env, value, export)? };
+        return Ok(TensorArg {
+          inner: Inner::Owned(tensor),
+        });
+      }
+      // A table with neither: fall back to the JS protocol.
     }
     // SAFETY: as above.
     let tensor = unsafe { from_protocol(env, value)? };

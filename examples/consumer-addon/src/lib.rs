@@ -14,7 +14,7 @@ use std::ffi::c_void;
 use std::ops::{Add, Sub};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-mod typed;
+pub mod typed;
 
 use napi::bindgen_prelude::{BigInt, Unknown};
 use napi::Env;

@@ -38,9 +38,6 @@ export declare function dataPointer(handle: unknown): bigint
 /** Names of every dtype, in the order of `DType::ALL`. */
 export declare function dtypeNames(): Array<string>
 
-/** The table, so tests and tools can compare it with what a prototype exposes. */
-export declare function exchangeApiValue(): unknown
-
 /**
  * Whether this runtime lets us create external ArrayBuffers (false in Electron, or with
  * `NAPI_DLPACK_NO_EXTERNAL_BUFFERS=1`).

@@ -112,15 +112,6 @@ pub fn install_exchange_api(
   Ok(())
 }
 
-/// The table, so tests and tools can compare it with what a prototype exposes.
-#[napi(js_name = "exchangeApiValue")]
-pub fn exchange_api_value(env: &Env) -> Result<Unknown<'_>> {
-  // SAFETY: our env, on its thread.
-  let value = unsafe { exchange::api_value(env.raw(), &EXCHANGE_API)? };
-  // SAFETY: a live value of this env.
-  Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), value) })
-}
-
 /// Runs a table function body on our env. An error is thrown on the *caller's* env (a JS
 /// exception our own env caught is moved there), where the caller sees it pending and its
 /// callback passes it on; the function then returns -1. A panic never unwinds into the caller.

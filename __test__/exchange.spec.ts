@@ -9,6 +9,7 @@ import { existsSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { Worker } from 'node:worker_threads'
 
 import test from 'ava'
 
@@ -266,4 +267,33 @@ test('the header validation helper: extent, overflow and shape checks', (t) => {
   t.is(c.extentOf({ shape: [1n], data: 0n }), 'ERR_DLPACK_NULL_DATA')
   t.is(c.extentOf({ shape: [2n], bits: 4 }), 'ERR_DLPACK_DTYPE')
   t.is(c.extentOf({ shape: new Array(65).fill(1n) }), 'ERR_DLPACK_NDIM')
+})
+
+test('workers: each thread installs its own table; borrowing, returning and typed arguments work there and at exit', async (t) => {
+  const code = `
+    const { parentPort } = require('node:worker_threads')
+    const { Tensor } = require(${JSON.stringify(join(here, '..', 'dist', 'index.js'))})
+    const c = require(${JSON.stringify(addonPath)})
+    const typed = require(${JSON.stringify(join(here, '..', 'target', 'consumer-addon', 'consumer_addon.node'))})
+    const tensor = Tensor.from(new Float32Array([1, 2, 3]))
+    const made = c.makeTensor(3, false)
+    parentPort.postMessage({
+      sum: c.borrowSum(tensor).sum,
+      same: c.borrowSum(tensor).pointer === tensor.dataPointer,
+      made: made instanceof Tensor ? Array.from(made.toTypedArray()) : null,
+      borrowed: typed.inspect(tensor).borrowed,
+      result: typed.matrix(1, 2, 'float32') instanceof Tensor,
+    })`
+  for (let i = 0; i < 2; i++) {
+    const worker = new Worker(code, { eval: true })
+    const exited = new Promise((resolve) => worker.once('exit', resolve))
+    const message = await new Promise((resolve, reject) => {
+      worker.once('message', resolve)
+      worker.once('error', reject)
+    })
+    t.deepEqual(message, { sum: 6, same: true, made: [0, 1, 2], borrowed: true, result: true })
+    t.is(await exited, 0)
+  }
+  // The main thread's table still works after the workers' environments went away.
+  t.is(c.borrowSum(Tensor.from(new Float32Array([4]))).sum, 4)
 })

@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url'
 import test from 'ava'
 
 import { native } from '../dist/native.js'
-import { type DLPackCapsule, type HasExchangeApi, Tensor, externalBuffersAllowed, fromDLPack, isCapsule, isCapsuleConsumed } from '../dist/index.js'
+import { type DLPackCapsule, EXCHANGE_API_PROPERTY, type HasExchangeApi, Tensor, externalBuffersAllowed, fromDLPack, isCapsule, isCapsuleConsumed } from '../dist/index.js'
 import { drainGarbage, gcUntil } from './helpers.js'
 
 type Typed = typeof import('../examples/consumer-addon/index.js')
@@ -211,4 +211,22 @@ test.serial('TensorResult returns a napi-dlpack Tensor over the Rust matrix; del
   })()
   t.true(await gcUntil(() => addon.liveMatrices() === matrices), `live matrices ${addon.liveMatrices() - matrices}`)
   t.is(codeOf(() => addon.matrix(2, 2, 'int8')), 'ERR_DLPACK_INVALID_ARGUMENT')
+})
+
+test('the per-prototype table cache: only prototypes are cached, and alternating kinds stay right', (t) => {
+  const tensor = Tensor.from(new Float32Array([1, 2]))
+  const producer = new c.CTensor()
+  for (let i = 0; i < 3; i++) {
+    t.is(addon.inspect(tensor).dataPointer, tensor.dataPointer)
+    t.is(addon.inspect(producer).dataPointer, producer.pointer())
+  }
+  // A plain object carrying the table as its own property: found, but never cached for
+  // Object.prototype (else every plain object would seem to have a table).
+  const table = Object.getOwnPropertyDescriptor(Tensor.prototype, EXCHANGE_API_PROPERTY)?.value
+  t.is(typeof table, 'object')
+  t.is(codeOf(() => addon.inspect({ [EXCHANGE_API_PROPERTY]: table } as never)), 'ERR_TENSOR_DISPOSED')
+  t.is(codeOf(() => addon.inspect({} as never)), 'ERR_DLPACK_INVALID_ARGUMENT')
+  // An object inheriting Tensor.prototype (cached) without a handle is still refused.
+  t.is(codeOf(() => addon.inspect(Object.create(Tensor.prototype))), 'ERR_TENSOR_DISPOSED')
+  t.is(addon.inspect(tensor).dataPointer, tensor.dataPointer)
 })

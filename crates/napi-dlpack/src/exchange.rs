@@ -272,12 +272,35 @@ pub unsafe fn find_api(
 
 /// [`find_api`] for a value known to be an object or a function.
 ///
+/// Tables live on prototypes, so the last prototype a table was found through is remembered
+/// (per thread and env): a value with the same prototype skips the property lookup, the most
+/// expensive step (`docs/protocol.md` §5.2 allows consumers this cache). A table found on the
+/// object itself is never cached.
+///
 /// # Safety
 /// `env` must be the current, live environment and `object` a live object of it.
 pub unsafe fn find_api_of_object(
   env: sys::napi_env,
   object: sys::napi_value,
 ) -> Result<Option<&'static ExchangeApi>, DLPackError> {
+  let mut prototype = ptr::null_mut();
+  // SAFETY: caller contract.
+  let have_prototype =
+    unsafe { sys::napi_get_prototype(env, object, &mut prototype) } == sys::Status::napi_ok;
+  let (cached_env, cached_prototype, cached_api) = LAST_PROTOTYPE.with(core::cell::Cell::get);
+  if have_prototype && cached_env == env && !cached_prototype.is_null() {
+    let (mut cached, mut same) = (ptr::null_mut(), false);
+    // SAFETY: a reference of this env (the cleanup hook clears the cache with the env), and
+    // two live values of it.
+    let compared = unsafe {
+      sys::napi_get_reference_value(env, cached_prototype, &mut cached) == sys::Status::napi_ok
+        && sys::napi_strict_equals(env, prototype, cached, &mut same) == sys::Status::napi_ok
+    };
+    if compared && same {
+      // SAFETY: cached from a tagged external: a process-lifetime table.
+      return Ok(Some(unsafe { &*cached_api }));
+    }
+  }
   // SAFETY: forwarded contract.
   let key = unsafe { property_key(env)? };
   let mut property = ptr::null_mut();
@@ -286,7 +309,66 @@ pub unsafe fn find_api_of_object(
     sys::napi_get_property(env, object, key, &mut property)
   })?;
   // SAFETY: a live value of this env.
-  unsafe { api_of_value(env, property) }
+  let api = unsafe { api_of_value(env, property)? };
+  if let (true, Some(api)) = (have_prototype, api) {
+    // SAFETY: live values of this env.
+    unsafe { remember_prototype(env, object, key, prototype, api) };
+  }
+  Ok(api)
+}
+
+/// Caches (prototype, table) unless the table was found on `object` itself.
+///
+/// # Safety
+/// `env` live; `object`, `key` and `prototype` live values of it.
+unsafe fn remember_prototype(
+  env: sys::napi_env,
+  object: sys::napi_value,
+  key: sys::napi_value,
+  prototype: sys::napi_value,
+  api: &'static ExchangeApi,
+) {
+  let mut own = true;
+  // SAFETY: caller contract.
+  if unsafe { sys::napi_has_own_property(env, object, key, &mut own) } != sys::Status::napi_ok
+    || own
+  {
+    return;
+  }
+  let (cached_env, cached_prototype, _) = LAST_PROTOTYPE.with(core::cell::Cell::get);
+  let mut reference = ptr::null_mut();
+  // SAFETY: a live object of this env; the reference is deleted when replaced, or dies with
+  // the env (whose cleanup hook clears the cache).
+  if unsafe { sys::napi_create_reference(env, prototype, 1, &mut reference) }
+    != sys::Status::napi_ok
+  {
+    return;
+  }
+  if cached_env == env && !cached_prototype.is_null() {
+    // SAFETY: our previous reference, of this env.
+    unsafe { sys::napi_delete_reference(env, cached_prototype) };
+  } else if cached_env != env {
+    // SAFETY: this env; registered once per env (the hook clears `cached_env`).
+    let hooked =
+      unsafe { sys::napi_add_env_cleanup_hook(env, Some(forget_prototype), ptr::null_mut()) }
+        == sys::Status::napi_ok;
+    if !hooked {
+      // SAFETY: the reference just made.
+      unsafe { sys::napi_delete_reference(env, reference) };
+      return;
+    }
+  }
+  LAST_PROTOTYPE.with(|cache| cache.set((env, reference, api)));
+}
+
+thread_local! {
+  /// The last prototype (a reference) a table was found through, and that table.
+  static LAST_PROTOTYPE: core::cell::Cell<(sys::napi_env, sys::napi_ref, *const ExchangeApi)> =
+    const { core::cell::Cell::new((ptr::null_mut(), ptr::null_mut(), ptr::null())) };
+}
+
+unsafe extern "C" fn forget_prototype(_arg: *mut c_void) {
+  LAST_PROTOTYPE.with(|cache| cache.set((ptr::null_mut(), ptr::null_mut(), ptr::null())));
 }
 
 thread_local! {

@@ -81,9 +81,10 @@ extern "C" {
 /*
  * Version stamped into every DLManagedTensorVersioned by its producer.
  * A consumer compares `major` with the major version it was built for:
- *   - different major: the layout after `deleter` may differ. The consumer
- *     must not read anything except `deleter`; it must call the deleter (that
- *     is always safe) and report an error.
+ *   - different major: the layout after `deleter` may differ, and the
+ *     producer need not allocate it. The consumer must not read anything but
+ *     version, manager_ctx and deleter (not `flags`); it must call the deleter
+ *     (that is always safe) and report an error.
  *   - same major, newer minor: accepted, as long as the consumer understands
  *     the values it finds (minor bumps only add enum values and flags).
  */

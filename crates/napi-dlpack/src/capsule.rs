@@ -149,7 +149,12 @@ impl CapsulePayload {
     if tensor.is_null() {
       return Err(consumed_error());
     }
-    if tensor as usize % core::mem::align_of::<DLManagedTensorVersioned>() != 0 {
+    let align = if self.kind == KIND_VERSIONED {
+      core::mem::align_of::<DLManagedTensorVersioned>()
+    } else {
+      core::mem::align_of::<DLManagedTensor>()
+    };
+    if !(tensor as usize).is_multiple_of(align) {
       return Ok(None);
     }
     let raw = if self.kind == KIND_VERSIONED {

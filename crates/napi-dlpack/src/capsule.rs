@@ -154,23 +154,26 @@ impl CapsulePayload {
     } else {
       core::mem::align_of::<DLManagedTensor>()
     };
+    // Section 2.4 refuses a misaligned struct: leave that to the consume. (The reads below
+    // assume no alignment all the same, so a missing check here shows as a wrong answer, not
+    // as undefined behaviour.)
     if !(tensor as usize).is_multiple_of(align) {
       return Ok(None);
     }
     let raw = if self.kind == KIND_VERSIONED {
       let managed = tensor.cast::<DLManagedTensorVersioned>();
-      // SAFETY: a live, aligned tensor (contract above); `version` is in the prefix every
-      // major version keeps, read through a raw place without a reference to the struct.
-      let version = unsafe { (&raw const (*managed).version).read() };
+      // SAFETY: a live tensor (contract above); `version` is in the prefix every major version
+      // keeps, read through a raw place without a reference to the whole struct.
+      let version = unsafe { (&raw const (*managed).version).read_unaligned() };
       if version.major != DLPACK_MAJOR_VERSION {
         return Ok(None);
       }
       // SAFETY: major 1, so the struct has this layout and `dl_tensor.device` is readable.
-      unsafe { (&raw const (*managed).dl_tensor.device).read() }
+      unsafe { (&raw const (*managed).dl_tensor.device).read_unaligned() }
     } else {
       let managed = tensor.cast::<DLManagedTensor>();
-      // SAFETY: a live, aligned legacy tensor (one layout); read through a raw place.
-      unsafe { (&raw const (*managed).dl_tensor.device).read() }
+      // SAFETY: a live legacy tensor (one layout); read through a raw place.
+      unsafe { (&raw const (*managed).dl_tensor.device).read_unaligned() }
     };
     Ok(Device::from_dl(raw).ok())
   }

@@ -143,7 +143,7 @@ export function fromDLPack(source: DLPackSource, options: FromDLPackOptions = {}
   // Every option is checked first: a bad one leaves a capsule unconsumed and asks no producer.
   const checked = checkOptions(options)
   if (source instanceof Tensor) {
-    checkDevice(checked.device, source.__dlpack_device__(), options.copy)
+    if (checked.device !== undefined) checkDevice(checked.device, source.__dlpack_device__(), options.copy)
     if (checked.stream !== null && source.device.type === DLDeviceType.CUDA) {
       // The consumer's stream must wait for the data: go through a capsule (which still
       // shares the memory).

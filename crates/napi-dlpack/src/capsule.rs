@@ -331,13 +331,18 @@ pub unsafe fn payload_of(
   let mut data = ptr::null_mut();
   // SAFETY: caller contract; `value` is an external.
   let status = unsafe { sys::napi_get_value_external(env, value, &mut data) };
-  if status != sys::Status::napi_ok || data.is_null() {
+  if status != sys::Status::napi_ok {
+    return Err(napi_error("napi_get_value_external", status));
+  }
+  if data.is_null() {
+    // Tagged, but no payload: no producer makes one, and there is no `tensor` to read.
     return Err(not_a_capsule());
   }
   Ok(data.cast())
 }
 
-/// Whether `value` is a capsule (consumed or not).
+/// Whether `value` is a capsule (consumed or not, of any ABI version): what
+/// `napi_dlpack_capsule_check` calls one.
 ///
 /// # Safety
 /// `env` must be the current, live environment and `value` a live value of it.

@@ -225,3 +225,42 @@ fn peek_device_reads_without_consuming() {
   assert!(!payload.is_consumed());
   drop(payload.take().unwrap_err());
 }
+
+/// What every major version keeps of `DLManagedTensorVersioned`, and all a producer of
+/// another major need allocate.
+#[repr(C)]
+struct StablePrefix {
+  version: napi_dlpack::ffi::DLPackVersion,
+  manager_ctx: *mut std::ffi::c_void,
+  deleter: Option<unsafe extern "C" fn(*mut napi_dlpack::ffi::DLManagedTensorVersioned)>,
+}
+
+static PREFIX_DELETES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+unsafe extern "C" fn delete_prefix(managed: *mut napi_dlpack::ffi::DLManagedTensorVersioned) {
+  PREFIX_DELETES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+  // SAFETY: made by Box::into_raw below, released once.
+  drop(unsafe { Box::from_raw(managed.cast::<StablePrefix>()) });
+}
+
+#[test]
+fn peek_device_of_another_major_reads_only_the_stable_prefix() {
+  use napi_dlpack::ffi::DLPackVersion;
+  // Allocated as the 24-byte prefix only: a read past `deleter` would leave the allocation,
+  // which Miri (`npm run test:miri`) reports.
+  let prefix = Box::into_raw(Box::new(StablePrefix {
+    version: DLPackVersion { major: 2, minor: 0 },
+    manager_ctx: std::ptr::null_mut(),
+    deleter: Some(delete_prefix),
+  }));
+  let payload = CapsulePayload {
+    abi_version: CAPSULE_ABI_VERSION,
+    kind: KIND_VERSIONED,
+    tensor: std::sync::atomic::AtomicPtr::new(prefix.cast()),
+  };
+  // SAFETY: no JS thread involved; nothing else can consume this payload.
+  assert_eq!(unsafe { payload.peek_device() }.unwrap(), None);
+  assert!(!payload.is_consumed());
+  payload.release(); // the producer's finalizer: the deleter, read from the prefix
+  assert_eq!(PREFIX_DELETES.load(std::sync::atomic::Ordering::SeqCst), 1);
+}

@@ -9,6 +9,13 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/**
+ * The device of a capsule's tensor as `[type, id]`, read without consuming it; `null` when it
+ * cannot be read without consuming (see `CapsulePayload::peek_device`). Throws as a consume
+ * would for a value that is no capsule, a consumed capsule or another capsule ABI.
+ */
+export declare function capsuleDevice(value: unknown): Array<number> | null
+
 export declare function capsuleIsConsumed(value: unknown): boolean
 
 /**
@@ -86,6 +93,12 @@ export interface HandleView {
 }
 
 export declare function isCapsule(value: unknown): boolean
+
+/**
+ * Whether `value` is a `napi_external` (any addon's): `fromDLPack` takes every External for
+ * a capsule, so one that is not a capsule is `ERR_DLPACK_NOT_A_CAPSULE`, not a bad argument.
+ */
+export declare function isExternal(value: unknown): boolean
 
 export declare function nativeStats(): NativeStats
 

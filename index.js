@@ -835,6 +835,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.capsuleDevice = nativeBinding.capsuleDevice
 module.exports.capsuleIsConsumed = nativeBinding.capsuleIsConsumed
 module.exports.copyHandle = nativeBinding.copyHandle
 module.exports.cudaDeviceCount = nativeBinding.cudaDeviceCount
@@ -849,6 +850,7 @@ module.exports.handleDevice = nativeBinding.handleDevice
 module.exports.handleInfo = nativeBinding.handleInfo
 module.exports.handleView = nativeBinding.handleView
 module.exports.isCapsule = nativeBinding.isCapsule
+module.exports.isExternal = nativeBinding.isExternal
 module.exports.nativeStats = nativeBinding.nativeStats
 module.exports.releaseHandle = nativeBinding.releaseHandle
 module.exports.toDevice = nativeBinding.toDevice

@@ -808,6 +808,28 @@ pub fn capsule_is_consumed(env: &Env, value: Unknown<'_>) -> Result<bool> {
   Ok(unsafe { capsule::is_consumed(env.raw(), value.raw())? })
 }
 
+/// The device of a capsule's tensor as `[type, id]`, read without consuming it; `null` when it
+/// cannot be read without consuming (see `CapsulePayload::peek_device`). Throws as a consume
+/// would for a value that is no capsule, a consumed capsule or another capsule ABI.
+#[napi(js_name = "capsuleDevice")]
+pub fn capsule_device(env: &Env, value: Unknown<'_>) -> Result<Option<Vec<i32>>> {
+  // SAFETY: live value of this env, on its JS thread.
+  let device = unsafe { capsule::peek_device(env.raw(), value.raw())? };
+  Ok(device.map(|device| vec![device.device_type as i32, device.id]))
+}
+
+/// Whether `value` is a `napi_external` (any addon's): `fromDLPack` takes every External for
+/// a capsule, so one that is not a capsule is `ERR_DLPACK_NOT_A_CAPSULE`, not a bad argument.
+#[napi(js_name = "isExternal")]
+pub fn is_external(env: &Env, value: Unknown<'_>) -> Result<bool> {
+  let mut value_type = 0;
+  // SAFETY: live value of this env.
+  status("napi_typeof", unsafe {
+    sys::napi_typeof(env.raw(), value.raw(), &mut value_type)
+  })?;
+  Ok(value_type == sys::ValueType::napi_external)
+}
+
 /// Whether this runtime lets us create external ArrayBuffers (false in Electron, or with
 /// `NAPI_DLPACK_NO_EXTERNAL_BUFFERS=1`).
 #[napi(js_name = "externalBuffersAllowed")]

@@ -816,6 +816,9 @@ static napi_value held_to_capsule(napi_env env, napi_callback_info info) {
 
 /* ------------------------------------------------------------------------ */
 
+/* Defined in the sections appended below NAPI_MODULE_INIT. */
+static napi_value register_protocol_edges(napi_env env, napi_value exports);
+
 NAPI_MODULE_INIT() {
   static const struct {
     const char* name;
@@ -833,6 +836,263 @@ NAPI_MODULE_INIT() {
       {"release", release},
       {"releaseOnThread", release_on_thread},
       {"heldToCapsule", held_to_capsule},
+  };
+  size_t i;
+  for (i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+    napi_value fn;
+    NAPI_CALL(env, napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH,
+                                        fns[i].cb, NULL, &fn));
+    NAPI_CALL(env, napi_set_named_property(env, exports, fns[i].name, fn));
+  }
+  return register_protocol_edges(env, exports);
+}
+
+/* ======================================================================== */
+/* Protocol edge cases (docs/protocol.md §2): values that look like capsules */
+/* but are not, capsules of another ABI, the stable prefix of another major  */
+/* version, misaligned shape/strides arrays, deleters on foreign threads.    */
+/*                                                                          */
+/*   makeOddCapsule({ tag?: 'capsule'|'none'|'other', nullPayload?, abi?,   */
+/*                    kind?, tensor?: 'null'|'poison' }) -> External         */
+/*       a hand-made external; 'poison' puts an address no one may          */
+/*       dereference into `tensor`, so only code that reads nothing past    */
+/*       the checks survives. Its finalizer frees the payload only.         */
+/*   checkCapsule(v)       -> napi_dlpack_status_code(capsule_check(v))     */
+/*   payloadTensor(v)      -> BigInt: the raw `tensor` field of an odd      */
+/*                            capsule (is it still untouched?)              */
+/*   makePrefixOnlyTensor([major, minor]) -> capsule of a versioned tensor  */
+/*       whose allocation is only the stable prefix (version, manager_ctx,  */
+/*       deleter): 24 bytes; counts in deleterCalls()                       */
+/*   makeMisalignedArrays('shape'|'strides') -> capsule of a float32 [2]    */
+/*       tensor whose shape or strides pointer is 4 bytes off alignment     */
+/*   makeThreadTrackedTensor() -> capsule of a float32 [4] tensor whose     */
+/*       deleter records the thread it runs on                              */
+/*   trackedDeleterStats() -> { calls, offThread }                          */
+/* ======================================================================== */
+
+#define ODD_POISON ((void*)(uintptr_t)0x10)
+
+static const napi_type_tag k_other_tag = {0x0123456789abcdefULL,
+                                          0xfedcba9876543210ULL};
+
+static void odd_finalize(NAPI_DLPACK_FINALIZE_ENV env, void* data,
+                         void* hint) {
+  (void)env;
+  (void)hint;
+  free(data); /* never the tensor: it is NULL or a poison address */
+}
+
+static napi_value make_odd_capsule(napi_env env, napi_callback_info info) {
+  napi_value argv[1], v, r;
+  napi_dlpack_capsule* payload = NULL;
+  const napi_type_tag* tag = napi_dlpack_capsule_tag();
+  int64_t x;
+  char buf[16] = {0};
+  size_t got = 0;
+  if (get_args(env, info, 1, argv) == NULL) return NULL;
+  if ((v = opt_prop(env, argv[0], "tag")) != NULL) {
+    NAPI_CALL(env, napi_get_value_string_utf8(env, v, buf, sizeof buf, &got));
+    if (strcmp(buf, "none") == 0)
+      tag = NULL;
+    else if (strcmp(buf, "other") == 0)
+      tag = &k_other_tag;
+  }
+  if (!to_bool(env, opt_prop(env, argv[0], "nullPayload"))) {
+    payload = (napi_dlpack_capsule*)malloc(sizeof *payload);
+    if (payload == NULL)
+      return throw_code(env, "ERR_DLPACK_NO_MEMORY", "makeOddCapsule");
+    payload->abi_version = NAPI_DLPACK_CAPSULE_ABI_VERSION;
+    payload->kind = NAPI_DLPACK_KIND_VERSIONED;
+    payload->tensor = ODD_POISON;
+    if ((v = opt_prop(env, argv[0], "abi")) != NULL && to_i64(env, v, &x))
+      payload->abi_version = (uint32_t)x;
+    if ((v = opt_prop(env, argv[0], "kind")) != NULL && to_i64(env, v, &x))
+      payload->kind = (uint32_t)x;
+    if ((v = opt_prop(env, argv[0], "tensor")) != NULL) {
+      memset(buf, 0, sizeof buf);
+      NAPI_CALL(env,
+                napi_get_value_string_utf8(env, v, buf, sizeof buf, &got));
+      if (strcmp(buf, "null") == 0) payload->tensor = NULL;
+    }
+  }
+  if (napi_create_external(env, payload, odd_finalize, NULL, &r) != napi_ok) {
+    free(payload);
+    return throw_code(env, "ERR_DLPACK_NAPI", "makeOddCapsule");
+  }
+  if (tag != NULL) NAPI_CALL(env, napi_type_tag_object(env, r, tag));
+  return r;
+}
+
+static napi_value check_capsule(napi_env env, napi_callback_info info) {
+  napi_value argv[1], r;
+  const char* code;
+  if (get_args(env, info, 1, argv) == NULL) return NULL;
+  code = napi_dlpack_status_code(napi_dlpack_capsule_check(env, argv[0]));
+  NAPI_CALL(env, napi_create_string_utf8(env, code, NAPI_AUTO_LENGTH, &r));
+  return r;
+}
+
+static napi_value payload_tensor(napi_env env, napi_callback_info info) {
+  napi_value argv[1], r;
+  void* data = NULL;
+  if (get_args(env, info, 1, argv) == NULL) return NULL;
+  NAPI_CALL(env, napi_get_value_external(env, argv[0], &data));
+  if (data == NULL) return throw_code(env, "ERR_C_ADDON", "NULL payload");
+  NAPI_CALL(env, napi_create_bigint_uint64(
+                     env,
+                     (uint64_t)(uintptr_t)NAPI_DLPACK_ATOMIC_LOAD_PTR(
+                         &((napi_dlpack_capsule*)data)->tensor),
+                     &r));
+  return r;
+}
+
+/* The part of DLManagedTensorVersioned every major version keeps. */
+typedef struct {
+  DLPackVersion version;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensorVersioned* self);
+} versioned_prefix;
+
+static napi_value make_prefix_only_tensor(napi_env env,
+                                          napi_callback_info info) {
+  napi_value argv[1], r;
+  int64_t version[2] = {2, 0};
+  uint32_t n = 0;
+  versioned_prefix* prefix;
+  napi_dlpack_status st;
+  if (get_args(env, info, 1, argv) == NULL) return NULL;
+  if (!read_i64_array(env, argv[0], version, 2, &n) || n != 2)
+    return throw_code(env, "ERR_INVALID_ARG_TYPE",
+                      "makePrefixOnlyTensor expects [major, minor]");
+  prefix = (versioned_prefix*)malloc(sizeof *prefix);
+  if (prefix == NULL)
+    return throw_code(env, "ERR_DLPACK_NO_MEMORY", "makePrefixOnlyTensor");
+  prefix->version.major = (uint32_t)version[0];
+  prefix->version.minor = (uint32_t)version[1];
+  prefix->manager_ctx = NULL;
+  /* deleter_versioned counts and frees `self`, which is this block. */
+  prefix->deleter = deleter_versioned;
+  st = napi_dlpack_capsule_create(env, NAPI_DLPACK_KIND_VERSIONED, prefix, &r);
+  if (st != NAPI_DLPACK_OK) {
+    free(prefix);
+    return throw_status(env, st, "makePrefixOnlyTensor");
+  }
+  return r;
+}
+
+typedef struct {
+  DLManagedTensorVersioned managed;
+  int64_t arrays[5]; /* shape and strides, placed 4 bytes off on demand */
+  float data[4];
+  pthread_t maker;
+} edge_tensor;
+
+static int64_t g_tracked_calls = 0;
+static int64_t g_tracked_off_thread = 0;
+
+static void edge_deleter(DLManagedTensorVersioned* self) {
+  count_deleter_call();
+  free(self);
+}
+
+static void tracked_deleter(DLManagedTensorVersioned* self) {
+  edge_tensor* t = (edge_tensor*)(void*)self;
+  if (!pthread_equal(pthread_self(), t->maker))
+    __atomic_fetch_add(&g_tracked_off_thread, 1, __ATOMIC_SEQ_CST);
+  __atomic_fetch_add(&g_tracked_calls, 1, __ATOMIC_SEQ_CST);
+  free(self);
+}
+
+/* A float32 tensor of `n` (<= 4) elements 0, 1, ... with row-major strides;
+ * `misalign` is 0, 1 (shape 4 bytes off) or 2 (strides 4 bytes off). */
+static edge_tensor* edge_tensor_new(int64_t n, int misalign) {
+  edge_tensor* t = (edge_tensor*)calloc(1, sizeof *t);
+  char* base;
+  int64_t one = 1, i;
+  if (t == NULL) return NULL;
+  base = (char*)(void*)t->arrays;
+  t->managed.version.major = DLPACK_MAJOR_VERSION;
+  t->managed.version.minor = DLPACK_MINOR_VERSION;
+  t->managed.manager_ctx = t;
+  t->managed.deleter = edge_deleter;
+  t->managed.dl_tensor.data = t->data;
+  t->managed.dl_tensor.device.device_type = kDLCPU;
+  t->managed.dl_tensor.ndim = 1;
+  t->managed.dl_tensor.dtype.code = kDLFloat;
+  t->managed.dl_tensor.dtype.bits = 32;
+  t->managed.dl_tensor.dtype.lanes = 1;
+  /* shape at arrays[0] (or 4 bytes later), strides at arrays[2] (or later) */
+  t->managed.dl_tensor.shape = (int64_t*)(void*)(base + (misalign == 1 ? 4 : 0));
+  t->managed.dl_tensor.strides =
+      (int64_t*)(void*)(base + 16 + (misalign == 2 ? 4 : 0));
+  memcpy(t->managed.dl_tensor.shape, &n, sizeof n);
+  memcpy(t->managed.dl_tensor.strides, &one, sizeof one);
+  for (i = 0; i < n && i < 4; i++) t->data[i] = (float)i;
+  t->maker = pthread_self();
+  return t;
+}
+
+static napi_value edge_capsule(napi_env env, edge_tensor* t) {
+  napi_value r;
+  napi_dlpack_status st;
+  if (t == NULL) return throw_code(env, "ERR_DLPACK_NO_MEMORY", "edge tensor");
+  st = napi_dlpack_capsule_create(env, NAPI_DLPACK_KIND_VERSIONED, t, &r);
+  if (st != NAPI_DLPACK_OK) {
+    free(t);
+    return throw_status(env, st, "edge tensor");
+  }
+  return r;
+}
+
+static napi_value make_misaligned_arrays(napi_env env,
+                                         napi_callback_info info) {
+  napi_value argv[1];
+  char buf[16] = {0};
+  size_t got = 0;
+  if (get_args(env, info, 1, argv) == NULL) return NULL;
+  NAPI_CALL(env, napi_get_value_string_utf8(env, argv[0], buf, sizeof buf, &got));
+  if (strcmp(buf, "shape") != 0 && strcmp(buf, "strides") != 0)
+    return throw_code(env, "ERR_INVALID_ARG_VALUE",
+                      "makeMisalignedArrays expects 'shape' or 'strides'");
+  return edge_capsule(env, edge_tensor_new(2, strcmp(buf, "shape") == 0 ? 1 : 2));
+}
+
+static napi_value make_thread_tracked_tensor(napi_env env,
+                                             napi_callback_info info) {
+  edge_tensor* t = edge_tensor_new(4, 0);
+  (void)info;
+  if (t != NULL) t->managed.deleter = tracked_deleter;
+  return edge_capsule(env, t);
+}
+
+static napi_value tracked_deleter_stats(napi_env env, napi_callback_info info) {
+  napi_value r, v;
+  (void)info;
+  NAPI_CALL(env, napi_create_object(env, &r));
+  NAPI_CALL(env, napi_create_double(
+                     env, (double)__atomic_load_n(&g_tracked_calls, __ATOMIC_SEQ_CST),
+                     &v));
+  NAPI_CALL(env, napi_set_named_property(env, r, "calls", v));
+  NAPI_CALL(env, napi_create_double(
+                     env,
+                     (double)__atomic_load_n(&g_tracked_off_thread, __ATOMIC_SEQ_CST),
+                     &v));
+  NAPI_CALL(env, napi_set_named_property(env, r, "offThread", v));
+  return r;
+}
+
+static napi_value register_protocol_edges(napi_env env, napi_value exports) {
+  static const struct {
+    const char* name;
+    napi_callback cb;
+  } fns[] = {
+      {"makeOddCapsule", make_odd_capsule},
+      {"checkCapsule", check_capsule},
+      {"payloadTensor", payload_tensor},
+      {"makePrefixOnlyTensor", make_prefix_only_tensor},
+      {"makeMisalignedArrays", make_misaligned_arrays},
+      {"makeThreadTrackedTensor", make_thread_tracked_tensor},
+      {"trackedDeleterStats", tracked_deleter_stats},
   };
   size_t i;
   for (i = 0; i < sizeof fns / sizeof fns[0]; i++) {

@@ -89,6 +89,8 @@ interface CudaPeer {
   syncStream(stream: bigint, device?: number): void
   scribble(ptr: bigint, bytes: number, stream: bigint, value: number, device?: number): void
   releaseOnThread(capsule: DLPackCapsule): { before: bigint; after: bigint }
+  releaseInHostFunc(capsule: DLPackCapsule, stream: bigint, device?: number): void
+  hostFuncReleases(): number
 }
 
 interface CAddon {
@@ -716,6 +718,26 @@ if (available) {
     await settled()
     t.is(releaseStats().errors, errors, 'no release failed')
     if (fake) t.true(await gcUntil(() => control!.liveAllocations() === live), 'every allocation was freed')
+  })
+
+  test.serial('a deleter called from a CUDA host function (where driver calls are not permitted) neither deadlocks nor leaks', async (t) => {
+    await drainGarbage()
+    await settled()
+    const live = fake ? control!.liveAllocations() : 0
+    const errors = releaseStats().errors
+    const s = p.createStream()
+    const released = p.hostFuncReleases()
+    for (let i = 0; i < 8; i++) {
+      const x = Tensor.zeros([1024], 'float32', { device: 'cuda:0' })
+      const capsule = x.__dlpack__()
+      x.dispose()
+      p.releaseInHostFunc(capsule, s)
+    }
+    t.true(await waitFor(() => p.hostFuncReleases() === released + 8), 'every host function returned')
+    await settled()
+    t.is(releaseStats().errors, errors, 'no release failed')
+    if (fake) t.true(await gcUntil(() => control!.liveAllocations() === live), 'every allocation was freed (by the release thread)')
+    p.destroyStream(s)
   })
 
   fakeOnly('drops bind the context with the raw driver call: a failure left behind does not skip the bind, and release failures are counted', async (t) => {

@@ -49,6 +49,11 @@
  *   releaseOnThread(capsule) -> { before, after }: consumes the capsule and
  *       calls its deleter on a new thread that has no current context; returns
  *       that thread's current context before and after the deleter (bigints).
+ *   releaseInHostFunc(capsule, stream[, device]): consumes the capsule and
+ *       calls its deleter from a CUDA host function (cuLaunchHostFunc) on
+ *       `stream`, where the driver forbids CUDA calls; hostFuncReleases()
+ *       counts the host functions that returned (poll it: a deadlocked one
+ *       never does).
  *   allocManaged(bytes) -> ptr         cuMemAllocManaged (global)
  *   hostMalloc(bytes) -> ptr  hostMallocFree(ptr)  plain malloc (not CUDA memory)
  *   driverVersion() -> number  deviceName([device]) -> string
@@ -762,6 +767,53 @@ static napi_value js_release_on_thread(napi_env env, napi_callback_info info) {
   return result;
 }
 
+static int64_t g_hostfn_releases = 0; /* atomic: host functions run on a driver thread */
+
+typedef struct {
+  uint32_t kind;
+  void* tensor;
+} hostfn_release;
+
+static void release_host_fn(void* user) {
+  hostfn_release* job = (hostfn_release*)user;
+  napi_dlpack_tensor_release(job->kind, job->tensor);
+  free(job);
+  __atomic_fetch_add(&g_hostfn_releases, 1, __ATOMIC_SEQ_CST);
+}
+
+static napi_value js_release_in_host_func(napi_env env, napi_callback_info info) {
+  ARGS(3);
+  hostfn_release* job;
+  napi_dlpack_status st;
+  CUresult r;
+  uint32_t kind;
+  void* tensor;
+  CU_CALL(env, use_device(opt_int(env, argv[2], 0)));
+  st = napi_dlpack_capsule_consume(env, argv[0], &kind, &tensor);
+  if (st != NAPI_DLPACK_OK) return throw_code(env, napi_dlpack_status_code(st), "releaseInHostFunc: not a usable capsule");
+  job = (hostfn_release*)malloc(sizeof *job);
+  if (job == NULL) {
+    napi_dlpack_tensor_release(kind, tensor);
+    return throw_code(env, "ERR_CUDA_PEER", "releaseInHostFunc: out of memory");
+  }
+  job->kind = kind;
+  job->tensor = tensor;
+  r = cu.cuLaunchHostFunc(stream_arg(env, argv[1]), release_host_fn, job);
+  if (r != 0) {
+    free(job);
+    napi_dlpack_tensor_release(kind, tensor);
+    return throw_cu(env, "releaseInHostFunc: cuLaunchHostFunc", r);
+  }
+  return undefined_value(env);
+}
+
+static napi_value js_host_func_releases(napi_env env, napi_callback_info info) {
+  napi_value v;
+  (void)info;
+  NAPI_CALL(env, napi_create_int64(env, __atomic_load_n(&g_hostfn_releases, __ATOMIC_SEQ_CST), &v));
+  return v;
+}
+
 static napi_value js_alloc_managed(napi_env env, napi_callback_info info) {
   ARGS(2);
   uint64_t bytes;
@@ -851,6 +903,8 @@ NAPI_MODULE_INIT() {
       {"copyAsync", NULL, js_copy_async, NULL, NULL, NULL, napi_enumerable, NULL},
       {"scribble", NULL, js_scribble, NULL, NULL, NULL, napi_enumerable, NULL},
       {"releaseOnThread", NULL, js_release_on_thread, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"releaseInHostFunc", NULL, js_release_in_host_func, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"hostFuncReleases", NULL, js_host_func_releases, NULL, NULL, NULL, napi_enumerable, NULL},
       {"allocManaged", NULL, js_alloc_managed, NULL, NULL, NULL, napi_enumerable, NULL},
       {"hostMalloc", NULL, js_host_malloc, NULL, NULL, NULL, napi_enumerable, NULL},
       {"hostMallocFree", NULL, js_host_malloc_free, NULL, NULL, NULL, napi_enumerable, NULL},

@@ -642,15 +642,15 @@ impl CudaDevice {
       Err(_) => return release_failed("cuCtxPushCurrent (free)", CUDA_ERROR_NOT_PERMITTED),
     };
     // SAFETY: the legacy stream of our (bound) context; then our allocation, freed once, after
-    // the work queued on it.
+    // the work queued on it (stream-ordered with pools, after the synchronisation without).
     unsafe {
-      let code = (bound.driver.stream_synchronize)(LEGACY_STREAM);
-      if code != CUDA_SUCCESS {
-        release_failed("cuStreamSynchronize (free)", code);
-      }
       let code = if self.pools {
         (bound.driver.mem_free_async)(ptr, LEGACY_STREAM)
       } else {
+        let code = (bound.driver.stream_synchronize)(LEGACY_STREAM);
+        if code != CUDA_SUCCESS {
+          release_failed("cuStreamSynchronize (free)", code);
+        }
         (bound.driver.mem_free)(ptr)
       };
       if code != CUDA_SUCCESS {
@@ -739,7 +739,15 @@ fn run_job(job: Job) {
       drop(owner);
     }
   }
+}
+
+/// Runs a job handed to [`defer`] and marks it finished, even if a deleter panics.
+fn finish(job: Job) {
+  let outcome = catch_unwind(AssertUnwindSafe(|| run_job(job)));
   PENDING_RELEASES.fetch_sub(1, Ordering::SeqCst);
+  if outcome.is_err() {
+    RELEASE_ERRORS.fetch_add(1, Ordering::SeqCst);
+  }
 }
 
 /// Hands `job` to the release thread (started on first use); runs it here if there is none.
@@ -751,9 +759,9 @@ fn defer(job: Job) {
     std::thread::Builder::new()
       .name("napi-dlpack-cuda-release".into())
       .spawn(move || {
+        // A panicking deleter does not end the thread (`finish` catches it).
         for job in receiver {
-          // A panicking deleter must not end the thread (later releases would never run).
-          let _ = catch_unwind(AssertUnwindSafe(|| run_job(job)));
+          finish(job);
         }
       })
       .ok()
@@ -766,7 +774,7 @@ fn defer(job: Job) {
     },
     None => job,
   };
-  run_job(job);
+  finish(job);
 }
 
 /// Drops `owner` (an imported tensor: its producer's deleter runs) once the work enqueued so

@@ -89,7 +89,9 @@ impl Drop for Storage {
       // Our queued copies may still be reading the producer's memory, and a producer may
       // reuse it the moment its deleter runs (a caching allocator, or cuMemFreeAsync on its
       // own stream): the deleter runs once our stream has passed those reads.
-      if let Memory::Foreign(tensor) = std::mem::replace(&mut self.memory, Memory::Owned(Vec::new())) {
+      if let Memory::Foreign(tensor) =
+        std::mem::replace(&mut self.memory, Memory::Owned(Vec::new()))
+      {
         match cuda::device(tensor.device().id) {
           Ok(device) => cuda::release_after_queued_work(&device, tensor),
           // Unreachable in practice (the reads were queued on that device); drop it now.

@@ -194,7 +194,9 @@ test("import lifetime: a producer deleter that hands the block out again waits f
     p.scribble(ptr, N, producerStream, 0xee)
     p.syncStream(producerStream)
     const bytes = hostBytes(raced)
-    t.diagnostic(`control: ${bytes.filter((b) => b === 0xee).length} of ${N} bytes scribbled`)
+    let scribbled = 0
+    for (let i = 0; i < bytes.length; i++) scribbled += bytes[i] === 0xee ? 1 : 0
+    t.diagnostic(`control: ${scribbled} of ${N} bytes scribbled`)
     assert.ok(!same(bytes, expected), 'the race is visible on this machine')
     mark = performance.now()
     again.dispose()
@@ -202,10 +204,18 @@ test("import lifetime: a producer deleter that hands the block out again waits f
     t.diagnostic(`control: dispose + settle ${(performance.now() - mark).toFixed(0)} ms`)
     assert.equal(native.cudaReleaseStats().errors, 0)
   } finally {
-    native.cudaSynchronize(0)
-    p.syncStream(producerStream)
-    p.free(ptr)
-    p.destroyStream(producerStream)
+    const steps = []
+    let mark = performance.now()
+    const step = (what, fn) => {
+      fn()
+      steps.push(`${what} ${(performance.now() - mark).toFixed(0)} ms`)
+      mark = performance.now()
+    }
+    step('cudaSynchronize', () => native.cudaSynchronize(0))
+    step('syncStream', () => p.syncStream(producerStream))
+    step('free', () => p.free(ptr))
+    step('destroyStream', () => p.destroyStream(producerStream))
+    t.diagnostic(`clean-up: ${steps.join(', ')}`)
   }
 })
 
@@ -284,10 +294,15 @@ test('deleters on a thread with no current context free our memory, in a loop pa
   assert.match(failure.message, /OUT_OF_MEMORY/)
   // And memory is back: one more large allocation works.
   napi.Tensor.empty([chunk], 'uint8', { device: 'cuda:0' }).dispose()
+  // A synchronisation trims the device's memory pool (release threshold 0), so that the memory
+  // our pool kept for reuse goes back to the device for other processes (the next test's child).
+  native.cudaSynchronize(0)
 })
 
 test('a deleter called from a CUDA host function neither deadlocks nor leaks (1 GiB a round, past the device memory)', { skip }, (t) => {
-  // In a child process: a deadlock must fail the test, not hang the suite.
+  // In a child process: a deadlock must fail the test, not hang the suite. (Memory pooled by this
+  // process is given back first: a synchronisation trims the pool.)
+  native.cudaSynchronize(0)
   const script = `
     const { Tensor } = require(${JSON.stringify(join(root, 'dist', 'index.js'))})
     const { native } = require(${JSON.stringify(join(root, 'dist', 'native.js'))})

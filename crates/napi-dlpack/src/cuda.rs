@@ -230,13 +230,18 @@ fn error_name(code: CuResult) -> String {
     // SAFETY: `name` is a valid out-pointer; the driver returns a static string.
     if unsafe { (driver.get_error_name)(code, &mut name) } == CUDA_SUCCESS && !name.is_null() {
       // SAFETY: a NUL-terminated static string of the driver.
-      return unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned();
+      return unsafe { CStr::from_ptr(name) }
+        .to_string_lossy()
+        .into_owned();
     }
   }
   KNOWN_NAMES
     .iter()
     .find(|(known, _)| *known == code)
-    .map_or_else(|| "an unknown CUresult".to_string(), |(_, name)| name.to_string())
+    .map_or_else(
+      || "an unknown CUresult".to_string(),
+      |(_, name)| name.to_string(),
+    )
 }
 
 /// `Ok(())` for `CUDA_SUCCESS`, else an `ERR_CUDA` error naming the call and the result.
@@ -427,7 +432,9 @@ pub fn device(ordinal: i32) -> Result<Arc<CudaDevice>> {
   let driver = driver()?;
   let mut handle: c_int = 0;
   // SAFETY: valid out-pointer, an ordinal below the device count.
-  check("cuDeviceGet", unsafe { (driver.device_get)(&mut handle, ordinal) })?;
+  check("cuDeviceGet", unsafe {
+    (driver.device_get)(&mut handle, ordinal)
+  })?;
   let mut ctx: CuContext = core::ptr::null_mut();
   // SAFETY: valid out-pointer and device. Retaining makes no context current anywhere.
   check("retaining the primary context", unsafe {
@@ -733,7 +740,10 @@ fn run_job(job: Job) {
             }
           }
         }
-        Err(_) => release_failed("cuCtxPushCurrent (deferred deleter)", CUDA_ERROR_NOT_PERMITTED),
+        Err(_) => release_failed(
+          "cuCtxPushCurrent (deferred deleter)",
+          CUDA_ERROR_NOT_PERMITTED,
+        ),
       }
       // With no context of ours current any more: the producer's deleter binds its own.
       drop(owner);
@@ -877,7 +887,6 @@ impl DeviceBuffer {
         (bound.driver.mem_alloc)(&mut ptr, len)
       }
     })?;
-    drop(bound);
     // From here on, dropping the buffer frees the allocation.
     let buffer = DeviceBuffer {
       ptr,
@@ -885,12 +894,11 @@ impl DeviceBuffer {
       device: device.clone(),
     };
     if zeroed {
-      let bound = device.bind()?;
-      // SAFETY: `len` bytes of our new allocation, on our stream.
-      check("allocating zeroed device memory (cuMemsetD8Async)", unsafe {
-        (bound.driver.memset_d8_async)(ptr, 0, len, LEGACY_STREAM)
-      })?;
+      // SAFETY: `len` bytes of our new allocation, on our stream; our context is current.
+      let code = unsafe { (bound.driver.memset_d8_async)(ptr, 0, len, LEGACY_STREAM) };
+      check("allocating zeroed device memory (cuMemsetD8Async)", code)?;
     }
+    drop(bound);
     Ok(buffer)
   }
 

@@ -637,6 +637,27 @@ if (available) {
         t.true(await waitFor(() => p.deleterCalls() === deleted + 1), `${what}: the deleter ran, once (${p.deleterCalls() - deleted} calls, ${JSON.stringify(releaseStats())})`)
         await settled()
       }
+      // The last holder released from a CUDA host function (driver calls refused there): the
+      // release thread waits for our stream instead, then runs the deleter, once.
+      {
+        p.upload(ptr, new Float32Array([5, 6, 7, 8]))
+        await drainGarbage()
+        await settled()
+        const deleted = p.deleterCalls()
+        const hostFuncStream = p.createStream()
+        await deferred(async () => {
+          const foreign = fromDLPack(p.makeTensor({ ptr, shape: [4], owned: false }))
+          const copy = foreign.to('cuda:0', { copy: true })
+          const capsule = foreign.__dlpack__()
+          foreign.dispose() // the capsule is the last holder now
+          p.releaseInHostFunc(capsule, hostFuncStream)
+          p.syncStream(hostFuncStream) // runs the host function, which calls our deleter
+          t.deepEqual(values(copy), [5, 6, 7, 8], 'released from a host function: the copy is right')
+        })
+        t.true(await waitFor(() => p.deleterCalls() === deleted + 1), 'released from a host function: the deleter ran, once')
+        await settled()
+        p.destroyStream(hostFuncStream)
+      }
       // Negative control: the same race without our wait (the block reused while the copy is
       // queued) gives the scribble, so the check above can fail.
       p.upload(ptr, new Float32Array([1, 2, 3, 4]))

@@ -680,6 +680,12 @@ enum Job {
     event: Handle,
     owner: Box<dyn Send>,
   },
+  /// Drop `owner` once everything enqueued on the device's stream so far has run (when no
+  /// event could be recorded where the release started, e.g. in a CUDA host function).
+  ReleaseAfterStream {
+    device: Arc<CudaDevice>,
+    owner: Box<dyn Send>,
+  },
 }
 
 /// Jobs handed to the release thread and not finished yet.
@@ -748,6 +754,20 @@ fn run_job(job: Job) {
       // With no context of ours current any more: the producer's deleter binds its own.
       drop(owner);
     }
+    Job::ReleaseAfterStream { device, owner } => {
+      match device.bind() {
+        // SAFETY: the legacy stream of our (bound) context.
+        Ok(bound) => match unsafe { (bound.driver.stream_synchronize)(LEGACY_STREAM) } {
+          CUDA_SUCCESS => {}
+          code => release_failed("cuStreamSynchronize (deferred deleter)", code),
+        },
+        Err(_) => release_failed(
+          "cuCtxPushCurrent (deferred deleter)",
+          CUDA_ERROR_NOT_PERMITTED,
+        ),
+      }
+      drop(owner);
+    }
   }
 }
 
@@ -793,12 +813,13 @@ fn defer(job: Job) {
 /// copies still read. One event record and query here; when the work is still running the
 /// wait and the deleter happen on the release thread, never blocking this one.
 pub fn release_after_queued_work<T: Send + 'static>(device: &Arc<CudaDevice>, owner: T) {
-  let bound = match device.bind() {
-    Ok(bound) => bound,
-    Err(_) => {
-      release_failed("cuCtxPushCurrent (deleter)", CUDA_ERROR_NOT_PERMITTED);
-      return drop(owner);
-    }
+  let Ok(bound) = device.bind() else {
+    // Driver calls are refused here (a CUDA host function): the release thread waits for
+    // everything on our stream instead, which includes the reads.
+    return defer(Job::ReleaseAfterStream {
+      device: device.clone(),
+      owner: Box::new(owner),
+    });
   };
   let mut event: CuEvent = core::ptr::null_mut();
   // SAFETY: valid out-pointer; our context is current. Then the new event on our stream.

@@ -4,7 +4,7 @@
 //!   cudarc's loader, so this module builds without a CUDA toolkit and a process without a
 //!   driver keeps working: every call then fails with [`ErrorKind::CudaUnavailable`].
 //! - **Raw entry points, raw results.** We call the driver through our own table of entry points
-//!   ([`Driver`]) whose results are plain integers. cudarc's bindings type `CUresult` as a Rust
+//!   (`Driver`) whose results are plain integers. cudarc's bindings type `CUresult` as a Rust
 //!   enum generated from one toolkit version (12.8 here); a newer driver returns codes that enum
 //!   lacks (13.x: 36, 47, 227, 917–919), and such a value in an enum is undefined behaviour.
 //!   Error names come from the driver itself (`cuGetErrorName`), so they are right for any
@@ -14,7 +14,7 @@
 //!   use, so pointers are valid across all of them).
 //! - **The caller's context is left alone.** Every driver call we make, the ones in drops and
 //!   DLPack deleters included, runs between `cuCtxPushCurrent` of our context and
-//!   `cuCtxPopCurrent` ([`CudaDevice::bind`]): the thread's current context afterwards is the
+//!   `cuCtxPopCurrent` (`CudaDevice::bind`): the thread's current context afterwards is the
 //!   one it had before, whether that was none, another device's or another library's.
 //! - **Streams.** All work of this module runs on the device's *legacy default stream*
 //!   (DLPack stream value `1`). That is "the stream" of every [`DeviceBuffer`]: its last write

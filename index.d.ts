@@ -33,6 +33,18 @@ export declare function cudaEmpty(dtype: string, shape: Array<number>, deviceId:
 /** Whether CUDA is usable (a driver with at least one device). Never throws. */
 export declare function cudaIsAvailable(): boolean
 
+/** What the CUDA release paths did (tests and diagnostics). Never throws. */
+export declare function cudaReleaseStats(): CudaReleaseStats
+
+/**
+ * Counters of the CUDA release paths (frees and producer deleters that cannot report errors):
+ * `pending` releases still waiting on the release thread, `errors` driver failures there.
+ */
+export interface CudaReleaseStats {
+  pending: number
+  errors: number
+}
+
 /** Blocks until the work enqueued on `cuda:<deviceId>`'s stream has run. */
 export declare function cudaSynchronize(deviceId: number): void
 

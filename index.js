@@ -841,6 +841,7 @@ module.exports.copyHandle = nativeBinding.copyHandle
 module.exports.cudaDeviceCount = nativeBinding.cudaDeviceCount
 module.exports.cudaEmpty = nativeBinding.cudaEmpty
 module.exports.cudaIsAvailable = nativeBinding.cudaIsAvailable
+module.exports.cudaReleaseStats = nativeBinding.cudaReleaseStats
 module.exports.cudaSynchronize = nativeBinding.cudaSynchronize
 module.exports.cudaUnavailableReason = nativeBinding.cudaUnavailableReason
 module.exports.dataPointer = nativeBinding.dataPointer

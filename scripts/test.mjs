@@ -9,7 +9,8 @@
 //     LD_LIBRARY_PATH, which must be set when the process starts, so each is its own process.
 // Set NAPI_DLPACK_SKIP_NODE_MATRIX=1 to run step 3 on this Node only (quick local runs).
 // On a machine with a real NVIDIA driver set NAPI_DLPACK_REAL_GPU=1: the no-driver step then
-// runs the CUDA suite on the GPU instead (a real libcuda cannot be hidden from the process).
+// runs the CUDA suite on the GPU instead (a real libcuda cannot be hidden from the process), and
+// the real-GPU suite (__test__/real-gpu) runs instead of reporting its tests as skipped.
 import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
@@ -106,6 +107,11 @@ if (!process.env.NAPI_DLPACK_SKIP_NODE_MATRIX) {
     FAKE_CUDA_DEVICE_COUNT: '0',
     NAPI_DLPACK_CUDA_EXPECT: 'none',
   })
+  // What only hardware can show (ordering against busy streams, producer memory reuse, frees
+  // on foreign threads, the stub library): node's test runner, every test reported as skipped
+  // unless NAPI_DLPACK_REAL_GPU is set.
+  const realGpu = process.env.NAPI_DLPACK_REAL_GPU ? 'on the GPU' : 'skipped: NAPI_DLPACK_REAL_GPU is not set'
+  step(`real-GPU suite (${realGpu})`, process.execPath, ['--test', join('__test__', 'real-gpu', 'real-gpu.test.mjs')], withoutFake)
 }
 
 // Bun and Deno (best effort, like napi-rs): a smoke test of the addon, the protocol and the C

@@ -58,10 +58,15 @@ test.serial('tensors created in a worker are released when the worker exits', as
   const worker = new Worker(fileURLToPath(new URL('./fixtures/worker-tensors.mjs', import.meta.url)), {
     workerData: { count: 20 },
   })
+  // Listen for 'exit' before awaiting the message: a worker that exits right after posting has
+  // its message and its exit emitted in the same tick, so a listener attached after the message
+  // promise resolves would miss the exit and hang.
+  const exited = once(worker, 'exit')
   const [message] = (await once(worker, 'message')) as [{ made: number; live: number }]
   t.is(message.made, 20)
   t.true(message.live >= before + 20, 'the worker holds its storages while it runs')
-  await once(worker, 'exit')
+  const [code] = (await exited) as [number]
+  t.is(code, 0)
   t.true(await gcUntil(() => native.nativeStats().liveStorages <= before), `live: ${native.nativeStats().liveStorages}`)
 })
 

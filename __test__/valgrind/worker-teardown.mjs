@@ -6,8 +6,8 @@
 // the 40-byte bookkeeping object of every `napi_external` still alive when its environment is
 // torn down, whichever addon made it (the plain C fixture shows the same records). Those
 // records are recognised by their allocation site: `napi_create_external` itself, inside node.
-// The release build is stripped, so our frames are recognised by the object they are in, the
-// `napi-dlpack.*.node` file.
+// The release build is stripped, so our frames are recognised by the object they are in: the
+// `napi-dlpack.*.node` addon, and the example addon built on the crate (`consumer_addon.node`).
 import { execFileSync, spawnSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -49,7 +49,7 @@ const records = report
     return { headline, frames: lines.filter((line) => /^\s+(at|by) /.test(line)), bytes: Number(headline.match(/^([\d,]+) bytes/)[1].replace(/,/g, '')) }
   })
 
-const ours = /napi-dlpack[^/\s]*\.node\)/
+const ours = /(napi-dlpack[^/\s]*|consumer_addon)\.node\)/
 /** Node's bookkeeping of externals alive at teardown: allocated by napi_create_external itself. */
 const nodeExternal = (record) => record.frames.length > 1 && /: napi_create_external \(in [^)]*node\)$/.test(record.frames[1])
 

@@ -7,6 +7,9 @@
 //     __test__/fake-cuda: two devices, then without memory pools), and with no usable driver
 //     (no libcuda at all, then a driver without devices). The fake is found through
 //     LD_LIBRARY_PATH, which must be set when the process starts, so each is its own process.
+//  5. Worker teardown under valgrind memcheck (__test__/valgrind; skipped, and reported so,
+//     where valgrind is missing)
+//  6. Bun 1.x and Deno 2.x from npm (into .runtimes/): the smoke test, then the ava suite
 // Set NAPI_DLPACK_SKIP_NODE_MATRIX=1 to run step 3 on this Node only (quick local runs).
 // On a machine with a real NVIDIA driver set NAPI_DLPACK_REAL_GPU=1: the no-driver step then
 // runs the CUDA suite on the GPU instead (a real libcuda cannot be hidden from the process), and
@@ -19,6 +22,9 @@ import { fileURLToPath } from 'node:url'
 const root = fileURLToPath(new URL('..', import.meta.url))
 const results = []
 
+/** Exit status by which a step says it could not run here (a missing tool): reported as a skip. */
+const SKIPPED = 77
+
 /** Runs one step; `env` entries that are `undefined` are removed from the environment. */
 function step(name, cmd, args, env = {}) {
   const shown = Object.entries(env).map(([key, value]) => (value === undefined ? `-u ${key}` : `${key}=${value}`))
@@ -29,8 +35,9 @@ function step(name, cmd, args, env = {}) {
   try {
     execFileSync(cmd, args, { cwd: root, stdio: 'inherit', env: merged })
     results.push({ name, ok: true, seconds: (Date.now() - started) / 1000 })
-  } catch {
-    results.push({ name, ok: false, seconds: (Date.now() - started) / 1000 })
+  } catch (error) {
+    const skipped = error?.status === SKIPPED
+    results.push({ name, ok: skipped, skipped, seconds: (Date.now() - started) / 1000 })
   }
 }
 
@@ -114,8 +121,13 @@ if (!process.env.NAPI_DLPACK_SKIP_NODE_MATRIX) {
   step(`real-GPU suite (${realGpu})`, process.execPath, ['--test', join('__test__', 'real-gpu', 'real-gpu.test.mjs')], withoutFake)
 }
 
-// Bun and Deno (best effort, like napi-rs): a smoke test of the addon, the protocol and the C
-// fixture in their Node-API, with binaries from npm.
+// Worker teardown under valgrind memcheck: nothing allocated through napi-dlpack may be
+// definitely lost (a skip where valgrind is missing).
+step('valgrind memcheck of Worker teardown (__test__/valgrind)', process.execPath, [join(root, '__test__', 'valgrind', 'worker-teardown.mjs')])
+
+// Bun and Deno, with binaries from npm: a smoke test of the addon, the protocol and the C
+// fixture in their Node-API, then the whole ava suite (ava runs in both; see
+// __test__/runtimes/ava.mjs, and the README for what differs per runtime).
 if (!process.env.NAPI_DLPACK_SKIP_RUNTIMES) {
   const runtimes = join(root, '.runtimes')
   const smoke = join(root, '__test__', 'runtimes', 'smoke.cjs')
@@ -129,12 +141,22 @@ if (!process.env.NAPI_DLPACK_SKIP_RUNTIMES) {
       results.push({ name: 'install bun and deno', ok: false, seconds: 0 })
     }
   }
-  if (existsSync(bin('bun'))) step('smoke test under Bun', bin('bun'), [smoke])
-  if (existsSync(bin('deno'))) step('smoke test under Deno', bin('deno'), ['run', '-A', smoke])
+  const avaUnder = join(root, '__test__', 'runtimes', 'ava.mjs')
+  if (existsSync(bin('bun'))) {
+    step('smoke test under Bun', bin('bun'), [smoke])
+    step('ava under Bun', bin('bun'), [avaUnder])
+  }
+  if (existsSync(bin('deno'))) {
+    step('smoke test under Deno', bin('deno'), ['run', '-A', smoke])
+    // --sloppy-imports: the specs import './helpers.js', which is helpers.ts (ava's workers
+    // inherit the flag).
+    step('ava under Deno', bin('deno'), ['run', '-A', '--sloppy-imports', avaUnder])
+  }
 }
 
 console.log('\n### summary')
-for (const { name, ok, seconds } of results) console.log(`${ok ? 'ok  ' : 'FAIL'} ${name} (${seconds.toFixed(1)} s)`)
+for (const { name, ok, skipped, seconds } of results) console.log(`${skipped ? 'SKIP' : ok ? 'ok  ' : 'FAIL'} ${name} (${seconds.toFixed(1)} s)`)
 const failed = results.filter((r) => !r.ok).length
-console.log(`steps: ${results.length - failed} passed, ${failed} failed`)
+const skipped = results.filter((r) => r.skipped).length
+console.log(`steps: ${results.length - failed - skipped} passed, ${skipped} skipped, ${failed} failed`)
 process.exit(failed ? 1 : 0)

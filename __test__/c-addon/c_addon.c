@@ -16,6 +16,10 @@
  *   heldWriteFloat32(held, i, v[, force]) -> writes element i (C order)
  *   release(held)               -> boolean: true if a tensor was still held
  *   heldToCapsule(held)         -> capsule (sends the tensor on)
+ *   releaseAtTeardown()         -> from now on, makeTensor capsules of this
+ *                                  environment that are still unconsumed when
+ *                                  it ends are released by an env cleanup hook
+ *                                  (see "Teardown" below)
  * Errors are JS Errors whose `code` is a stable string, for capsule problems
  * the one napi_dlpack_status_code() gives.
  */
@@ -183,6 +187,101 @@ static int64_t numel_of(int32_t ndim, const int64_t* shape) {
 
 static bool is_float32(DLDataType t) {
   return t.code == kDLFloat && t.bits == 32 && t.lanes == 1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Teardown: what a producer does to release its unconsumed capsules when a   */
+/* Worker ends in runtimes that do not finalize externals alive at teardown   */
+/* (Bun, Deno), but do run env cleanup hooks. Node finalizes them anyway; its */
+/* finalizers then find the tensor gone and only free the payload.            */
+
+typedef struct tracked_capsule {
+  napi_dlpack_capsule payload; /* first: all a consumer reads */
+  struct teardown_list* list;  /* NULL once the cleanup hook has run */
+  struct tracked_capsule* prev;
+  struct tracked_capsule* next;
+} tracked_capsule;
+
+typedef struct teardown_list {
+  tracked_capsule* head;
+} teardown_list;
+
+/* Only ever touched on the environment's JS thread (finalizer and hook). */
+static void tracked_finalize(NAPI_DLPACK_FINALIZE_ENV env, void* data,
+                             void* hint) {
+  tracked_capsule* c = (tracked_capsule*)data;
+  void* tensor;
+  (void)env;
+  (void)hint;
+  if (c->list != NULL) {
+    if (c->prev != NULL) c->prev->next = c->next;
+    else c->list->head = c->next;
+    if (c->next != NULL) c->next->prev = c->prev;
+  }
+  tensor = NAPI_DLPACK_ATOMIC_EXCHANGE_PTR(&c->payload.tensor, NULL);
+  napi_dlpack_tensor_release(c->payload.kind, tensor);
+  free(c);
+}
+
+static void teardown_hook(void* arg) {
+  teardown_list* list = (teardown_list*)arg;
+  tracked_capsule* c = list->head;
+  while (c != NULL) {
+    tracked_capsule* next = c->next;
+    void* tensor = NAPI_DLPACK_ATOMIC_EXCHANGE_PTR(&c->payload.tensor, NULL);
+    napi_dlpack_tensor_release(c->payload.kind, tensor);
+    /* The payload stays for the finalizer, if the runtime ever runs it. */
+    c->list = NULL;
+    c = next;
+  }
+  free(list);
+}
+
+static napi_value release_at_teardown(napi_env env, napi_callback_info info) {
+  teardown_list* list = NULL;
+  napi_value r;
+  (void)info;
+  NAPI_CALL(env, napi_get_instance_data(env, (void**)&list));
+  if (list == NULL) {
+    list = (teardown_list*)calloc(1, sizeof *list);
+    if (list == NULL)
+      return throw_status(env, NAPI_DLPACK_ERR_NO_MEMORY, "releaseAtTeardown");
+    if (napi_add_env_cleanup_hook(env, teardown_hook, list) != napi_ok) {
+      free(list);
+      return throw_status(env, NAPI_DLPACK_ERR_NAPI, "releaseAtTeardown");
+    }
+    NAPI_CALL(env, napi_set_instance_data(env, list, NULL, NULL));
+  }
+  NAPI_CALL(env, napi_get_undefined(env, &r));
+  return r;
+}
+
+/* Like napi_dlpack_capsule_create, but the capsule joins this environment's
+ * teardown list. Same contract: on failure the caller still owns `tensor`. */
+static napi_dlpack_status tracked_capsule_create(napi_env env,
+                                                 teardown_list* list,
+                                                 uint32_t kind, void* tensor,
+                                                 napi_value* result) {
+  napi_value value;
+  tracked_capsule* c = (tracked_capsule*)calloc(1, sizeof *c);
+  if (c == NULL) return NAPI_DLPACK_ERR_NO_MEMORY;
+  c->payload.abi_version = NAPI_DLPACK_CAPSULE_ABI_VERSION;
+  c->payload.kind = kind;
+  c->payload.tensor = tensor;
+  if (napi_create_external(env, c, tracked_finalize, NULL, &value) != napi_ok) {
+    free(c);
+    return NAPI_DLPACK_ERR_NAPI;
+  }
+  if (napi_type_tag_object(env, value, napi_dlpack_capsule_tag()) != napi_ok) {
+    (void)NAPI_DLPACK_ATOMIC_EXCHANGE_PTR(&c->payload.tensor, NULL);
+    return NAPI_DLPACK_ERR_NAPI; /* not linked: the finalizer frees it */
+  }
+  c->list = list;
+  c->next = list->head;
+  if (list->head != NULL) list->head->prev = c;
+  list->head = c;
+  *result = value;
+  return NAPI_DLPACK_OK;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -427,9 +526,14 @@ static napi_value make_tensor(napi_env env, napi_callback_info info) {
     }
   }
 
-  st = napi_dlpack_capsule_create(
-      env, versioned ? NAPI_DLPACK_KIND_VERSIONED : NAPI_DLPACK_KIND_LEGACY,
-      block, &capsule);
+  {
+    uint32_t kind =
+        versioned ? NAPI_DLPACK_KIND_VERSIONED : NAPI_DLPACK_KIND_LEGACY;
+    teardown_list* list = NULL;
+    if (napi_get_instance_data(env, (void**)&list) != napi_ok) list = NULL;
+    st = list != NULL ? tracked_capsule_create(env, list, kind, block, &capsule)
+                      : napi_dlpack_capsule_create(env, kind, block, &capsule);
+  }
   if (st != NAPI_DLPACK_OK) {
     free(block); /* ownership stayed with us; not counted as a deleter call */
     return throw_status(env, st, "makeTensor");
@@ -836,6 +940,7 @@ NAPI_MODULE_INIT() {
       {"release", release},
       {"releaseOnThread", release_on_thread},
       {"heldToCapsule", held_to_capsule},
+      {"releaseAtTeardown", release_at_teardown},
   };
   size_t i;
   for (i = 0; i < sizeof fns / sizeof fns[0]; i++) {

@@ -6,10 +6,17 @@
 //! atomic exchange; the producer's finalizer calls the deleter only if the pointer is still
 //! there. Any addon in the process, written in any language, can produce or consume capsules
 //! from the header alone.
+//!
+//! Capsules made by [`create_capsule`] (and the functions built on it) are released when their
+//! environment (a Worker) ends, in every runtime: Node finalizes the externals left in an
+//! ending environment, but Bun and Deno do not (they run env cleanup hooks instead), so each
+//! environment's unconsumed capsules are also listed here and released by a cleanup hook.
 
 use core::ffi::c_void;
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, Ordering};
+use std::cell::RefCell;
+use std::collections::HashSet;
 
 use napi::sys;
 
@@ -210,11 +217,68 @@ fn napi_error(what: &str, status: sys::napi_status) -> DLPackError {
   )
 }
 
+/// The payloads of this thread's environment made by [`create_capsule`] and not finalized yet.
+struct LiveCapsules {
+  /// The environment whose cleanup hook releases `payloads` (NULL: none registered yet).
+  env: sys::napi_env,
+  /// Payload addresses. Only touched on the JS thread: in `create_capsule`, the finalizer and
+  /// the cleanup hook.
+  payloads: HashSet<usize>,
+}
+
+std::thread_local! {
+  static LIVE_CAPSULES: RefCell<LiveCapsules> = RefCell::new(LiveCapsules {
+    env: ptr::null_mut(),
+    payloads: HashSet::new(),
+  });
+}
+
+/// Lists `payload` with its environment's live capsules, registering the environment's cleanup
+/// hook on first use. If the hook cannot be registered the capsule is not listed (it is then
+/// released by its finalizer only).
+///
+/// # Safety
+/// `env` must be the current, live environment of the calling JS thread.
+unsafe fn list_capsule(env: sys::napi_env, payload: *mut CapsulePayload) {
+  let _ = LIVE_CAPSULES.try_with(|live| {
+    let mut live = live.borrow_mut();
+    if live.env != env {
+      // SAFETY: valid env (caller); the hook takes no argument and runs on this thread.
+      let status =
+        unsafe { sys::napi_add_env_cleanup_hook(env, Some(release_at_teardown), ptr::null_mut()) };
+      if status != sys::Status::napi_ok {
+        return;
+      }
+      live.env = env;
+      live.payloads.clear(); // a previous environment's, all released by its hook
+    }
+    live.payloads.insert(payload as usize);
+  });
+}
+
+/// The cleanup hook: releases the tensors of the capsules still alive in the ending
+/// environment. Their payloads stay for the finalizers, which Node runs afterwards (they then
+/// find the tensor gone) and Bun and Deno never run (16 bytes each, no tensor).
+unsafe extern "C" fn release_at_teardown(_arg: *mut c_void) {
+  let payloads = LIVE_CAPSULES
+    .try_with(|live| {
+      let mut live = live.borrow_mut();
+      live.env = ptr::null_mut();
+      core::mem::take(&mut live.payloads)
+    })
+    .unwrap_or_default();
+  for address in payloads {
+    // SAFETY: listed payloads are alive: the finalizer unlists a payload before freeing it.
+    unsafe { &*(address as *const CapsulePayload) }.release();
+  }
+}
+
 /// The external's finalizer: runs on the JS thread when the capsule is collected.
 unsafe extern "C" fn finalize_capsule(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
   if data.is_null() {
     return;
   }
+  let _ = LIVE_CAPSULES.try_with(|live| live.borrow_mut().payloads.remove(&(data as usize)));
   // SAFETY: `data` is the payload we boxed in `create_capsule`; the finalizer runs once.
   let payload = unsafe { Box::from_raw(data.cast::<CapsulePayload>()) };
   payload.release(); // never consumed: the deleter runs here, exactly once
@@ -244,6 +308,9 @@ pub unsafe fn create_capsule(
   tensor: ManagedTensor,
 ) -> Result<sys::napi_value, DLPackError> {
   let payload = Box::into_raw(Box::new(CapsulePayload::new(tensor)));
+  // SAFETY: valid env (caller); the finalizer unlists the payload before freeing it (also when
+  // `wrap_payload` fails and calls it right away).
+  unsafe { list_capsule(env, payload) };
   // SAFETY: a payload we just allocated, freed only by `finalize_capsule`.
   unsafe { wrap_payload(env, payload.cast(), finalize_capsule) }
 }

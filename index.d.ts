@@ -9,6 +9,9 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/** The ArrayBuffer limit in force, in bytes (see `setArrayBufferLimit`). */
+export declare function arrayBufferLimit(): number
+
 export declare function capsuleIsConsumed(value: unknown): boolean
 
 /**
@@ -85,6 +88,29 @@ export interface HandleView {
   byteOffset: number
 }
 
+/**
+ * Elements `offset..offset + length` of the span `.data` covers (from the lowest to the highest
+ * element). Where `.data` works, the window lies inside that same (cached) view. Past the
+ * ArrayBuffer limit, a window of foreign memory is its own external ArrayBuffer, which holds
+ * the memory until it is collected (dispose() cannot empty it), or a copy where external
+ * ArrayBuffers are refused or the data is misaligned.
+ */
+export declare function handleWindow(handle: unknown, offset: number, length: number): HandleWindow
+
+/**
+ * A window of a host tensor's memory (`getData({ offset, length })`): an ArrayBuffer and the
+ * byte offset of the window in it, and whether it is a copy.
+ */
+export interface HandleWindow {
+  buffer: unknown
+  byteOffset: number
+  /**
+   * The window is a copy (writes to it do not reach the tensor): foreign memory past the
+   * ArrayBuffer limit in a runtime without external buffers (Electron), or misaligned.
+   */
+  copied: boolean
+}
+
 export declare function isCapsule(value: unknown): boolean
 
 export declare function nativeStats(): NativeStats
@@ -99,6 +125,13 @@ export interface NativeStats {
  * Memory still referenced by live exports or views stays valid until they go.
  */
 export declare function releaseHandle(handle: unknown): boolean
+
+/**
+ * Tells the addon the runtime's largest ArrayBuffer, in bytes (`buffer.constants.MAX_LENGTH`;
+ * lib/native.ts passes it once at load). Views and copies past it throw ERR_DLPACK_TOO_LARGE
+ * instead of asking the runtime for an ArrayBuffer it cannot make.
+ */
+export declare function setArrayBufferLimit(bytes: number): void
 
 /**
  * A copy of a tensor on another device (or the same one): host ↔ CUDA and CUDA ↔ CUDA. Always

@@ -24,7 +24,7 @@ use napi_dlpack::{
 
 use crate::js_memory::{self, BufferRef};
 use crate::own_capsule;
-use crate::storage::{copy_bytes, ExportOwner, Memory, Meta, Storage};
+use crate::storage::{copy_bytes, try_zeroed_vec, ExportOwner, Memory, Meta, Storage};
 
 /// Type tag of handle externals (private to this addon, unlike the capsule tag).
 const HANDLE_TAG: sys::napi_type_tag = sys::napi_type_tag {
@@ -139,6 +139,12 @@ pub(crate) fn check_attached(env: &Env, storage: &Storage) -> Result<()> {
 
 pub(crate) fn parse_dtype(name: &str) -> Result<DType> {
   DType::from_name(name).ok_or_else(|| fail(ErrorKind::Dtype, format!("unknown dtype {name:?}")))
+}
+
+/// Whether `address` is aligned for elements of `dtype` (to their size, at most 8 bytes), as
+/// TypedArrays and typed native consumers need.
+pub(crate) fn is_aligned(address: usize, dtype: DType) -> bool {
+  address.is_multiple_of(dtype.itemsize().min(8))
 }
 
 /// Builds the layout of a tensor over a host storage region of `len` bytes, checking that every
@@ -371,7 +377,25 @@ fn from_foreign<'env>(
     let storage = Storage::new(Memory::Foreign(tensor));
     return new_handle(env, storage, meta);
   }
-  let aligned = (tensor.data_ptr() as usize).is_multiple_of(tensor.dtype().itemsize().min(8));
+  if tensor.span_bytes() > js_memory::max_arraybuffer_bytes() {
+    // No ArrayBuffer can hold it in this runtime, so neither a view nor a copy of it can
+    // exist: keep the producer's memory (exports stay zero-copy), `.data` throws
+    // ERR_DLPACK_TOO_LARGE and `getData({ offset, length })` views or copies windows of it.
+    if copy_mode == COPY_ALWAYS {
+      return Err(fail(
+        ErrorKind::TooLarge,
+        format!(
+          "copy: true asks for a copy of {} bytes, more than this runtime's largest ArrayBuffer \
+           ({} bytes)",
+          tensor.span_bytes(),
+          js_memory::max_arraybuffer_bytes()
+        ),
+      ));
+    }
+    let storage = Storage::new(Memory::Foreign(tensor));
+    return new_handle(env, storage, meta);
+  }
+  let aligned = is_aligned(tensor.data_ptr() as usize, tensor.dtype());
   // SAFETY: our env, on its thread.
   let zero_copy_possible = aligned && unsafe { js_memory::external_buffers_allowed(env.raw()) };
   if copy_mode != COPY_ALWAYS && zero_copy_possible {
@@ -475,7 +499,7 @@ pub fn export_capsule<'env>(
     owner
   } else if copy {
     let words = (handle.meta.numel * handle.meta.dtype.itemsize()).div_ceil(8);
-    let mut owned = vec![0u64; words];
+    let mut owned = try_zeroed_vec::<u64>(words)?;
     // SAFETY: reinterpreting initialised u64s as bytes.
     let out = unsafe {
       std::slice::from_raw_parts_mut(
@@ -701,7 +725,11 @@ pub struct HandleView<'env> {
 
 #[napi(js_name = "handleView")]
 pub fn handle_view<'env>(env: &'env Env, handle: Unknown<'env>) -> Result<HandleView<'env>> {
-  let handle = handle_of(env, &handle)?;
+  view_of(env, handle_of(env, &handle)?)
+}
+
+/// The view `.data` is made from (see [`handle_view`]).
+fn view_of<'env>(env: &'env Env, handle: &Handle) -> Result<HandleView<'env>> {
   let storage = storage_of(handle)?.clone();
   if !handle.meta.device.is_host_accessible() {
     return Err(fail(
@@ -765,6 +793,110 @@ pub fn handle_view<'env>(env: &'env Env, handle: Unknown<'env>) -> Result<Handle
       })
     }
   }
+}
+
+/// A window of a host tensor's memory (`getData({ offset, length })`): an ArrayBuffer and the
+/// byte offset of the window in it, and whether it is a copy.
+#[napi(object)]
+pub struct HandleWindow<'env> {
+  pub buffer: Unknown<'env>,
+  pub byte_offset: i64,
+  /// The window is a copy (writes to it do not reach the tensor): foreign memory past the
+  /// ArrayBuffer limit in a runtime without external buffers (Electron), or misaligned.
+  pub copied: bool,
+}
+
+/// Elements `offset..offset + length` of the span `.data` covers (from the lowest to the highest
+/// element). Where `.data` works, the window lies inside that same (cached) view. Past the
+/// ArrayBuffer limit, a window of foreign memory is its own external ArrayBuffer, which holds
+/// the memory until it is collected (dispose() cannot empty it), or a copy where external
+/// ArrayBuffers are refused or the data is misaligned.
+#[napi(js_name = "handleWindow")]
+pub fn handle_window<'env>(
+  env: &'env Env,
+  handle: Unknown<'env>,
+  offset: i64,
+  length: i64,
+) -> Result<HandleWindow<'env>> {
+  let handle = handle_of(env, &handle)?;
+  let storage = storage_of(handle)?.clone();
+  let meta = &handle.meta;
+  if !meta.device.is_host_accessible() {
+    return Err(fail(
+      ErrorKind::NotCpu,
+      format!("tensor memory is on {}; call .to('cpu') first", meta.device),
+    ));
+  }
+  let itemsize = meta.dtype.itemsize();
+  let span_elements = meta.span_bytes / itemsize;
+  let end = offset.checked_add(length);
+  if offset < 0 || length < 0 || end.is_none_or(|end| end as u64 > span_elements as u64) {
+    return Err(fail(
+      ErrorKind::InvalidArgument,
+      format!(
+        "window of {length} elements at {offset} is outside the {span_elements} elements the \
+         tensor's data spans"
+      ),
+    ));
+  }
+  // In range of the span, so these products fit in usize.
+  let (first, count) = (offset as usize * itemsize, length as usize * itemsize);
+  // SAFETY: our env, on its thread.
+  let externals = unsafe { js_memory::external_buffers_allowed(env.raw()) };
+  let whole_view_possible = matches!(storage.memory(), Memory::Js { .. })
+    || (externals && meta.span_bytes <= js_memory::max_arraybuffer_bytes());
+  if whole_view_possible {
+    let view = view_of(env, handle)?;
+    return Ok(HandleWindow {
+      buffer: view.buffer,
+      byte_offset: view.byte_offset + first as i64,
+      copied: false,
+    });
+  }
+  if matches!(storage.memory(), Memory::Cuda(_)) {
+    return Err(fail(ErrorKind::NotCpu, "device memory has no host view"));
+  }
+  js_memory::check_arraybuffer_len(count)?;
+  // SAFETY: the window lies inside the storage's validated, host-accessible span.
+  let start = unsafe { storage.base().add(meta.span_start() + first) };
+  let (buffer, copied) = if externals && is_aligned(start as usize, meta.dtype) {
+    // SAFETY: our env; the window's ArrayBuffer holds the storage until it is collected.
+    let value = unsafe { js_memory::external_arraybuffer(env.raw(), start, count, storage)? };
+    (value, false)
+  } else {
+    // SAFETY: the window's bytes are readable (validated span, kept alive by `storage`).
+    let bytes = unsafe { std::slice::from_raw_parts(start, count) };
+    // SAFETY: our env.
+    (unsafe { js_memory::arraybuffer_copy(env.raw(), bytes)? }, true)
+  };
+  Ok(HandleWindow {
+    // SAFETY: live value of this env.
+    buffer: unsafe { Unknown::from_raw_unchecked(env.raw(), buffer) },
+    byte_offset: 0,
+    copied,
+  })
+}
+
+/// Tells the addon the runtime's largest ArrayBuffer, in bytes (`buffer.constants.MAX_LENGTH`;
+/// lib/native.ts passes it once at load). Views and copies past it throw ERR_DLPACK_TOO_LARGE
+/// instead of asking the runtime for an ArrayBuffer it cannot make.
+#[napi(js_name = "setArrayBufferLimit")]
+pub fn set_array_buffer_limit(bytes: f64) -> Result<()> {
+  if !(bytes.is_finite() && bytes >= 0.0 && bytes.fract() == 0.0 && bytes <= (1u64 << 53) as f64)
+  {
+    return Err(fail(
+      ErrorKind::InvalidArgument,
+      format!("the ArrayBuffer limit must be a safe non-negative integer, got {bytes}"),
+    ));
+  }
+  js_memory::set_max_arraybuffer_bytes(bytes as usize);
+  Ok(())
+}
+
+/// The ArrayBuffer limit in force, in bytes (see `setArrayBufferLimit`).
+#[napi(js_name = "arrayBufferLimit")]
+pub fn array_buffer_limit() -> f64 {
+  js_memory::max_arraybuffer_bytes() as f64
 }
 
 /// Releases the handle's storage now (`dispose()`); later calls fail with ERR_TENSOR_DISPOSED.

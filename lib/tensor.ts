@@ -202,8 +202,9 @@ function checkDType(dtype: unknown): DType {
 }
 
 /**
- * Wraps JS memory as a native handle, without copying. `offset` is in elements of `dtype`
- * from the start of `view`.
+ * Wraps JS memory as a native handle, without copying if the memory is aligned to the
+ * elements' size; misaligned memory is copied (the handle says `isCopy`). `offset` is in
+ * elements of `dtype` from the start of `view`.
  */
 function wrapMemory(
   memory: ArrayBuffer | SharedArrayBuffer | ArrayBufferView,
@@ -300,7 +301,12 @@ export class Tensor<D extends DType = DType> {
     return (shared.info ??= readInfo(shared.handle))
   }
 
-  /** Zero-copy view of `array` (any TypedArray, DataView or Buffer), keeping its memory alive. */
+  /**
+   * Zero-copy view of `array` (any TypedArray, DataView or Buffer), keeping its memory alive.
+   * Memory not aligned to the elements' size (e.g. `uint16` over a Buffer at an odd byte
+   * offset) cannot be viewed by a TypedArray or handed to typed consumers: the tensor is then a
+   * copy of it, `isCopy === true` (later writes to `array` are not seen), as for foreign memory.
+   */
   static from<D extends DType>(
     array: ArrayBufferView | ArrayBuffer | SharedArrayBuffer,
     shape: readonly number[] | undefined,

@@ -196,6 +196,10 @@ fn meta_over_region(
 
 /// Wraps JS memory (a Uint8Array over an ArrayBuffer or SharedArrayBuffer) without copying.
 /// `offset` is in elements from the start of `bytes`; strides in elements (null: row-major).
+/// Memory that is not aligned to the element size (a Buffer or DataView at an odd byte offset)
+/// cannot be viewed by a TypedArray nor handed to typed consumers, so, as for foreign memory,
+/// the tensor's span is copied (`isCopy`). (`fromDLPack` never gets here with misaligned
+/// memory: it wraps TypedArrays with their own element type, or bytes.)
 #[napi(js_name = "wrapBuffer")]
 pub fn wrap_buffer<'env>(
   env: &'env Env,
@@ -236,6 +240,10 @@ pub fn wrap_buffer<'env>(
     len,
     readonly,
   )?;
+  // The first element is aligned iff every element is (strides count whole elements).
+  if !is_aligned(base as usize + first_byte, dtype) {
+    return copy_misaligned(env, base, &meta);
+  }
   // SAFETY: live value of this env; the reference keeps the buffer (and `base`) alive.
   let buffer = unsafe { BufferRef::new(env.raw(), array_buffer)? };
   let storage = Storage::new(Memory::Js {
@@ -244,6 +252,26 @@ pub fn wrap_buffer<'env>(
     buffer,
   });
   new_handle(env, storage, meta)
+}
+
+/// A handle over a copy of the span of `meta` (laid out over JS memory at `base`) in a fresh,
+/// aligned V8 ArrayBuffer: same shape, strides and offsets, flagged `isCopy`.
+fn copy_misaligned<'env>(env: &'env Env, base: *mut u8, meta: &Meta) -> Result<Unknown<'env>> {
+  let span_start = meta.span_start();
+  let bytes: &[u8] = if meta.span_bytes == 0 {
+    &[]
+  } else {
+    // SAFETY: meta_over_region checked that the span lies inside the JS buffer at `base`,
+    // which the caller's JS value keeps alive during this call.
+    unsafe { std::slice::from_raw_parts(base.add(span_start), meta.span_bytes) }
+  };
+  // SAFETY: our env.
+  let array_buffer = unsafe { js_memory::arraybuffer_copy(env.raw(), bytes)? };
+  let meta = Meta {
+    first_byte: meta.first_byte - span_start,
+    ..meta.clone()
+  };
+  host_copy_handle(env, array_buffer, meta)
 }
 
 /// `copyMode` of [`import_capsule`].

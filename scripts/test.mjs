@@ -109,7 +109,7 @@ if (!process.env.NAPI_DLPACK_SKIP_NODE_MATRIX) {
 }
 
 // Bun and Deno (best effort, like napi-rs): a smoke test of the addon, the protocol and the C
-// fixture in their Node-API, with binaries from npm.
+// fixture in their Node-API, and the large-tensor checks, with binaries from npm.
 if (!process.env.NAPI_DLPACK_SKIP_RUNTIMES) {
   const runtimes = join(root, '.runtimes')
   const smoke = join(root, '__test__', 'runtimes', 'smoke.cjs')
@@ -125,6 +125,11 @@ if (!process.env.NAPI_DLPACK_SKIP_RUNTIMES) {
   }
   if (existsSync(bin('bun'))) step('smoke test under Bun', bin('bun'), [smoke])
   if (existsSync(bin('deno'))) step('smoke test under Deno', bin('deno'), ['run', '-A', smoke])
+  // Tensors past each runtime's ArrayBuffer limit (2^32 in Bun, 2^53 - 1 in Deno) and
+  // misaligned JS memory.
+  const large = join(root, '__test__', 'runtimes', 'large.cjs')
+  if (existsSync(bin('bun'))) step('large tensors under Bun', bin('bun'), [large])
+  if (existsSync(bin('deno'))) step('large tensors under Deno', bin('deno'), ['run', '-A', '--v8-flags=--expose-gc', large])
 }
 
 console.log('\n### summary')

@@ -251,3 +251,42 @@ test.serial('a failed napi_create_external_arraybuffer (forced past the limit) t
   t.true(await deleted(1))
   t.is(c.mappedDeleterCalls(), 1)
 })
+
+test.serial('windows of ordinary tensors are views into `.data` (JS and foreign memory); argument, read-only and disposal rules', (t) => {
+  const floats = new Float32Array([0, 1, 2, 3, 4, 5])
+  const tensor = Tensor.from(floats, [2, 3])
+  const window = tensor.getData({ offset: 2, length: 3 })
+  t.deepEqual([...window], [2, 3, 4])
+  t.is(window.buffer, floats.buffer, 'JS memory: the same buffer')
+  window[0] = 20
+  t.is(floats[2], 20)
+  t.is(tensor.getData({ offset: 6 }).length, 0, 'an empty window at the end')
+  throwsCode(t, () => tensor.getData({ offset: 5, length: 2 }), 'ERR_DLPACK_INVALID_ARGUMENT', DLPackTypeError)
+  throwsCode(t, () => tensor.getData({ length: -1 }), 'ERR_DLPACK_INVALID_ARGUMENT', DLPackTypeError)
+
+  // Foreign memory under the limit: the window lies in the cached `.data` view (a copy of the
+  // import in Electron mode), so dispose() empties it like `.data`.
+  const foreign = fromDLPack(c.makeMappedTensor({ bytes: 64 })) as Tensor<'uint8'>
+  const part = foreign.getData({ offset: 8, length: 8 })
+  t.is(part.buffer, foreign.data.buffer)
+  t.is(part.byteOffset, foreign.data.byteOffset + 8)
+  foreign.dispose()
+  if (zeroCopy) t.is(part.length, 0, 'dispose() detached it')
+  throwsCode(t, () => foreign.getData({ offset: 0, length: 1 }), 'ERR_TENSOR_DISPOSED')
+
+  const readonly = Tensor.from(new Uint8Array(4), [4], { readonly: true })
+  throwsCode(t, () => readonly.getData({ offset: 1, length: 1 }), 'ERR_DLPACK_READ_ONLY')
+  t.is(readonly.getData({ offset: 1, length: 2, allowReadOnly: true }).length, 2)
+})
+
+test.serial('JS memory past the limit: Tensor.empty and Tensor.from throw ERR_DLPACK_TOO_LARGE before allocating or viewing', (t) => {
+  // Past the limit (2^32 on Node 20, 2^53 - 1 on Node 22+): refused before any allocation.
+  throwsCode(t, () => Tensor.empty([2, Math.ceil(limit / 2) + 1], 'uint8'), 'ERR_DLPACK_TOO_LARGE', BufferError)
+  throwsCode(t, () => Tensor.zeros([Math.ceil(limit / 8) + 1], 'float64'), 'ERR_DLPACK_TOO_LARGE', BufferError)
+  throwsCode(t, () => Tensor.zeros([2 ** 40, 2 ** 40], 'float64'), 'ERR_DLPACK_TOO_LARGE', BufferError, 'not even a safe integer')
+  if (over4G) {
+    // V8 makes ArrayBuffers a little past Node 20's view limit (lazily zeroed), but no view of
+    // them: Tensor.from said "Invalid typed array length" without a code.
+    throwsCode(t, () => Tensor.from(new ArrayBuffer(GiB4 + 1)), 'ERR_DLPACK_TOO_LARGE', BufferError)
+  }
+})

@@ -1,4 +1,4 @@
-import { native } from './native.js'
+import { MAX_VIEW_BYTES, native } from './native.js'
 import { Device, type DeviceLike, toDevice } from './device'
 import { type DataArray, DLDeviceType, type DType, DTYPES, dtypeOfArray, isDType } from './dtype'
 import {
@@ -221,6 +221,8 @@ function wrapMemory(
   if (isDetached(buffer)) {
     throw new TensorDisposedError('ERR_TENSOR_DETACHED', 'the ArrayBuffer has been detached (transferred)')
   }
+  const byteLength = ArrayBuffer.isView(memory) ? memory.byteLength : buffer.byteLength
+  if (byteLength > MAX_VIEW_BYTES) throw tooLarge(byteLength)
   const bytes = ArrayBuffer.isView(memory)
     ? new Uint8Array(memory.buffer, memory.byteOffset, memory.byteLength)
     : new Uint8Array(buffer)
@@ -229,6 +231,14 @@ function wrapMemory(
   }
   return call(() =>
     native.wrapBuffer(bytes, dtype, checkShape(shape), strides ? checkShape(strides, 'strides') : null, offset, readonly),
+  )
+}
+
+/** The error for JS memory (a view, or a new buffer) larger than the runtime can view. */
+function tooLarge(bytes: number): BufferError {
+  return new BufferError(
+    'ERR_DLPACK_TOO_LARGE',
+    `${bytes} bytes is more than this runtime's largest ArrayBuffer view (${MAX_VIEW_BYTES} bytes)`,
   )
 }
 
@@ -369,7 +379,11 @@ export class Tensor<D extends DType = DType> {
     const device = toDevice(options?.device ?? Device.CPU)
     let numel = 1
     for (const dim of shape) numel *= dim
-    if (!Number.isSafeInteger(numel * itemsize) || numel < 0 || shape.some((dim) => dim < 0)) {
+    const negative = numel < 0 || shape.some((dim) => dim < 0)
+    if (!negative && device.type === DLDeviceType.CPU && !(numel * itemsize <= MAX_VIEW_BYTES)) {
+      throw tooLarge(numel * itemsize)
+    }
+    if (!Number.isSafeInteger(numel * itemsize) || negative) {
       throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `shape [${shape.join(', ')}] is too large or negative`)
     }
     if (device.type === DLDeviceType.CUDA) {

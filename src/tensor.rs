@@ -895,7 +895,8 @@ pub fn handle_window<'env>(
     // SAFETY: the window's bytes are readable (validated span, kept alive by `storage`).
     let bytes = unsafe { std::slice::from_raw_parts(start, count) };
     // SAFETY: our env.
-    (unsafe { js_memory::arraybuffer_copy(env.raw(), bytes)? }, true)
+    let value = unsafe { js_memory::arraybuffer_copy(env.raw(), bytes)? };
+    (value, true)
   };
   Ok(HandleWindow {
     // SAFETY: live value of this env.
@@ -910,8 +911,7 @@ pub fn handle_window<'env>(
 /// instead of asking the runtime for an ArrayBuffer it cannot make.
 #[napi(js_name = "setArrayBufferLimit")]
 pub fn set_array_buffer_limit(bytes: f64) -> Result<()> {
-  if !(bytes.is_finite() && bytes >= 0.0 && bytes.fract() == 0.0 && bytes <= (1u64 << 53) as f64)
-  {
+  if !(bytes.is_finite() && bytes >= 0.0 && bytes.fract() == 0.0 && bytes <= (1u64 << 53) as f64) {
     return Err(fail(
       ErrorKind::InvalidArgument,
       format!("the ArrayBuffer limit must be a safe non-negative integer, got {bytes}"),

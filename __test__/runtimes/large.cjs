@@ -51,6 +51,25 @@ c.resetMappedDeleterCalls()
   tensor.dispose()
 }
 
+// A failed external ArrayBuffer must release its keep-alive exactly once whatever the runtime
+// does with the finalizer: reachable only by telling the addon a larger limit than the
+// runtime's, where asking past it is not fatal (Bun never calls the finalizer, Node calls it
+// synchronously; Deno would abort, so not there).
+if (GiB4 + 1 > limit && zeroCopy) {
+  c.resetMappedDeleterCalls()
+  const tensor = fromDLPack(c.makeMappedTensor({ bytes: GiB4 + 1 }))
+  native.setArrayBufferLimit(2 ** 53)
+  try {
+    check(() => assert.throws(() => tensor.data, (e) => e.code === 'ERR_DLPACK_NAPI'))
+  } finally {
+    native.setArrayBufferLimit(limit)
+  }
+  check(() => assert.equal(Tensor.from(new Uint8Array([1, 2])).data[1], 2)) // nothing left pending
+  tensor.dispose()
+  check(() => assert.equal(c.mappedDeleterCalls(), 1))
+  c.resetMappedDeleterCalls()
+}
+
 // [2^62] int8 whose first 4096 bytes are real.
 {
   const capsule = c.makeHugeTensor({ shape: [2 ** 62] })

@@ -10,7 +10,7 @@
 // the Electron path, where windows of such tensors are copies).
 import { execFileSync } from 'node:child_process'
 import { constants } from 'node:buffer'
-import { existsSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -289,4 +289,31 @@ test.serial('JS memory past the limit: Tensor.empty and Tensor.from throw ERR_DL
     // them: Tensor.from said "Invalid typed array length" without a code.
     throwsCode(t, () => Tensor.from(new ArrayBuffer(GiB4 + 1)), 'ERR_DLPACK_TOO_LARGE', BufferError)
   }
+})
+
+test.serial('a copy under the limit that the system cannot allocate is ERR_DLPACK_NO_MEMORY, not V8\'s fatal out-of-memory', async (t) => {
+  // A [2^46] int8 tensor (64 TiB claimed, 4 KiB real) with the addon told a limit of 2^53 (the
+  // real one on Node 22+): copying it into V8 memory (Electron-mode import, toTypedArray) asked
+  // V8 for 64 TiB, which aborts the process. Needs the kernel to refuse a 64 TiB malloc, which
+  // it does unless overcommit is unconditional (vm.overcommit_memory = 1).
+  let overcommit = '0'
+  try {
+    overcommit = readFileSync('/proc/sys/vm/overcommit_memory', 'utf8').trim()
+  } catch {}
+  if (overcommit === '1') return t.pass('vm.overcommit_memory = 1: a 64 TiB malloc would not fail')
+  c.resetMappedDeleterCalls()
+  native.setArrayBufferLimit(2 ** 53)
+  try {
+    if (zeroCopy) {
+      const tensor = fromDLPack(c.makeHugeTensor({ shape: [2 ** 46] }))
+      throwsCode(t, () => tensor.toTypedArray(), 'ERR_DLPACK_NO_MEMORY', undefined, 'toTypedArray')
+      tensor.dispose()
+    } else {
+      throwsCode(t, () => fromDLPack(c.makeHugeTensor({ shape: [2 ** 46] })), 'ERR_DLPACK_NO_MEMORY', undefined, 'Electron-mode import')
+    }
+  } finally {
+    native.setArrayBufferLimit(limit)
+  }
+  t.true(await deleted(1))
+  t.is(c.mappedDeleterCalls(), 1)
 })

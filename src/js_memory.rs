@@ -383,6 +383,30 @@ pub unsafe fn external_arraybuffer<K: Send + 'static>(
   Ok(value)
 }
 
+/// From this size on, a new V8 ArrayBuffer is first tried with the system allocator.
+const PROBED_ALLOCATION_BYTES: usize = 64 << 20;
+
+/// Checks that a V8 ArrayBuffer of `len` bytes can be made: `ERR_DLPACK_TOO_LARGE` past the
+/// runtime's limit, and, for big ones, `ERR_DLPACK_NO_MEMORY` when the system allocator refuses
+/// the size. V8 treats a failed ArrayBuffer allocation as fatal (the process aborts), so a copy
+/// of a multi-GiB foreign tensor must not be asked for blindly. Best effort: the probe is freed
+/// untouched, and under memory overcommit it is only as good as the kernel's answer.
+fn check_arraybuffer_alloc(len: usize) -> Result<(), DLPackError> {
+  check_arraybuffer_len(len)?;
+  if len >= PROBED_ALLOCATION_BYTES {
+    let mut probe = Vec::<u8>::new();
+    probe.try_reserve_exact(len).map_err(|_| {
+      DLPackError::new(
+        ErrorKind::NoMemory,
+        format!("cannot allocate {len} bytes for an ArrayBuffer"),
+      )
+    })?;
+    // Keep the optimiser from eliding the unused allocation.
+    std::hint::black_box(probe.as_ptr());
+  }
+  Ok(())
+}
+
 /// A new V8-owned ArrayBuffer holding a copy of `bytes`.
 ///
 /// # Safety
@@ -391,21 +415,17 @@ pub unsafe fn arraybuffer_copy(
   env: sys::napi_env,
   bytes: &[u8],
 ) -> Result<sys::napi_value, DLPackError> {
-  check_arraybuffer_len(bytes.len())?;
-  let mut data = ptr::null_mut();
-  let mut value = ptr::null_mut();
-  // SAFETY: valid env.
-  check("napi_create_arraybuffer", unsafe {
-    sys::napi_create_arraybuffer(env, bytes.len(), &mut data, &mut value)
-  })?;
+  // SAFETY: forwarded contract.
+  let (value, data) = unsafe { arraybuffer_new(env, bytes.len())? };
   if !bytes.is_empty() {
     // SAFETY: V8 gave us `bytes.len()` writable bytes at `data`.
-    unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), data.cast::<u8>(), bytes.len()) };
+    unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), data, bytes.len()) };
   }
   Ok(value)
 }
 
-/// A new zeroed V8-owned ArrayBuffer of `len` bytes and its data pointer.
+/// A new zeroed V8-owned ArrayBuffer of `len` bytes and its data pointer (checked first: see
+/// [`check_arraybuffer_alloc`]).
 ///
 /// # Safety
 /// `env` must be the live environment of the calling thread.
@@ -413,7 +433,7 @@ pub unsafe fn arraybuffer_new(
   env: sys::napi_env,
   len: usize,
 ) -> Result<(sys::napi_value, *mut u8), DLPackError> {
-  check_arraybuffer_len(len)?;
+  check_arraybuffer_alloc(len)?;
   let mut data = ptr::null_mut();
   let mut value = ptr::null_mut();
   // SAFETY: valid env.

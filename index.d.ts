@@ -108,21 +108,7 @@ export interface HandleView {
  * the memory until it is collected (dispose() cannot empty it), or a copy where external
  * ArrayBuffers are refused or the data is misaligned.
  */
-export declare function handleWindow(handle: unknown, offset: number, length: number): HandleWindow
-
-/**
- * A window of a host tensor's memory (`getData({ offset, length })`): an ArrayBuffer and the
- * byte offset of the window in it, and whether it is a copy.
- */
-export interface HandleWindow {
-  buffer: unknown
-  byteOffset: number
-  /**
-   * The window is a copy (writes to it do not reach the tensor): foreign memory past the
-   * ArrayBuffer limit in a runtime without external buffers (Electron), or misaligned.
-   */
-  copied: boolean
-}
+export declare function handleWindow(handle: unknown, offset: number, length: number): HandleView
 
 export declare function isCapsule(value: unknown): boolean
 

@@ -25,7 +25,7 @@ type Held = { readonly __held: unique symbol }
 
 interface LargeCAddon {
   makeMappedTensor(options: { bytes: number; shape?: number[]; strides?: number[] }): DLPackCapsule
-  makeHugeTensor(options: { shape: number[] }): DLPackCapsule
+  makeHugeTensor(options: { shape: number[]; bits?: 8 | 16; byteOffset?: number }): DLPackCapsule
   mappedDeleterCalls(): number
   resetMappedDeleterCalls(): void
   dataPointer(capsule: DLPackCapsule): bigint
@@ -316,4 +316,28 @@ test.serial('a copy under the limit that the system cannot allocate is ERR_DLPAC
   }
   t.true(await deleted(1))
   t.is(c.mappedDeleterCalls(), 1)
+})
+
+test.serial('misaligned past the limit: windows are copies (no TypedArray can view them), export passes the producer pointer on', async (t) => {
+  c.resetMappedDeleterCalls()
+  // int16 elements starting at byte 1 of the real block: [2^61] elements, 2^62 bytes.
+  const capsule = c.makeHugeTensor({ shape: [2 ** 61], bits: 16, byteOffset: 1 })
+  const address = c.dataPointer(capsule)
+  t.is(address % 2n, 1n)
+  let tensor: Tensor<'int16'> | undefined = fromDLPack(capsule) as Tensor<'int16'>
+  t.false(tensor.isCopy, 'too large to copy: kept as it is')
+  throwsCode(t, () => tensor!.data, 'ERR_DLPACK_TOO_LARGE', BufferError)
+  const held = c.consume(tensor.__dlpack__())
+  t.is(c.heldInfo(held).data, address, "the producer's first element, unmoved (byte_offset folded into data)")
+  c.heldWriteU8(held, 2, 0x34)
+  c.heldWriteU8(held, 3, 0x12)
+  const window = tensor.getData({ offset: 1, length: 2 })
+  t.true(window instanceof Int16Array)
+  t.is(window[0], 0x1234)
+  window[0] = 7
+  t.is(c.heldReadU8(held, 2), 0x34, 'a copy: the write stays in JS')
+  c.release(held)
+  tensor.dispose()
+  tensor = undefined
+  t.true(await deleted(1))
 })

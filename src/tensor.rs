@@ -823,17 +823,6 @@ fn view_of<'env>(env: &'env Env, handle: &Handle) -> Result<HandleView<'env>> {
   }
 }
 
-/// A window of a host tensor's memory (`getData({ offset, length })`): an ArrayBuffer and the
-/// byte offset of the window in it, and whether it is a copy.
-#[napi(object)]
-pub struct HandleWindow<'env> {
-  pub buffer: Unknown<'env>,
-  pub byte_offset: i64,
-  /// The window is a copy (writes to it do not reach the tensor): foreign memory past the
-  /// ArrayBuffer limit in a runtime without external buffers (Electron), or misaligned.
-  pub copied: bool,
-}
-
 /// Elements `offset..offset + length` of the span `.data` covers (from the lowest to the highest
 /// element). Where `.data` works, the window lies inside that same (cached) view. Past the
 /// ArrayBuffer limit, a window of foreign memory is its own external ArrayBuffer, which holds
@@ -845,7 +834,7 @@ pub fn handle_window<'env>(
   handle: Unknown<'env>,
   offset: i64,
   length: i64,
-) -> Result<HandleWindow<'env>> {
+) -> Result<HandleView<'env>> {
   let handle = handle_of(env, &handle)?;
   let storage = storage_of(handle)?.clone();
   let meta = &handle.meta;
@@ -875,10 +864,9 @@ pub fn handle_window<'env>(
     || (externals && meta.span_bytes <= js_memory::max_arraybuffer_bytes());
   if whole_view_possible {
     let view = view_of(env, handle)?;
-    return Ok(HandleWindow {
+    return Ok(HandleView {
       buffer: view.buffer,
       byte_offset: view.byte_offset + first as i64,
-      copied: false,
     });
   }
   if matches!(storage.memory(), Memory::Cuda(_)) {
@@ -887,22 +875,21 @@ pub fn handle_window<'env>(
   js_memory::check_arraybuffer_len(count)?;
   // SAFETY: the window lies inside the storage's validated, host-accessible span.
   let start = unsafe { storage.base().add(meta.span_start() + first) };
-  let (buffer, copied) = if externals && is_aligned(start as usize, meta.dtype) {
+  let buffer = if externals && is_aligned(start as usize, meta.dtype) {
     // SAFETY: our env; the window's ArrayBuffer holds the storage until it is collected.
-    let value = unsafe { js_memory::external_arraybuffer(env.raw(), start, count, storage)? };
-    (value, false)
+    unsafe { js_memory::external_arraybuffer(env.raw(), start, count, storage)? }
   } else {
+    // A copy (writes to it do not reach the tensor): no external buffers (Electron), or
+    // misaligned data no TypedArray can view.
     // SAFETY: the window's bytes are readable (validated span, kept alive by `storage`).
     let bytes = unsafe { std::slice::from_raw_parts(start, count) };
     // SAFETY: our env.
-    let value = unsafe { js_memory::arraybuffer_copy(env.raw(), bytes)? };
-    (value, true)
+    unsafe { js_memory::arraybuffer_copy(env.raw(), bytes)? }
   };
-  Ok(HandleWindow {
+  Ok(HandleView {
     // SAFETY: live value of this env.
     buffer: unsafe { Unknown::from_raw_unchecked(env.raw(), buffer) },
     byte_offset: 0,
-    copied,
   })
 }
 

@@ -857,10 +857,12 @@ NAPI_MODULE_INIT() {
  *       touched). shape defaults to [bytes]; strides (elements) default to
  *       NULL (row-major); they must stay inside the mapping. The deleter
  *       munmaps and counts itself in mappedDeleterCalls().
- *   makeHugeTensor({ shape }) -> capsule
- *       int8 versioned tensor claiming `shape` (e.g. [2 ** 62]) whose data
- *       points at a real 4096-byte block: only its first 4096 bytes may ever
- *       be touched. The deleter frees it and counts in mappedDeleterCalls().
+ *   makeHugeTensor({ shape, bits?, byteOffset? }) -> capsule
+ *       int8 (bits 16: int16) versioned tensor claiming `shape` (e.g.
+ *       [2 ** 62]) whose data points at a real 4096-byte block: only its first
+ *       4096 bytes may ever be touched. byteOffset (default 0, at most 64) is
+ *       stored as is (1 misaligns int16). The deleter frees the block and
+ *       counts in mappedDeleterCalls().
  *   mappedDeleterCalls() / resetMappedDeleterCalls()
  *   heldReadU8(held, byteIndex) -> number     byte at data + byte_offset + i
  *   heldWriteU8(held, byteIndex, value)       writes that byte
@@ -889,11 +891,12 @@ static void large_deleter(DLManagedTensorVersioned* self) {
   __atomic_fetch_add(&g_mapped_deleter_calls, 1, __ATOMIC_SEQ_CST);
 }
 
-/* A versioned tensor over `data` with the dims in `opts.shape` (1 or 2) and
- * optional strides; takes ownership of `data` (released by large_deleter). */
+/* A versioned tensor over `data` (+ byte_offset) with the dims in
+ * `opts.shape` (1 or 2) and optional strides; takes ownership of `data`
+ * (released by large_deleter). */
 static napi_value large_capsule(napi_env env, napi_value opts, void* data,
                                 size_t mapped_bytes, int64_t default_dim,
-                                DLDataType dtype) {
+                                DLDataType dtype, uint64_t byte_offset) {
   napi_value v, capsule;
   uint32_t ndim = 1, nstrides = 0;
   bool has_strides = false;
@@ -915,6 +918,7 @@ static napi_value large_capsule(napi_env env, napi_value opts, void* data,
   block->managed.version.minor = DLPACK_MINOR_VERSION;
   block->managed.deleter = large_deleter;
   block->managed.dl_tensor.data = data;
+  block->managed.dl_tensor.byte_offset = byte_offset;
   block->managed.dl_tensor.device.device_type = kDLCPU;
   block->managed.dl_tensor.ndim = (int32_t)ndim;
   block->managed.dl_tensor.dtype = dtype;
@@ -957,17 +961,26 @@ static napi_value make_mapped_tensor(napi_env env, napi_callback_info info) {
               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (data == MAP_FAILED)
     return throw_code(env, "ERR_C_ADDON_MMAP", "mmap failed");
-  return large_capsule(env, argv[0], data, (size_t)bytes, bytes, uint8);
+  return large_capsule(env, argv[0], data, (size_t)bytes, bytes, uint8, 0);
 }
 
 static napi_value make_huge_tensor(napi_env env, napi_callback_info info) {
-  napi_value argv[1];
-  DLDataType int8 = {kDLInt, 8, 1};
+  napi_value argv[1], v;
+  DLDataType dtype = {kDLInt, 8, 1};
+  int64_t bits = 8, byte_offset = 0;
   void* data;
   if (get_args(env, info, 1, argv) == NULL) return NULL;
+  if ((v = opt_prop(env, argv[0], "bits")) != NULL &&
+      (!to_i64(env, v, &bits) || (bits != 8 && bits != 16)))
+    return throw_code(env, "ERR_INVALID_ARG_TYPE", "bits must be 8 or 16");
+  if ((v = opt_prop(env, argv[0], "byteOffset")) != NULL &&
+      (!to_i64(env, v, &byte_offset) || byte_offset < 0 || byte_offset > 64))
+    return throw_code(env, "ERR_INVALID_ARG_TYPE", "byteOffset must be 0..64");
+  dtype.bits = (uint8_t)bits;
   data = calloc(1, HUGE_REAL_BYTES);
   if (data == NULL) return throw_status(env, NAPI_DLPACK_ERR_NO_MEMORY, "huge");
-  return large_capsule(env, argv[0], data, 0, HUGE_REAL_BYTES, int8);
+  return large_capsule(env, argv[0], data, 0, HUGE_REAL_BYTES, dtype,
+                       (uint64_t)byte_offset);
 }
 
 static napi_value mapped_deleter_calls(napi_env env, napi_callback_info info) {

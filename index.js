@@ -835,6 +835,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.arrayBufferLimit = nativeBinding.arrayBufferLimit
 module.exports.capsuleDevice = nativeBinding.capsuleDevice
 module.exports.capsuleIsConsumed = nativeBinding.capsuleIsConsumed
 module.exports.copyHandle = nativeBinding.copyHandle
@@ -850,9 +851,11 @@ module.exports.externalBuffersAllowed = nativeBinding.externalBuffersAllowed
 module.exports.handleDevice = nativeBinding.handleDevice
 module.exports.handleInfo = nativeBinding.handleInfo
 module.exports.handleView = nativeBinding.handleView
+module.exports.handleWindow = nativeBinding.handleWindow
 module.exports.isCapsule = nativeBinding.isCapsule
 module.exports.isExternal = nativeBinding.isExternal
 module.exports.nativeStats = nativeBinding.nativeStats
 module.exports.releaseHandle = nativeBinding.releaseHandle
+module.exports.setArrayBufferLimit = nativeBinding.setArrayBufferLimit
 module.exports.toDevice = nativeBinding.toDevice
 module.exports.wrapBuffer = nativeBinding.wrapBuffer

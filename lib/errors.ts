@@ -12,7 +12,10 @@ export class DLPackError extends Error {
   }
 }
 
-/** The exchange cannot be done as asked: device, stream, or a copy that `copy: false` forbids. */
+/**
+ * The exchange cannot be done as asked: device, stream, a copy that `copy: false` forbids, or a
+ * view larger than the runtime's largest ArrayBuffer.
+ */
 export class BufferError extends DLPackError {}
 
 /**
@@ -46,6 +49,7 @@ const CLASS_BY_CODE: Record<string, ErrorClass> = {
   ERR_DLPACK_DEVICE: BufferError,
   ERR_DLPACK_STREAM: BufferError,
   ERR_DLPACK_NOT_CPU: BufferError,
+  ERR_DLPACK_TOO_LARGE: BufferError,
   ERR_DLPACK_NOT_A_CAPSULE: CapsuleError,
   ERR_DLPACK_CAPSULE_CONSUMED: CapsuleError,
   ERR_DLPACK_CAPSULE_ABI: CapsuleError,

@@ -46,6 +46,7 @@ export {
 export {
   type ArrayDType,
   type CreateOptions,
+  type DataOptions,
   type DLPackCapsule,
   type DLPackOptions,
   type FromArrayOptions,

@@ -3,6 +3,8 @@
  * the raw Node-API entry points of the exchange's hot path (`src/fast.rs`), which the generator
  * does not see because they bypass napi-rs's argument conversion.
  */
+import { constants } from 'node:buffer'
+
 import * as generated from '../index.js'
 
 /** The hand-registered calls (see `src/fast.rs`); `@internal`, like the rest of the binding. */
@@ -18,3 +20,12 @@ export interface FastCalls {
 }
 
 export const native = generated as typeof generated & FastCalls
+
+/**
+ * The runtime's largest ArrayBuffer view, in bytes (`buffer.constants.MAX_LENGTH`: 2^32 on Node
+ * 20 and Bun, 2^53 - 1 on Node 22+ and Deno), told to the addon once: views and copies past it
+ * throw ERR_DLPACK_TOO_LARGE instead of asking the runtime for an ArrayBuffer it cannot make.
+ * (Until told, the addon assumes 2^32.)
+ */
+export const MAX_VIEW_BYTES: number = typeof constants?.MAX_LENGTH === 'number' ? constants.MAX_LENGTH : 2 ** 32
+native.setArrayBufferLimit(MAX_VIEW_BYTES)

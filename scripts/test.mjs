@@ -152,6 +152,11 @@ if (!process.env.NAPI_DLPACK_SKIP_RUNTIMES) {
     // inherit the flag).
     step('ava under Deno', bin('deno'), ['run', '-A', '--sloppy-imports', avaUnder])
   }
+  // Tensors past each runtime's ArrayBuffer limit (2^32 in Bun, 2^53 - 1 in Deno) and
+  // misaligned JS memory.
+  const large = join(root, '__test__', 'runtimes', 'large.cjs')
+  if (existsSync(bin('bun'))) step('large tensors under Bun', bin('bun'), [large])
+  if (existsSync(bin('deno'))) step('large tensors under Deno', bin('deno'), ['run', '-A', '--v8-flags=--expose-gc', large])
 }
 
 console.log('\n### summary')

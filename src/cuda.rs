@@ -206,7 +206,7 @@ pub fn to_device<'env>(
     (_, DeviceType::Cuda) if source.is_host_accessible() => {
       let device = cuda::device(target.id)?;
       let nbytes = meta.numel * meta.dtype.itemsize();
-      let mut staging = vec![0u8; nbytes];
+      let mut staging = crate::storage::try_zeroed_vec::<u8>(nbytes)?;
       copy_bytes(&storage, &meta, &mut staging)?;
       let buffer = DeviceBuffer::from_host(&device, &staging)?;
       let meta = contiguous_meta(meta.dtype, &meta.shape, device.dl_device())?;

@@ -23,10 +23,11 @@
 //! live set) and do nothing, so everything is freed exactly once in every runtime.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::c_void;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ptr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::ThreadId;
 
@@ -399,8 +400,75 @@ pub fn forced_copy_mode() -> bool {
     .is_some_and(|value| value != "0" && !value.is_empty())
 }
 
+/// The default of [`max_arraybuffer_bytes`]: 2^32, the smallest limit of the runtimes we
+/// support (Node 20 and Bun; Node 22+ and Deno allow 2^53 - 1).
+const DEFAULT_MAX_ARRAYBUFFER_BYTES: usize = 1 << 32;
+
+static MAX_ARRAYBUFFER_BYTES: AtomicUsize = AtomicUsize::new(DEFAULT_MAX_ARRAYBUFFER_BYTES);
+
+/// Sets the runtime's largest ArrayBuffer / TypedArray byte length. The JS layer passes
+/// `buffer.constants.MAX_LENGTH` once at load: the runtime knows its limit, and asking it with
+/// a longer buffer is not safe everywhere (Deno aborts in a V8 CHECK).
+pub fn set_max_arraybuffer_bytes(bytes: usize) {
+  MAX_ARRAYBUFFER_BYTES.store(bytes, Ordering::Relaxed);
+}
+
+/// The largest ArrayBuffer this runtime creates, in bytes (see [`set_max_arraybuffer_bytes`]).
+pub fn max_arraybuffer_bytes() -> usize {
+  MAX_ARRAYBUFFER_BYTES.load(Ordering::Relaxed)
+}
+
+/// `ERR_DLPACK_TOO_LARGE` unless an ArrayBuffer of `len` bytes can exist in this runtime. Every
+/// ArrayBuffer we create is checked first: past the limit, Node-API calls fail with an
+/// exception pending (Node, Bun) or abort the process (Deno; V8's allocation in the copy path).
+pub fn check_arraybuffer_len(len: usize) -> Result<(), DLPackError> {
+  let max = max_arraybuffer_bytes();
+  if len > max {
+    return Err(DLPackError::new(
+      ErrorKind::TooLarge,
+      format!(
+        "{len} bytes is more than this runtime's largest ArrayBuffer ({max} bytes): view it in \
+         windows with getData({{ offset, length }}), or export it to native code"
+      ),
+    ));
+  }
+  Ok(())
+}
+
+/// What external ArrayBuffers keep alive, by id. The finalizer's hint is the id, not a pointer
+/// to the keep-alive: a runtime may call the finalizer of a failed creation synchronously
+/// (Node), never (Bun 1.4) or, for all we know, later; whichever of the finalizer and our error
+/// path comes first takes the keep-alive out, exactly once, and the other finds nothing.
+type KeepAlives = BTreeMap<usize, Box<dyn Send>>;
+static KEEP_ALIVES: Mutex<KeepAlives> = Mutex::new(BTreeMap::new());
+static NEXT_KEEP_ALIVE: AtomicUsize = AtomicUsize::new(1);
+
+fn keep_alives() -> std::sync::MutexGuard<'static, KeepAlives> {
+  // Poisoning cannot leave the map half-updated (single inserts and removes).
+  KEEP_ALIVES
+    .lock()
+    .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Takes a keep-alive out of the registry and drops it (outside the lock: dropping a storage
+/// may run a producer's deleter).
+fn release_keep_alive(id: usize) {
+  let taken = keep_alives().remove(&id);
+  drop(taken);
+}
+
+unsafe extern "C" fn finalize_keep_alive(
+  _env: sys::napi_env,
+  _data: *mut c_void,
+  hint: *mut c_void,
+) {
+  release_keep_alive(hint as usize);
+}
+
 /// An external ArrayBuffer over `len` bytes at `data`; `keep_alive` is dropped by the
-/// ArrayBuffer's finalizer. Fails with `ERR_DLPACK_COPY_REQUIRED` where externals are refused.
+/// ArrayBuffer's finalizer. Fails with `ERR_DLPACK_COPY_REQUIRED` where externals are refused
+/// and `ERR_DLPACK_TOO_LARGE` past the runtime's ArrayBuffer limit; on every failure
+/// `keep_alive` has been dropped and no exception is left pending.
 ///
 /// # Safety
 /// `env` must be the live environment of the calling thread; the memory must stay valid while
@@ -411,6 +479,8 @@ pub unsafe fn external_arraybuffer<K: Send + 'static>(
   len: usize,
   keep_alive: K,
 ) -> Result<sys::napi_value, DLPackError> {
+  // Never ask past the limit: that is where runtimes disagree (and Deno aborts).
+  check_arraybuffer_len(len)?;
   if len == 0 {
     // Empty views need no memory (and a dangling pointer must not be wrapped).
     // SAFETY: forwarded contract.
@@ -423,26 +493,33 @@ pub unsafe fn external_arraybuffer<K: Send + 'static>(
       "external ArrayBuffers are not allowed in this runtime",
     ));
   }
-  unsafe extern "C" fn finalize<K>(_env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
-    // SAFETY: `hint` is the Box we leaked below; the finalizer runs once.
-    drop(unsafe { Box::from_raw(hint.cast::<K>()) });
-  }
-  let hint = Box::into_raw(Box::new(keep_alive));
+  let id = NEXT_KEEP_ALIVE.fetch_add(1, Ordering::Relaxed);
+  keep_alives().insert(id, Box::new(keep_alive));
   let mut value = ptr::null_mut();
-  // SAFETY: memory valid while `hint` lives (caller); the finalizer frees `hint`.
+  // SAFETY: memory valid while the keep-alive lives (caller); the finalizer releases it by id.
   let status = unsafe {
     sys::napi_create_external_arraybuffer(
       env,
       data.cast(),
       len,
-      Some(finalize::<K>),
-      hint.cast(),
+      Some(finalize_keep_alive),
+      id as *mut c_void,
       &mut value,
     )
   };
   if status != sys::Status::napi_ok {
-    // SAFETY: not adopted by an ArrayBuffer; reclaim it.
-    drop(unsafe { Box::from_raw(hint) });
+    // No ArrayBuffer exists: release the keep-alive unless the finalizer already did.
+    release_keep_alive(id);
+    // Our error replaces whatever the runtime threw (Node and Bun throw a RangeError).
+    let mut pending = false;
+    // SAFETY: valid env; clearing an exception we caused.
+    if unsafe { sys::napi_is_exception_pending(env, &mut pending) } == sys::Status::napi_ok
+      && pending
+    {
+      let mut exception = ptr::null_mut();
+      // SAFETY: as above.
+      unsafe { sys::napi_get_and_clear_last_exception(env, &mut exception) };
+    }
     if status == sys::Status::napi_no_external_buffers_allowed {
       EXTERNALS_ALLOWED.with(|known| known.set(Some(false)));
       return Err(DLPackError::new(
@@ -455,6 +532,30 @@ pub unsafe fn external_arraybuffer<K: Send + 'static>(
   Ok(value)
 }
 
+/// From this size on, a new V8 ArrayBuffer is first tried with the system allocator.
+const PROBED_ALLOCATION_BYTES: usize = 64 << 20;
+
+/// Checks that a V8 ArrayBuffer of `len` bytes can be made: `ERR_DLPACK_TOO_LARGE` past the
+/// runtime's limit, and, for big ones, `ERR_DLPACK_NO_MEMORY` when the system allocator refuses
+/// the size. V8 treats a failed ArrayBuffer allocation as fatal (the process aborts), so a copy
+/// of a multi-GiB foreign tensor must not be asked for blindly. Best effort: the probe is freed
+/// untouched, and under memory overcommit it is only as good as the kernel's answer.
+fn check_arraybuffer_alloc(len: usize) -> Result<(), DLPackError> {
+  check_arraybuffer_len(len)?;
+  if len >= PROBED_ALLOCATION_BYTES {
+    let mut probe = Vec::<u8>::new();
+    probe.try_reserve_exact(len).map_err(|_| {
+      DLPackError::new(
+        ErrorKind::NoMemory,
+        format!("cannot allocate {len} bytes for an ArrayBuffer"),
+      )
+    })?;
+    // Keep the optimiser from eliding the unused allocation.
+    std::hint::black_box(probe.as_ptr());
+  }
+  Ok(())
+}
+
 /// A new V8-owned ArrayBuffer holding a copy of `bytes`.
 ///
 /// # Safety
@@ -463,20 +564,17 @@ pub unsafe fn arraybuffer_copy(
   env: sys::napi_env,
   bytes: &[u8],
 ) -> Result<sys::napi_value, DLPackError> {
-  let mut data = ptr::null_mut();
-  let mut value = ptr::null_mut();
-  // SAFETY: valid env.
-  check("napi_create_arraybuffer", unsafe {
-    sys::napi_create_arraybuffer(env, bytes.len(), &mut data, &mut value)
-  })?;
+  // SAFETY: forwarded contract.
+  let (value, data) = unsafe { arraybuffer_new(env, bytes.len())? };
   if !bytes.is_empty() {
     // SAFETY: V8 gave us `bytes.len()` writable bytes at `data`.
-    unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), data.cast::<u8>(), bytes.len()) };
+    unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), data, bytes.len()) };
   }
   Ok(value)
 }
 
-/// A new zeroed V8-owned ArrayBuffer of `len` bytes and its data pointer.
+/// A new zeroed V8-owned ArrayBuffer of `len` bytes and its data pointer (checked first: see
+/// [`check_arraybuffer_alloc`]).
 ///
 /// # Safety
 /// `env` must be the live environment of the calling thread.
@@ -484,6 +582,7 @@ pub unsafe fn arraybuffer_new(
   env: sys::napi_env,
   len: usize,
 ) -> Result<(sys::napi_value, *mut u8), DLPackError> {
+  check_arraybuffer_alloc(len)?;
   let mut data = ptr::null_mut();
   let mut value = ptr::null_mut();
   // SAFETY: valid env.

@@ -212,6 +212,23 @@ impl ExportOwner {
   }
 }
 
+/// `len` zeroed elements, or ERR_DLPACK_NO_MEMORY: copies of foreign tensors may be any size,
+/// and an infallible allocation would abort the process.
+pub fn try_zeroed_vec<T: Clone + Default>(len: usize) -> Result<Vec<T>, DLPackError> {
+  let mut out = Vec::new();
+  out.try_reserve_exact(len).map_err(|_| {
+    DLPackError::new(
+      ErrorKind::NoMemory,
+      format!(
+        "cannot allocate {len} elements of {} bytes",
+        std::mem::size_of::<T>()
+      ),
+    )
+  })?;
+  out.resize(len, T::default());
+  Ok(out)
+}
+
 /// Copies the elements of a host tensor in row-major order into `out` (`numel * itemsize`
 /// bytes). `first` is the address of the first element.
 ///

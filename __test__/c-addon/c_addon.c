@@ -922,6 +922,7 @@ static napi_value held_to_capsule(napi_env env, napi_callback_info info) {
 
 /* Defined in the sections appended below NAPI_MODULE_INIT. */
 static napi_value register_protocol_edges(napi_env env, napi_value exports);
+static napi_value register_large_tensor_fns(napi_env env, napi_value exports);
 
 NAPI_MODULE_INIT() {
   static const struct {
@@ -1198,6 +1199,247 @@ static napi_value register_protocol_edges(napi_env env, napi_value exports) {
       {"makeMisalignedArrays", make_misaligned_arrays},
       {"makeThreadTrackedTensor", make_thread_tracked_tensor},
       {"trackedDeleterStats", tracked_deleter_stats},
+  };
+  size_t i;
+  for (i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+    napi_value fn;
+    NAPI_CALL(env, napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH,
+                                        fns[i].cb, NULL, &fn));
+    NAPI_CALL(env, napi_set_named_property(env, exports, fns[i].name, fn));
+  }
+  return register_large_tensor_fns(env, exports);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Large tensors (issue 10, item 1): tensors past a runtime's ArrayBuffer     */
+/* limit, from a producer that owns a real mapping.                          */
+/*
+ *   makeMappedTensor({ bytes, shape?, strides? }) -> capsule
+ *       uint8 versioned tensor over a fresh mmap(MAP_PRIVATE | MAP_ANONYMOUS
+ *       | MAP_NORESERVE) mapping of `bytes` bytes (pages are only backed once
+ *       touched). shape defaults to [bytes]; strides (elements) default to
+ *       NULL (row-major); they must stay inside the mapping. The deleter
+ *       munmaps and counts itself in mappedDeleterCalls().
+ *   makeHugeTensor({ shape, bits?, byteOffset? }) -> capsule
+ *       int8 (bits 16: int16) versioned tensor claiming `shape` (e.g.
+ *       [2 ** 62]) whose data points at a real 4096-byte block: only its first
+ *       4096 bytes may ever be touched. byteOffset (default 0, at most 64) is
+ *       stored as is (1 misaligns int16). The deleter frees the block and
+ *       counts in mappedDeleterCalls().
+ *   mappedDeleterCalls() / resetMappedDeleterCalls()
+ *   heldReadU8(held, byteIndex) -> number     byte at data + byte_offset + i
+ *   heldWriteU8(held, byteIndex, value)       writes that byte
+ *       byteIndex must lie inside [lowest, highest element] of the tensor.
+ */
+#include <sys/mman.h> /* here rather than at the top: this section is self-contained */
+
+#define HUGE_REAL_BYTES 4096
+
+static int64_t g_mapped_deleter_calls = 0; /* atomic: any thread */
+
+typedef struct {
+  DLManagedTensorVersioned managed;
+  int64_t shape[2];
+  int64_t strides[2];
+  size_t mapped_bytes; /* 0: data is a malloc'd block of HUGE_REAL_BYTES */
+} large_block;
+
+static void large_deleter(DLManagedTensorVersioned* self) {
+  large_block* block = (large_block*)self;
+  if (block->mapped_bytes > 0)
+    munmap(self->dl_tensor.data, block->mapped_bytes);
+  else
+    free(self->dl_tensor.data);
+  free(block);
+  __atomic_fetch_add(&g_mapped_deleter_calls, 1, __ATOMIC_SEQ_CST);
+}
+
+/* A versioned tensor over `data` (+ byte_offset) with the dims in
+ * `opts.shape` (1 or 2) and optional strides; takes ownership of `data`
+ * (released by large_deleter). */
+static napi_value large_capsule(napi_env env, napi_value opts, void* data,
+                                size_t mapped_bytes, int64_t default_dim,
+                                DLDataType dtype, uint64_t byte_offset) {
+  napi_value v, capsule;
+  uint32_t ndim = 1, nstrides = 0;
+  bool has_strides = false;
+  napi_dlpack_status st;
+  large_block* block = (large_block*)calloc(1, sizeof *block);
+  if (block == NULL) goto fail;
+  block->shape[0] = default_dim;
+  if ((v = opt_prop(env, opts, "shape")) != NULL &&
+      (!read_i64_array(env, v, block->shape, 2, &ndim) || ndim == 0))
+    goto bad_args;
+  if ((v = opt_prop(env, opts, "strides")) != NULL) {
+    if (!read_i64_array(env, v, block->strides, 2, &nstrides) ||
+        nstrides != ndim)
+      goto bad_args;
+    has_strides = true;
+  }
+  block->mapped_bytes = mapped_bytes;
+  block->managed.version.major = DLPACK_MAJOR_VERSION;
+  block->managed.version.minor = DLPACK_MINOR_VERSION;
+  block->managed.deleter = large_deleter;
+  block->managed.dl_tensor.data = data;
+  block->managed.dl_tensor.byte_offset = byte_offset;
+  block->managed.dl_tensor.device.device_type = kDLCPU;
+  block->managed.dl_tensor.ndim = (int32_t)ndim;
+  block->managed.dl_tensor.dtype = dtype;
+  block->managed.dl_tensor.shape = block->shape;
+  block->managed.dl_tensor.strides = has_strides ? block->strides : NULL;
+  st = napi_dlpack_capsule_create(env, NAPI_DLPACK_KIND_VERSIONED,
+                                  &block->managed, &capsule);
+  if (st != NAPI_DLPACK_OK) {
+    large_deleter(&block->managed);
+    return throw_status(env, st, "large tensor capsule");
+  }
+  return capsule;
+bad_args:
+  free(block);
+  if (mapped_bytes > 0)
+    munmap(data, mapped_bytes);
+  else
+    free(data);
+  return throw_code(env, "ERR_INVALID_ARG_TYPE",
+                    "shape/strides must be arrays of 1 or 2 integers");
+fail:
+  if (mapped_bytes > 0)
+    munmap(data, mapped_bytes);
+  else
+    free(data);
+  return throw_status(env, NAPI_DLPACK_ERR_NO_MEMORY, "large tensor");
+}
+
+static napi_value make_mapped_tensor(napi_env env, napi_callback_info info) {
+  napi_value argv[1], v;
+  int64_t bytes = 0;
+  void* data;
+  DLDataType uint8 = {kDLUInt, 8, 1};
+  if (get_args(env, info, 1, argv) == NULL) return NULL;
+  if ((v = opt_prop(env, argv[0], "bytes")) == NULL || !to_i64(env, v, &bytes) ||
+      bytes <= 0)
+    return throw_code(env, "ERR_INVALID_ARG_TYPE",
+                      "makeMappedTensor: bytes must be a positive integer");
+  data = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE,
+              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (data == MAP_FAILED)
+    return throw_code(env, "ERR_C_ADDON_MMAP", "mmap failed");
+  return large_capsule(env, argv[0], data, (size_t)bytes, bytes, uint8, 0);
+}
+
+static napi_value make_huge_tensor(napi_env env, napi_callback_info info) {
+  napi_value argv[1], v;
+  DLDataType dtype = {kDLInt, 8, 1};
+  int64_t bits = 8, byte_offset = 0;
+  void* data;
+  if (get_args(env, info, 1, argv) == NULL) return NULL;
+  if ((v = opt_prop(env, argv[0], "bits")) != NULL &&
+      (!to_i64(env, v, &bits) || (bits != 8 && bits != 16)))
+    return throw_code(env, "ERR_INVALID_ARG_TYPE", "bits must be 8 or 16");
+  if ((v = opt_prop(env, argv[0], "byteOffset")) != NULL &&
+      (!to_i64(env, v, &byte_offset) || byte_offset < 0 || byte_offset > 64))
+    return throw_code(env, "ERR_INVALID_ARG_TYPE", "byteOffset must be 0..64");
+  dtype.bits = (uint8_t)bits;
+  data = calloc(1, HUGE_REAL_BYTES);
+  if (data == NULL) return throw_status(env, NAPI_DLPACK_ERR_NO_MEMORY, "huge");
+  return large_capsule(env, argv[0], data, 0, HUGE_REAL_BYTES, dtype,
+                       (uint64_t)byte_offset);
+}
+
+static napi_value mapped_deleter_calls(napi_env env, napi_callback_info info) {
+  napi_value r;
+  (void)info;
+  NAPI_CALL(env, napi_create_double(
+                     env,
+                     (double)__atomic_load_n(&g_mapped_deleter_calls,
+                                             __ATOMIC_SEQ_CST),
+                     &r));
+  return r;
+}
+
+static napi_value reset_mapped_deleter_calls(napi_env env,
+                                             napi_callback_info info) {
+  napi_value r;
+  (void)info;
+  __atomic_store_n(&g_mapped_deleter_calls, 0, __ATOMIC_SEQ_CST);
+  NAPI_CALL(env, napi_get_undefined(env, &r));
+  return r;
+}
+
+/* Address of byte `index` (relative to data + byte_offset) of a held host
+ * tensor, checked against the bytes its elements reach; NULL with an
+ * exception pending otherwise. */
+static unsigned char* held_byte(napi_env env, napi_value held,
+                                napi_value index_value) {
+  DLTensor* dl = held_dl(env, held, NULL, NULL);
+  int64_t index = 0, low = 0, high = 0, esize;
+  int32_t d;
+  if (dl == NULL) return NULL;
+  if (dl->device.device_type != kDLCPU || dl->ndim < 0 ||
+      (dl->ndim > 0 && dl->shape == NULL)) {
+    throw_code(env, "ERR_DLPACK_INVALID_TENSOR", "not a host tensor");
+    return NULL;
+  }
+  esize = (dl->dtype.bits * (int64_t)dl->dtype.lanes + 7) / 8;
+  for (d = 0; d < dl->ndim; d++) {
+    int64_t extent = dl->shape[d], stride;
+    if (extent <= 0) {
+      throw_code(env, "ERR_OUT_OF_RANGE", "tensor has no elements");
+      return NULL;
+    }
+    if (dl->strides != NULL) {
+      stride = dl->strides[d];
+    } else { /* NULL strides: row-major */
+      int64_t e;
+      stride = 1;
+      for (e = d + 1; e < dl->ndim; e++) stride *= dl->shape[e];
+    }
+    if (stride >= 0)
+      high += (extent - 1) * stride;
+    else
+      low += (extent - 1) * stride;
+  }
+  if (!to_i64(env, index_value, &index) || index < low * esize ||
+      index >= (high + 1) * esize) {
+    throw_code(env, "ERR_OUT_OF_RANGE", "byte index outside the tensor");
+    return NULL;
+  }
+  return (unsigned char*)dl->data + dl->byte_offset + index;
+}
+
+static napi_value held_read_u8(napi_env env, napi_callback_info info) {
+  napi_value argv[2], r;
+  unsigned char* byte;
+  if (get_args(env, info, 2, argv) == NULL) return NULL;
+  if ((byte = held_byte(env, argv[0], argv[1])) == NULL) return NULL;
+  NAPI_CALL(env, napi_create_uint32(env, *byte, &r));
+  return r;
+}
+
+static napi_value held_write_u8(napi_env env, napi_callback_info info) {
+  napi_value argv[3], r;
+  unsigned char* byte;
+  uint32_t value = 0;
+  if (get_args(env, info, 3, argv) == NULL) return NULL;
+  if ((byte = held_byte(env, argv[0], argv[1])) == NULL) return NULL;
+  if (napi_get_value_uint32(env, argv[2], &value) != napi_ok || value > 255)
+    return throw_code(env, "ERR_INVALID_ARG_TYPE", "value must be a byte");
+  *byte = (unsigned char)value;
+  NAPI_CALL(env, napi_get_undefined(env, &r));
+  return r;
+}
+
+static napi_value register_large_tensor_fns(napi_env env, napi_value exports) {
+  static const struct {
+    const char* name;
+    napi_callback cb;
+  } fns[] = {
+      {"makeMappedTensor", make_mapped_tensor},
+      {"makeHugeTensor", make_huge_tensor},
+      {"mappedDeleterCalls", mapped_deleter_calls},
+      {"resetMappedDeleterCalls", reset_mapped_deleter_calls},
+      {"heldReadU8", held_read_u8},
+      {"heldWriteU8", held_write_u8},
   };
   size_t i;
   for (i = 0; i < sizeof fns / sizeof fns[0]; i++) {

@@ -8,6 +8,10 @@
 //     (no libcuda at all, then a driver without devices). The fake is found through
 //     LD_LIBRARY_PATH, which must be set when the process starts, so each is its own process.
 // Set NAPI_DLPACK_SKIP_NODE_MATRIX=1 to run step 3 on this Node only (quick local runs).
+// Peer suites whose prerequisites this machine lacks (libtorch: __test__/torch-addon/
+// install-deps.sh) are skipped and listed loudly at the end (scripts/test-prerequisites.mjs);
+// under CI=true (.ci/run installs everything first) any skip fails the run.
+// Last, the install test (scripts/install-test.mjs): the packed packages, installed offline.
 // On a machine with a real NVIDIA driver set NAPI_DLPACK_REAL_GPU=1: the no-driver step then
 // runs the CUDA suite on the GPU instead (a real libcuda cannot be hidden from the process).
 import { execFileSync } from 'node:child_process'
@@ -15,8 +19,16 @@ import { existsSync, mkdirSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
+import { isCI, peerSkips, reportSkips } from './test-prerequisites.mjs'
+
 const root = fileURLToPath(new URL('..', import.meta.url))
 const results = []
+
+// Peer prerequisites: switch off (visibly) the suites this machine cannot run; every step
+// below inherits the switches.
+const ci = isCI(process.env)
+const skipped = peerSkips(process.env)
+for (const { env } of skipped) Object.assign(process.env, env)
 
 /** Runs one step; `env` entries that are `undefined` are removed from the environment. */
 function step(name, cmd, args, env = {}) {
@@ -127,8 +139,14 @@ if (!process.env.NAPI_DLPACK_SKIP_RUNTIMES) {
   if (existsSync(bin('deno'))) step('smoke test under Deno', bin('deno'), ['run', '-A', smoke])
 }
 
+// The install test: main and host platform package packed, installed from the tarballs offline
+// with only node and npm on PATH, used from CJS, ESM and tsc; publint, attw, publish dry runs.
+step('install test (packed tarballs, offline, no toolchain on PATH)', process.execPath, [join(root, 'scripts', 'install-test.mjs')])
+
 console.log('\n### summary')
 for (const { name, ok, seconds } of results) console.log(`${ok ? 'ok  ' : 'FAIL'} ${name} (${seconds.toFixed(1)} s)`)
+for (const { name } of skipped) console.log(`SKIP ${name}`)
 const failed = results.filter((r) => !r.ok).length
-console.log(`steps: ${results.length - failed} passed, ${failed} failed`)
-process.exit(failed ? 1 : 0)
+console.log(`steps: ${results.length - failed} passed, ${failed} failed; ${skipped.length} suites skipped`)
+const skipsFail = reportSkips(skipped, ci)
+process.exit(failed || skipsFail ? 1 : 0)

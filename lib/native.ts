@@ -3,7 +3,8 @@
  * the raw Node-API entry points of the exchange's hot path (`src/fast.rs`), which the generator
  * does not see because they bypass napi-rs's argument conversion.
  */
-import * as generated from '../index.js'
+import type * as Generated from '../index.js'
+import { loadBinding } from './loader'
 
 /** The hand-registered calls (see `src/fast.rs`); `@internal`, like the rest of the binding. */
 export interface FastCalls {
@@ -17,4 +18,4 @@ export interface FastCalls {
   benchTaggedExternal(): unknown
 }
 
-export const native = generated as typeof generated & FastCalls
+export const native = loadBinding() as typeof Generated & FastCalls

@@ -48,6 +48,17 @@ export function peerSkips(env) {
     }
   }
 
+  // The install test's `cargo publish --dry-run` compiles the packaged crate (about two
+  // minutes), so it runs in CI only.
+  if (!isCI(env)) {
+    skips.push({
+      name: 'cargo publish --dry-run -p napi-dlpack (install test)',
+      reason: 'runs only with CI=true: it compiles the packaged crate (about 2 minutes)',
+      remedy: 'CI=true npm test, or cargo publish --dry-run -p napi-dlpack --allow-dirty',
+      env: {},
+    })
+  }
+
   // Switches a developer may set for quick local runs: still skips, so CI refuses them.
   if (env.NAPI_DLPACK_SKIP_NODE_MATRIX) {
     skips.push({ name: 'ava on Node 22 and 24', reason: 'NAPI_DLPACK_SKIP_NODE_MATRIX is set', remedy: 'unset it', env: {} })

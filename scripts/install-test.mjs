@@ -229,7 +229,7 @@ const compilers = [
 for (const { label: compiler, tsc } of compilers) {
   const tscVersion = run(process.execPath, [tsc, '--version']).trim()
   for (const { label, files, options } of tsConfigs) {
-    check(`tsc --strict (${compiler}: ${tscVersion}), lib es2022, skipLibCheck false, ${label}`, () => {
+    check(`tsc --strict (${tscVersion.replace('Version', 'TypeScript')}), lib es2022, skipLibCheck false, ${label}`, () => {
       const config = join(typesDir, `tsconfig.${compiler.replace(/\W+/g, '')}.${label.replace(/\W+/g, '-')}.json`)
       writeFileSync(config, JSON.stringify({ compilerOptions: { ...compilerBase, ...options }, files }, null, 2))
       node([tsc, '-p', config], typesDir)

@@ -147,6 +147,6 @@ console.log('\n### summary')
 for (const { name, ok, seconds } of results) console.log(`${ok ? 'ok  ' : 'FAIL'} ${name} (${seconds.toFixed(1)} s)`)
 for (const { name } of skipped) console.log(`SKIP ${name}`)
 const failed = results.filter((r) => !r.ok).length
-console.log(`steps: ${results.length - failed} passed, ${failed} failed; ${skipped.length} suites skipped`)
+console.log(`steps: ${results.length - failed} passed, ${failed} failed; ${skipped.length} suite(s) skipped`)
 const skipsFail = reportSkips(skipped, ci)
 process.exit(failed || skipsFail ? 1 : 0)

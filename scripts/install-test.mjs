@@ -8,8 +8,8 @@
 //     types: TypeScript 5.9 and 5.0, `lib: ["es2022"]`, `skipLibCheck: false`, no @types/node,
 //     module nodenext (CJS and ESM files), node10 and bundler;
 //  4. install the main package alone: the error must name the platform package to install;
-//  5. publint and @arethetypeswrong/cli on the main tarball, `npm publish --dry-run` of every
-//     package whose files exist here, and (CI=true only: it compiles the packaged crate, about
+//  5. publint and @arethetypeswrong/cli on the main tarball, publint and `npm publish --dry-run`
+//     of every package whose files exist here, and (CI=true only: it compiles the packaged crate, about
 //     two minutes) `cargo publish --dry-run -p napi-dlpack`.
 // Needs the addon and dist/ built (scripts/ensure-built.mjs). Exits 1 when any check fails.
 import { execFileSync } from 'node:child_process'
@@ -109,14 +109,19 @@ check(`pack ${name} as published (optionalDependencies on ${targetDirs.length} p
   mainTarball = packInto(dir)
 })
 
-/** A platform package staged as napi artifacts + prepublish leave it: its dir, binary, LICENSE. */
+/**
+ * A platform package staged as `napi artifacts` + `napi prepublish` leave it: its npm/<target>
+ * dir, its binary (as `napi build --platform` left it in the root, else as `napi artifacts`
+ * moved it into npm/<target>), and LICENSE. Undefined when the binary was not built here.
+ */
 function stagePlatform(target) {
+  const platformManifest = JSON.parse(readFileSync(join(root, 'npm', target, 'package.json'), 'utf8'))
+  const binary = platformManifest.main
+  const built = [join(root, binary), join(root, 'npm', target, binary)].find((path) => existsSync(path))
+  if (!built) return undefined
   const dir = join(stage, target)
   cpSync(join(root, 'npm', target), dir, { recursive: true })
-  const platformManifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'))
-  const binary = platformManifest.main
-  if (!existsSync(join(root, binary))) return undefined
-  cpSync(join(root, binary), join(dir, binary))
+  cpSync(built, join(dir, binary))
   cpSync(join(root, 'LICENSE'), join(dir, 'LICENSE'))
   return dir
 }
@@ -277,7 +282,10 @@ for (const target of targetDirs) {
     console.log(`note npm publish --dry-run: npm/${target} has no built binary here (built on its own platform or by cross-compilation)`)
     continue
   }
-  check(`npm publish --dry-run: npm/${target}`, () => npm(['publish', '--dry-run', '--offline', '--ignore-scripts'], dir))
+  check(`publint (--strict) and npm publish --dry-run: npm/${target}`, () => {
+    node([join(root, 'node_modules', 'publint', 'src', 'cli.js'), 'run', '--strict', '--pack', 'npm', dir], work)
+    npm(['publish', '--dry-run', '--offline', '--ignore-scripts'], dir)
+  })
 }
 if (isCI(process.env)) {
   check('cargo publish --dry-run -p napi-dlpack', () => {

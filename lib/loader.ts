@@ -43,21 +43,17 @@ export function hostSuffix(): string {
   return base
 }
 
-/** The suffixes of the platform packages this version publishes. */
-function publishedSuffixes(): string[] {
-  try {
-    const manifest = require(join(packageRoot, 'package.json')) as { napi?: { targets?: string[] } }
-    return (manifest.napi?.targets ?? []).map((target) => SUFFIX_BY_TARGET[target] ?? target)
-  } catch {
-    return []
-  }
+interface Manifest {
+  version?: string
+  napi?: { targets?: string[] }
 }
 
-function packageVersion(): string {
+/** This package's package.json (its version and `napi.targets`); empty if unreadable. */
+function manifest(): Manifest {
   try {
-    return (require(join(packageRoot, 'package.json')) as { version: string }).version
+    return require(join(packageRoot, 'package.json')) as Manifest
   } catch {
-    return 'latest'
+    return {}
   }
 }
 
@@ -96,8 +92,9 @@ export function bindingError(error: unknown): DLPackError {
       { cause: error },
     )
   }
-  const version = packageVersion()
-  const published = publishedSuffixes()
+  const { version = 'latest', napi } = manifest()
+  // The suffixes of the platform packages this version publishes.
+  const published = (napi?.targets ?? []).map((target) => SUFFIX_BY_TARGET[target] ?? target)
   if (published.includes(suffix)) {
     return new DLPackError(
       'ERR_DLPACK_ADDON_NOT_INSTALLED',

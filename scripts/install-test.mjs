@@ -249,7 +249,7 @@ check('tsc --strict (TypeScript 5.9), lib esnext: Float16View includes Float16Ar
 })
 
 // ---- 4. the main package without its platform package -----------------------------------------
-check(`without ${platformName}: the error's first line says to install it`, () => {
+check(`without ${platformName}: the error's first line says to install it; a broken one says why`, () => {
   const bare = join(work, 'bare')
   mkdirSync(bare)
   writeFileSync(join(bare, 'package.json'), `${JSON.stringify({ name: 'bare', version: '1.0.0', private: true }, null, 2)}\n`)
@@ -262,6 +262,18 @@ check(`without ${platformName}: the error's first line says to install it`, () =
   if (code !== 'ERR_DLPACK_ADDON_NOT_INSTALLED') throw new Error(`code ${code}: ${first}`)
   if (!first.includes(`npm install ${platformName}@${version}`)) throw new Error(`first line does not name ${platformName}: ${first}`)
   if (/wasm32|wasi/.test(first)) throw new Error(`first line names a WASI package: ${first}`)
+
+  // A platform package that is there but cannot load (here: not an ELF file; in the field, a
+  // libc too old): the error says so and quotes the OS loader's reason.
+  const broken = join(bare, 'node_modules', platformName)
+  const platformManifest = JSON.parse(readFileSync(join(root, 'npm', suffix, 'package.json'), 'utf8'))
+  mkdirSync(broken)
+  writeFileSync(join(broken, 'package.json'), JSON.stringify(platformManifest))
+  writeFileSync(join(broken, platformManifest.main), 'not a shared object')
+  const loadFailure = JSON.parse(node(['-e', script], bare))
+  if (loadFailure.code !== 'ERR_DLPACK_ADDON_LOAD') throw new Error(`code ${loadFailure.code}: ${loadFailure.message}`)
+  const reason = loadFailure.message.split('\n')[0]
+  if (!reason.includes(platformName) || !reason.includes(platformManifest.main)) throw new Error(`no package or OS reason in: ${reason}`)
 })
 
 // ---- 5. linters and publish dry runs ----------------------------------------------------------

@@ -5,7 +5,8 @@
  */
 import { constants } from 'node:buffer'
 
-import * as generated from '../index.js'
+import type * as Generated from '../index.js'
+import { loadBinding } from './loader'
 
 /** The hand-registered calls (see `src/fast.rs`); `@internal`, like the rest of the binding. */
 export interface FastCalls {
@@ -19,7 +20,7 @@ export interface FastCalls {
   benchTaggedExternal(): unknown
 }
 
-export const native = generated as typeof generated & FastCalls
+export const native = loadBinding() as typeof Generated & FastCalls
 
 /**
  * The runtime's largest ArrayBuffer view, in bytes (`buffer.constants.MAX_LENGTH`: 2^32 on Node

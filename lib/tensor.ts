@@ -11,6 +11,15 @@ import {
 
 declare const capsuleBrand: unique symbol
 
+// `Tensor` has a `[Symbol.dispose]` method (for `using`). Its key is declared here for
+// consumers whose TypeScript lib predates it (TS < 5.2, or `lib: ["es2022"]`), exactly as
+// lib.esnext.disposable and @types/node declare it, so the declarations merge with theirs.
+declare global {
+  interface SymbolConstructor {
+    readonly dispose: unique symbol
+  }
+}
+
 /**
  * A DLPack capsule: an opaque, consume-once object holding one exported tensor. It is what
  * `x.__dlpack__()` returns; pass it to `fromDLPack` (or to any native addon that speaks the

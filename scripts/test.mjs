@@ -11,6 +11,10 @@
 //     where valgrind is missing)
 //  6. Bun 1.x and Deno 2.x from npm (into .runtimes/): the smoke test, then the ava suite
 // Set NAPI_DLPACK_SKIP_NODE_MATRIX=1 to run step 3 on this Node only (quick local runs).
+// Peer suites whose prerequisites this machine lacks (libtorch: __test__/torch-addon/
+// install-deps.sh) are skipped and listed loudly at the end (scripts/test-prerequisites.mjs);
+// under CI=true (.ci/run installs everything first) any skip fails the run.
+// Last, the install test (scripts/install-test.mjs): the packed packages, installed offline.
 // On a machine with a real NVIDIA driver set NAPI_DLPACK_REAL_GPU=1: the no-driver step then
 // runs the CUDA suite on the GPU instead (a real libcuda cannot be hidden from the process), and
 // the real-GPU suite (__test__/real-gpu) runs instead of reporting its tests as skipped.
@@ -19,11 +23,19 @@ import { existsSync, mkdirSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
+import { isCI, peerSkips, reportSkips } from './test-prerequisites.mjs'
+
 const root = fileURLToPath(new URL('..', import.meta.url))
 const results = []
 
 /** Exit status by which a step says it could not run here (a missing tool): reported as a skip. */
 const SKIPPED = 77
+
+// Peer prerequisites: switch off (visibly) the suites this machine cannot run; every step
+// below inherits the switches.
+const ci = isCI(process.env)
+const skipped = peerSkips(process.env)
+for (const { env } of skipped) Object.assign(process.env, env)
 
 /** Runs one step; `env` entries that are `undefined` are removed from the environment. */
 function step(name, cmd, args, env = {}) {
@@ -36,8 +48,10 @@ function step(name, cmd, args, env = {}) {
     execFileSync(cmd, args, { cwd: root, stdio: 'inherit', env: merged })
     results.push({ name, ok: true, seconds: (Date.now() - started) / 1000 })
   } catch (error) {
-    const skipped = error?.status === SKIPPED
-    results.push({ name, ok: skipped, skipped, seconds: (Date.now() - started) / 1000 })
+    // A step that could not run here (a missing tool) joins the skip report, which fails CI.
+    const missingTool = error?.status === SKIPPED
+    if (missingTool) skipped.push({ name, reason: 'the step reported a missing tool (exit 77; see its output)', remedy: 'install the tool it names', env: {} })
+    results.push({ name, ok: missingTool, skipped: missingTool, seconds: (Date.now() - started) / 1000 })
   }
 }
 
@@ -159,9 +173,15 @@ if (!process.env.NAPI_DLPACK_SKIP_RUNTIMES) {
   if (existsSync(bin('deno'))) step('large tensors under Deno', bin('deno'), ['run', '-A', '--v8-flags=--expose-gc', large])
 }
 
+// The install test: main and host platform package packed, installed from the tarballs offline
+// with only node and npm on PATH, used from CJS, ESM and tsc; publint, attw, publish dry runs.
+step('install test (packed tarballs, offline, no toolchain on PATH)', process.execPath, [join(root, 'scripts', 'install-test.mjs')])
+
 console.log('\n### summary')
-for (const { name, ok, skipped, seconds } of results) console.log(`${skipped ? 'SKIP' : ok ? 'ok  ' : 'FAIL'} ${name} (${seconds.toFixed(1)} s)`)
+for (const { name, ok, skipped: skip, seconds } of results) console.log(`${skip ? 'SKIP' : ok ? 'ok  ' : 'FAIL'} ${name} (${seconds.toFixed(1)} s)`)
+for (const { name } of skipped) console.log(`SKIP ${name}`)
 const failed = results.filter((r) => !r.ok).length
-const skipped = results.filter((r) => r.skipped).length
-console.log(`steps: ${results.length - failed - skipped} passed, ${skipped} skipped, ${failed} failed`)
-process.exit(failed ? 1 : 0)
+const passed = results.filter((r) => r.ok && !r.skipped).length
+console.log(`steps: ${passed} passed, ${failed} failed, ${skipped.length} skipped`)
+const skipsFail = reportSkips(skipped, ci)
+process.exit(failed || skipsFail ? 1 : 0)

@@ -835,11 +835,14 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.arrayBufferLimit = nativeBinding.arrayBufferLimit
+module.exports.capsuleDevice = nativeBinding.capsuleDevice
 module.exports.capsuleIsConsumed = nativeBinding.capsuleIsConsumed
 module.exports.copyHandle = nativeBinding.copyHandle
 module.exports.cudaDeviceCount = nativeBinding.cudaDeviceCount
 module.exports.cudaEmpty = nativeBinding.cudaEmpty
 module.exports.cudaIsAvailable = nativeBinding.cudaIsAvailable
+module.exports.cudaReleaseStats = nativeBinding.cudaReleaseStats
 module.exports.cudaSynchronize = nativeBinding.cudaSynchronize
 module.exports.cudaUnavailableReason = nativeBinding.cudaUnavailableReason
 module.exports.dataPointer = nativeBinding.dataPointer
@@ -848,9 +851,12 @@ module.exports.externalBuffersAllowed = nativeBinding.externalBuffersAllowed
 module.exports.handleDevice = nativeBinding.handleDevice
 module.exports.handleInfo = nativeBinding.handleInfo
 module.exports.handleView = nativeBinding.handleView
+module.exports.handleWindow = nativeBinding.handleWindow
 module.exports.installExchangeApi = nativeBinding.installExchangeApi
 module.exports.isCapsule = nativeBinding.isCapsule
+module.exports.isExternal = nativeBinding.isExternal
 module.exports.nativeStats = nativeBinding.nativeStats
 module.exports.releaseHandle = nativeBinding.releaseHandle
+module.exports.setArrayBufferLimit = nativeBinding.setArrayBufferLimit
 module.exports.toDevice = nativeBinding.toDevice
 module.exports.wrapBuffer = nativeBinding.wrapBuffer

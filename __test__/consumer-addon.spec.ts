@@ -8,9 +8,11 @@
 // mode it runs in.
 //
 // Build the addon first: bash __test__/consumer-addon/build.sh (npm test does).
+import { once } from 'node:events'
 import { existsSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
+import { Worker } from 'node:worker_threads'
 
 import test from 'ava'
 
@@ -401,3 +403,23 @@ test.serial(`dropped capsules and tensors free their matrices on GC (${mode})`, 
   t.true(live > start, `${live - start} of ${made} alive before GC`)
   t.true(await gcUntil(() => addon.liveMatrices() === start), `live: ${addon.liveMatrices()}, start: ${start}`)
 })
+
+for (const exit of ['natural', 'terminate'] as const) {
+  test.serial(`a Worker that ends (${exit}) frees the matrices of the crate's capsules and of our tensors (${mode})`, async (t) => {
+    await drainGarbage()
+    const start = addon.liveMatrices()
+    const worker = new Worker(new URL('./fixtures/consumer-addon-worker.mjs', import.meta.url), {
+      workerData: { addonPath, each: 4, exit },
+    })
+    const exited = once(worker, 'exit') // before the message: both can come in one tick
+    const [message] = (await once(worker, 'message')) as [{ made: number }]
+    t.is(message.made, 12)
+    if (exit === 'terminate') await worker.terminate()
+    const [code] = (await exited) as [number]
+    t.is(code, exit === 'terminate' ? 1 : 0)
+    // Node frees them before 'exit'; elsewhere external ArrayBuffers may go a little later.
+    t.true(await gcUntil(() => addon.liveMatrices() === start), `live: ${addon.liveMatrices()}, start: ${start}`)
+    await drainGarbage()
+    t.is(addon.liveMatrices(), start, 'and nothing is freed twice')
+  })
+}

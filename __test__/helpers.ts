@@ -3,6 +3,17 @@ import type { ExecutionContext } from 'ava'
 
 import { DLPackError } from '../dist/index.js'
 
+/** The JS runtime running the tests. */
+export const runtime: 'node' | 'bun' | 'deno' =
+  'Bun' in globalThis ? 'bun' : 'Deno' in globalThis ? 'deno' : 'node'
+
+/**
+ * Whether the runtime runs the finalizers of `napi_external`s still alive when a Worker ends.
+ * Node does; Bun and Deno do not (they run env cleanup hooks instead, which napi-dlpack uses
+ * for its own capsules and tensors; another addon's capsules need that addon's own hook).
+ */
+export const finalizesExternalsAtWorkerExit = runtime === 'node'
+
 /** One turn of the event loop (Node-API finalizers run from it). */
 export const turn = () => new Promise<void>((resolve) => setImmediate(resolve))
 

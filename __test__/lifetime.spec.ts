@@ -52,18 +52,26 @@ test.serial('an exported capsule keeps JS memory alive until it is consumed and 
   t.true(await gcUntil(() => collected), 'released once nothing holds it')
 })
 
-test.serial('tensors created in a worker are released when the worker exits', async (t) => {
-  await drainGarbage()
-  const before = native.nativeStats().liveStorages
-  const worker = new Worker(fileURLToPath(new URL('./fixtures/worker-tensors.mjs', import.meta.url)), {
-    workerData: { count: 20 },
+for (const exit of ['natural', 'terminate'] as const) {
+  test.serial(`tensors created in a worker are released when the worker exits (${exit})`, async (t) => {
+    await drainGarbage()
+    const before = native.nativeStats().liveStorages
+    const worker = new Worker(fileURLToPath(new URL('./fixtures/worker-tensors.mjs', import.meta.url)), {
+      workerData: { count: 20, exit },
+    })
+    // Listen for 'exit' before awaiting the message: a worker that exits right after posting
+    // has its message and its exit emitted in the same tick, so a listener attached after the
+    // message promise resolves would miss the exit and hang.
+    const exited = once(worker, 'exit')
+    const [message] = (await once(worker, 'message')) as [{ made: number; live: number }]
+    t.is(message.made, 20)
+    t.true(message.live >= before + 20, 'the worker holds its storages while it runs')
+    if (exit === 'terminate') await worker.terminate()
+    const [code] = (await exited) as [number]
+    t.is(code, exit === 'terminate' ? 1 : 0)
+    t.true(await gcUntil(() => native.nativeStats().liveStorages <= before), `live: ${native.nativeStats().liveStorages}`)
   })
-  const [message] = (await once(worker, 'message')) as [{ made: number; live: number }]
-  t.is(message.made, 20)
-  t.true(message.live >= before + 20, 'the worker holds its storages while it runs')
-  await once(worker, 'exit')
-  t.true(await gcUntil(() => native.nativeStats().liveStorages <= before), `live: ${native.nativeStats().liveStorages}`)
-})
+}
 
 /** The native handle behind a tensor (`_handle()` is internal, so not in the public types). */
 const handleOf = (tensor: Tensor) => (tensor as unknown as { _handle(): unknown })._handle()

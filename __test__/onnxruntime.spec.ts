@@ -2,8 +2,8 @@
 // protobuf encoder, no download) run on the zero-copy `data` of napi-dlpack tensors, and write
 // their outputs into preallocated napi-dlpack tensors through `fetches`.
 //
-// onnxruntime-node must be installed with ONNXRUNTIME_NODE_INSTALL=skip (its postinstall
-// otherwise downloads CUDA libraries); the CPU binaries are inside the npm package.
+// onnxruntime-node's install script, which would download CUDA libraries, is denied by the
+// `allowScripts` entry in package.json; the CPU binaries are inside the npm package.
 import { existsSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'

@@ -262,3 +262,40 @@ test('requesting another device from fromDLPack is refused', (t) => {
   t.is((t.throws(() => fromDLPack(source, { device: 'cuda:0', copy: false })) as DLPackError).code, 'ERR_DLPACK_COPY_REQUIRED')
 })
 
+
+test('fromDLPack refuses a capsule before consuming it when an option or the device is wrong; it stays usable', (t) => {
+  const source = Tensor.from(new Float32Array([1, 2]))
+  const capsule = source.__dlpack__()
+  const refusals: [Parameters<typeof fromDLPack>[1], string][] = [
+    [{ device: 'cuda:0' }, 'ERR_DLPACK_DEVICE'],
+    [{ device: 'cuda:0', copy: false }, 'ERR_DLPACK_COPY_REQUIRED'],
+    [{ stream: 0n }, 'ERR_DLPACK_STREAM'],
+    [{ stream: 1.5 }, 'ERR_DLPACK_INVALID_ARGUMENT'],
+    [{ copy: 1 as never }, 'ERR_DLPACK_INVALID_ARGUMENT'],
+    [{ device: 'gpu' as never }, 'ERR_DLPACK_INVALID_ARGUMENT'],
+  ]
+  for (const [options, code] of refusals) {
+    t.is((t.throws(() => fromDLPack(capsule, options)) as DLPackError).code, code)
+    t.false(isCapsuleConsumed(capsule), code)
+  }
+  const imported = fromDLPack(capsule, { device: [1, 0] })
+  t.is(imported.dataPointer, source.dataPointer)
+})
+
+test('fromDLPack checks every option before it asks a producer to export', (t) => {
+  let exports = 0
+  const producer = {
+    __dlpack_device__: () => [1, 0] as const,
+    __dlpack__(options?: DLPackOptions) {
+      exports += 1
+      return Tensor.zeros([1]).__dlpack__(options)
+    },
+  }
+  for (const options of [{ copy: 'no' }, { stream: 'x' }, { stream: 2 ** 60 }, { device: 'nowhere' }, { device: [1, -1] }]) {
+    t.is((t.throws(() => fromDLPack(producer, options as never)) as DLPackError).code, 'ERR_DLPACK_INVALID_ARGUMENT', JSON.stringify(options))
+  }
+  t.is(exports, 0)
+  // The same for the other inputs: a bad option is never ignored.
+  t.is((t.throws(() => fromDLPack(new Float32Array(1), { copy: 'no' as never })) as DLPackError).code, 'ERR_DLPACK_INVALID_ARGUMENT')
+  t.is((t.throws(() => fromDLPack(Tensor.zeros([1]), { stream: 'x' as never })) as DLPackError).code, 'ERR_DLPACK_INVALID_ARGUMENT')
+})

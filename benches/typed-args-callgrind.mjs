@@ -1,8 +1,9 @@
 // Instructions per call of the typed-argument cases of benches/typed-args.mjs, counted by
 // callgrind (valgrind): wall time on a shared 2-core machine is noise, instruction counts are
-// not. Each case runs in its own node process twice, with LOW and HIGH calls,
-// and the difference divided by HIGH - LOW is reported, so start-up, warm-up and teardown
-// cancel out.
+// not. Each case runs twice in its own `node --predictable` process (deterministic garbage
+// collection: without it, when collections happen moves the counts by thousands), with LOW and
+// HIGH calls, and the difference divided by HIGH - LOW is reported, so start-up, warm-up and
+// teardown cancel out.
 //
 //   node benches/typed-args-callgrind.mjs [case ...]     (needs valgrind; takes minutes)
 import { execFileSync, spawnSync } from 'node:child_process'
@@ -47,7 +48,7 @@ const turn = () => new Promise((resolve) => setImmediate(resolve))
 function instructions(body, n) {
   const run = spawnSync(
     'valgrind',
-    ['--tool=callgrind', '--callgrind-out-file=/dev/null', process.execPath, '--expose-gc', '-e', program(body, n)],
+    ['--tool=callgrind', '--callgrind-out-file=/dev/null', process.execPath, '--predictable', '--expose-gc', '-e', program(body, n)],
     { encoding: 'utf8' },
   )
   const match = /Collected : (\d+)/.exec(run.stderr)

@@ -82,9 +82,10 @@ extern "C" {
 /*
  * Version stamped into every DLManagedTensorVersioned by its producer.
  * A consumer compares `major` with the major version it was built for:
- *   - different major: the layout after `deleter` may differ. The consumer
- *     must not read anything except `deleter`; it must call the deleter (that
- *     is always safe) and report an error.
+ *   - different major: the layout after `deleter` may differ, and the
+ *     producer need not allocate it. The consumer must not read anything but
+ *     version, manager_ctx and deleter (not `flags`); it must call the deleter
+ *     (that is always safe) and report an error.
  *   - same major, newer minor: accepted, as long as the consumer understands
  *     the values it finds (minor bumps only add enum values and flags).
  */
@@ -170,10 +171,11 @@ typedef struct {
  *  shape       `ndim` extents. May be NULL when ndim == 0.
  *  strides     `ndim` steps, counted in ELEMENTS (not bytes); may be negative
  *              or zero. Since DLPack 1.2 a producer must provide strides when
- *              ndim > 0 (NULL only for ndim == 0). Consumers still accept NULL
- *              from older producers (every legacy DLManagedTensor, and
- *              versioned tensors below 1.2) and read it as compact row-major
- *              (C-contiguous) layout.
+ *              ndim > 0 (NULL only for ndim == 0). Consumers accept NULL from
+ *              any producer, of any version (1.2 and newer included), and read
+ *              it as compact row-major (C-contiguous) layout.
+ *  shape and strides, when not NULL, must be 8-byte aligned (int64_t arrays);
+ *              consumers refuse misaligned ones.
  *  byte_offset The first element is at (char*)data + byte_offset. Needed where
  *              `data` is a handle rather than an address.
  */
@@ -204,7 +206,9 @@ typedef struct DLManagedTensor {
   void (*deleter)(struct DLManagedTensor* self);
 } DLManagedTensor;
 
-/* Bits of DLManagedTensorVersioned.flags */
+/* Bits of DLManagedTensorVersioned.flags. A producer sets only bits defined
+ * for its version. A consumer ignores bits it does not know (a newer minor
+ * version may define them) and never forwards them when it re-exports. */
 /* The consumer must not write through the data pointer. */
 #define DLPACK_FLAG_BITMASK_READ_ONLY (1ULL << 0)
 /* The producer made a copy for this export; memory is not shared with it. */
@@ -339,13 +343,26 @@ NAPI_DLPACK_STATIC_ASSERT(sizeof(DLManagedTensorVersioned) == 80,
  *     consumed: report an error, touch nothing.
  *  5. from then on owns the tensor and must call its deleter exactly once
  *     (if non-NULL), INCLUDING when its own validation rejects the tensor
- *     afterwards (for a versioned tensor with version.major != 1: call the
- *     deleter and read nothing else).
+ *     afterwards (for a versioned tensor with version.major != 1: read only
+ *     version, manager_ctx and deleter, call the deleter, read nothing else;
+ *     in particular not `flags`).
  *  The consumer never frees the payload and never writes any field other than
  *  `tensor` (and that only through the exchange).
  *
  * `abi_version` and `kind` are written once, before the capsule is visible to
  * JS, and never change. `tensor` is only ever accessed atomically.
+ *
+ * Values that are not capsules: anything but an external, an external without
+ * the tag (or with another tag), and a tagged external whose data pointer is
+ * NULL (producers never make one). All are NAPI_DLPACK_ERR_NOT_A_CAPSULE,
+ * "ERR_DLPACK_NOT_A_CAPSULE" in JS. A NULL `tensor` in a valid payload only
+ * ever means "consumed".
+ *
+ * Inspecting without consuming (e.g. reading the device to refuse a capsule
+ * while leaving it usable): only on the JS thread of the capsule's env, after
+ * steps 1-3 of the checks, and only fields the version allows (nothing past
+ * `deleter` for major != 1). Every consume goes through the napi_value, hence
+ * through that thread, so the tensor cannot be released during the read.
  */
 
 #define NAPI_DLPACK_CAPSULE_ABI_VERSION 1u
@@ -498,12 +515,13 @@ static inline napi_dlpack_status napi_dlpack_capsule_create(
   return NAPI_DLPACK_OK;
 }
 
-/* NAPI_DLPACK_OK if `value` is a capsule (consumed or not),
- * NAPI_DLPACK_ERR_NOT_A_CAPSULE if it is anything else. */
-static inline napi_dlpack_status napi_dlpack_capsule_check(napi_env env,
-                                                           napi_value value) {
+/* The payload of `value` if it is a capsule (internal): an external with the
+ * tag and a non-NULL data pointer. */
+static inline napi_dlpack_status napi_dlpack_capsule_external_(
+    napi_env env, napi_value value, napi_dlpack_capsule** out) {
   napi_valuetype type;
   bool tagged = false;
+  void* data = NULL;
   if (env == NULL || value == NULL) return NAPI_DLPACK_ERR_INVALID_ARG;
   if (napi_typeof(env, value, &type) != napi_ok) return NAPI_DLPACK_ERR_NAPI;
   /* Checking a tag on a non-object fails with napi_object_expected, so
@@ -512,20 +530,33 @@ static inline napi_dlpack_status napi_dlpack_capsule_check(napi_env env,
   if (napi_check_object_type_tag(env, value, napi_dlpack_capsule_tag(),
                                  &tagged) != napi_ok)
     return NAPI_DLPACK_ERR_NAPI;
-  return tagged ? NAPI_DLPACK_OK : NAPI_DLPACK_ERR_NOT_A_CAPSULE;
-}
-
-/* Reads the payload of a capsule (internal; validates tag and abi_version). */
-static inline napi_dlpack_status napi_dlpack_capsule_payload_(
-    napi_env env, napi_value value, napi_dlpack_capsule** out) {
-  void* data = NULL;
-  napi_dlpack_capsule* payload;
-  napi_dlpack_status st = napi_dlpack_capsule_check(env, value);
-  if (st != NAPI_DLPACK_OK) return st;
+  if (!tagged) return NAPI_DLPACK_ERR_NOT_A_CAPSULE;
   if (napi_get_value_external(env, value, &data) != napi_ok)
     return NAPI_DLPACK_ERR_NAPI;
-  payload = (napi_dlpack_capsule*)data;
-  if (payload == NULL) return NAPI_DLPACK_ERR_NOT_A_CAPSULE;
+  /* A tagged external with a NULL payload is not a capsule: no producer makes
+   * one, and there is no `tensor` to read. */
+  if (data == NULL) return NAPI_DLPACK_ERR_NOT_A_CAPSULE;
+  *out = (napi_dlpack_capsule*)data;
+  return NAPI_DLPACK_OK;
+}
+
+/* NAPI_DLPACK_OK if `value` is a capsule: an external carrying the tag whose
+ * payload pointer is not NULL, consumed or not, of any abi_version (the
+ * consume and is_consumed helpers then refuse an unknown one).
+ * NAPI_DLPACK_ERR_NOT_A_CAPSULE for anything else. */
+static inline napi_dlpack_status napi_dlpack_capsule_check(napi_env env,
+                                                           napi_value value) {
+  napi_dlpack_capsule* payload = NULL;
+  return napi_dlpack_capsule_external_(env, value, &payload);
+}
+
+/* Reads the payload of a capsule (internal; validates tag and abi_version,
+ * never reads `tensor`). */
+static inline napi_dlpack_status napi_dlpack_capsule_payload_(
+    napi_env env, napi_value value, napi_dlpack_capsule** out) {
+  napi_dlpack_capsule* payload = NULL;
+  napi_dlpack_status st = napi_dlpack_capsule_external_(env, value, &payload);
+  if (st != NAPI_DLPACK_OK) return st;
   if (payload->abi_version != NAPI_DLPACK_CAPSULE_ABI_VERSION ||
       (payload->kind != NAPI_DLPACK_KIND_LEGACY &&
        payload->kind != NAPI_DLPACK_KIND_VERSIONED))
@@ -557,9 +588,11 @@ static inline napi_dlpack_status napi_dlpack_capsule_consume(
   return NAPI_DLPACK_OK;
 }
 
-/* Writes 1 to *consumed if the capsule's tensor has been taken, else 0.
- * The answer can be stale as soon as it is returned if other threads consume
- * (in practice only the JS thread of the capsule's env can). */
+/* Writes 1 to *consumed if the capsule's tensor has been taken, else 0. A
+ * capsule of another abi_version or kind is NAPI_DLPACK_ERR_ABI_VERSION, its
+ * `tensor` not read. Consumes happen on the JS thread of the capsule's env
+ * (they go through the napi_value), so on that thread the answer holds until
+ * the next consume there. */
 static inline napi_dlpack_status napi_dlpack_capsule_is_consumed(
     napi_env env, napi_value value, int* consumed) {
   napi_dlpack_capsule* payload = NULL;

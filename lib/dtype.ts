@@ -40,8 +40,17 @@ export enum DLDataTypeCode {
   Float4_e2m1fn = 17,
 }
 
+/**
+ * `Float16Array` where the consumer's TypeScript lib declares it (TS ≥ 5.7 with
+ * `ESNext.Float16`), `never` otherwise: read from `globalThis` so the published declarations
+ * compile against any lib (TS ≥ 5.0, `lib: ["es2022"]`, `skipLibCheck: false`).
+ */
+type Float16ArrayIfDeclared = typeof globalThis extends { Float16Array: { prototype: infer View } } ? View : never
+/** The constructor of {@link Float16ArrayIfDeclared}, under the same rule. */
+type Float16ArrayConstructorIfDeclared = typeof globalThis extends { Float16Array: infer Constructor } ? Constructor : never
+
 /** The JS view type of float16 data: `Float16Array` where the runtime has it (Node ≥ 24). */
-export type Float16View = Uint16Array | Float16Array
+export type Float16View = Uint16Array | Float16ArrayIfDeclared
 
 /** Maps each dtype to the TypedArray its zero-copy `data` view has. */
 export interface DTypeArrayMap {
@@ -90,7 +99,7 @@ type TypedArrayConstructor =
   | Float64ArrayConstructor
   | BigInt64ArrayConstructor
   | BigUint64ArrayConstructor
-  | Float16ArrayConstructor
+  | Float16ArrayConstructorIfDeclared
 
 interface DTypeSpec {
   code: DLDataTypeCode

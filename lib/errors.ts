@@ -12,13 +12,22 @@ export class DLPackError extends Error {
   }
 }
 
-/** The exchange cannot be done as asked: device, stream, or a copy that `copy: false` forbids. */
+/**
+ * The exchange cannot be done as asked: device, stream, a copy that `copy: false` forbids, or a
+ * view larger than the runtime's largest ArrayBuffer.
+ */
 export class BufferError extends DLPackError {}
 
-/** The value is not a capsule, the capsule was already consumed, or its ABI is unknown. */
+/**
+ * The value is not a capsule (`ERR_DLPACK_NOT_A_CAPSULE`: see docs/protocol.md §1.3), the
+ * capsule was already consumed, or its ABI is unknown. Nothing was consumed.
+ */
 export class CapsuleError extends DLPackError {}
 
-/** A foreign tensor's metadata failed validation (its deleter has already run). */
+/**
+ * A foreign tensor's metadata failed validation. Its deleter has already run, as for every
+ * failure after a capsule is consumed, whatever the class (docs/protocol.md §1.4).
+ */
 export class InvalidTensorError extends DLPackError {}
 
 /** The tensor was disposed, or its ArrayBuffer was detached. */
@@ -40,10 +49,11 @@ const CLASS_BY_CODE: Record<string, ErrorClass> = {
   ERR_DLPACK_DEVICE: BufferError,
   ERR_DLPACK_STREAM: BufferError,
   ERR_DLPACK_NOT_CPU: BufferError,
+  ERR_DLPACK_TOO_LARGE: BufferError,
   ERR_DLPACK_NOT_A_CAPSULE: CapsuleError,
   ERR_DLPACK_CAPSULE_CONSUMED: CapsuleError,
   ERR_DLPACK_CAPSULE_ABI: CapsuleError,
-  ERR_DLPACK_NULL_TENSOR: InvalidTensorError,
+  ERR_DLPACK_NULL_TENSOR: InvalidTensorError, // Rust raw-pointer API only (README)
   ERR_DLPACK_VERSION: InvalidTensorError,
   ERR_DLPACK_NDIM: InvalidTensorError,
   ERR_DLPACK_NULL_SHAPE: InvalidTensorError,

@@ -53,6 +53,7 @@ export {
 export {
   type ArrayDType,
   type CreateOptions,
+  type DataOptions,
   type DLPackCapsule,
   type DLPackOptions,
   type FromArrayOptions,

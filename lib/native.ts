@@ -3,7 +3,10 @@
  * the raw Node-API entry points of the exchange's hot path (`src/fast.rs`), which the generator
  * does not see because they bypass napi-rs's argument conversion.
  */
-import * as generated from '../index.js'
+import { constants } from 'node:buffer'
+
+import type * as Generated from '../index.js'
+import { loadBinding } from './loader'
 
 /** The hand-registered calls (see `src/fast.rs`); `@internal`, like the rest of the binding. */
 export interface FastCalls {
@@ -17,4 +20,13 @@ export interface FastCalls {
   benchTaggedExternal(): unknown
 }
 
-export const native = generated as typeof generated & FastCalls
+export const native = loadBinding() as typeof Generated & FastCalls
+
+/**
+ * The runtime's largest ArrayBuffer view, in bytes (`buffer.constants.MAX_LENGTH`: 2^32 on Node
+ * 20 and Bun, 2^53 - 1 on Node 22+ and Deno), told to the addon once: views and copies past it
+ * throw ERR_DLPACK_TOO_LARGE instead of asking the runtime for an ArrayBuffer it cannot make.
+ * (Until told, the addon assumes 2^32.)
+ */
+export const MAX_VIEW_BYTES: number = typeof constants?.MAX_LENGTH === 'number' ? constants.MAX_LENGTH : 2 ** 32
+native.setArrayBufferLimit(MAX_VIEW_BYTES)

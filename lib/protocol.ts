@@ -1,5 +1,5 @@
 import { native } from './native.js'
-import { type DeviceLike, toDevice } from './device'
+import { type Device, type DeviceLike, toDevice } from './device'
 import { DLDeviceType, type DType, DTYPES, dtypeOfArray, isDType } from './dtype'
 import { BufferError, CapsuleError, DLPackTypeError } from './errors'
 import {
@@ -79,25 +79,47 @@ function isNDArrayLike(value: unknown): value is NDArrayLike {
   return ArrayBuffer.isView(candidate.data) && Array.isArray(candidate.shape)
 }
 
+/** The options of `fromDLPack`, checked before anything is exported or consumed. */
+interface CheckedOptions {
+  mode: number
+  stream: bigint | null
+  device: Device | undefined
+}
+
+function checkOptions(options: FromDLPackOptions): CheckedOptions {
+  return {
+    mode: copyMode(options.copy),
+    stream: streamValue(options.stream),
+    device: options.device === undefined ? undefined : toDevice(options.device),
+  }
+}
+
 /** Checks the requested device against where the data is (only same-device results so far). */
-function checkDevice(options: FromDLPackOptions, actual: readonly [number, number]): void {
-  if (options.device === undefined) return
-  const wanted = toDevice(options.device)
+function checkDevice(wanted: Device | undefined, actual: readonly [number, number], copy: FromDLPackOptions['copy']): void {
+  if (wanted === undefined) return
   if (wanted.type !== actual[0] || wanted.id !== actual[1]) {
     throw new BufferError(
-      options.copy === false ? 'ERR_DLPACK_COPY_REQUIRED' : 'ERR_DLPACK_DEVICE',
+      copy === false ? 'ERR_DLPACK_COPY_REQUIRED' : 'ERR_DLPACK_DEVICE',
       `the data is on ${String(toDevice(actual))}, not ${String(wanted)}`,
     )
   }
 }
 
-function fromCapsule(capsule: unknown, options: FromDLPackOptions): Tensor {
-  const mode = copyMode(options.copy)
-  const stream = streamValue(options.stream)
-  const tensor = Tensor._fromHandle(callNative(() => native.importCapsule(capsule, mode, stream)))
-  if (options.device !== undefined) {
+/**
+ * Consumes `capsule` into a Tensor. A capsule the caller handed us is refused before it is
+ * consumed whenever that can be decided without consuming it (docs/protocol.md §1.3): its
+ * device is read in place, so a capsule on another device stays usable. A capsule `fromDLPack`
+ * obtained itself from `__dlpack__` (`obtained`) is consumed and, if refused, released at once.
+ */
+function fromCapsule(capsule: unknown, options: FromDLPackOptions, checked: CheckedOptions, obtained: boolean): Tensor {
+  if (checked.device !== undefined && !obtained) {
+    const inPlace = callNative(() => native.capsuleDevice(capsule))
+    if (inPlace) checkDevice(checked.device, inPlace as [number, number], options.copy)
+  }
+  const tensor = Tensor._fromHandle(callNative(() => native.importCapsule(capsule, checked.mode, checked.stream)))
+  if (checked.device !== undefined) {
     try {
-      checkDevice(options, tensor.__dlpack_device__())
+      checkDevice(checked.device, tensor.__dlpack_device__(), options.copy)
     } catch (error) {
       tensor.dispose()
       throw error
@@ -118,18 +140,22 @@ export function fromDLPack<D extends DType>(source: Tensor<D>, options?: FromDLP
 export function fromDLPack<A extends ArrayBufferView>(source: A, options?: FromDLPackOptions): Tensor<ArrayDType<A>>
 export function fromDLPack(source: DLPackSource, options?: FromDLPackOptions): Tensor
 export function fromDLPack(source: DLPackSource, options: FromDLPackOptions = {}): Tensor {
+  // Every option is checked first: a bad one leaves a capsule unconsumed and asks no producer.
+  const checked = checkOptions(options)
   if (source instanceof Tensor) {
-    if (options.device !== undefined) checkDevice(options, source.__dlpack_device__())
-    if (options.stream !== undefined && options.stream !== null && source.device.type === DLDeviceType.CUDA) {
+    if (checked.device !== undefined) checkDevice(checked.device, source.__dlpack_device__(), options.copy)
+    if (checked.stream !== null && source.device.type === DLDeviceType.CUDA) {
       // The consumer's stream must wait for the data: go through a capsule (which still
       // shares the memory).
-      return fromCapsule(source.__dlpack__({ stream: options.stream, copy: options.copy ?? null }), {
-        ...options,
-        copy: options.copy === true ? null : options.copy,
-      })
+      const viaCapsule = { ...options, copy: options.copy === true ? null : options.copy }
+      return fromCapsule(
+        source.__dlpack__({ stream: checked.stream, copy: options.copy ?? null }),
+        viaCapsule,
+        checkOptions(viaCapsule),
+        true,
+      )
     }
     if (options.copy === true) return Tensor._fromHandle(callNative(() => native.copyHandle(source._handle())))
-    copyMode(options.copy)
     return source._share()
   }
   if (typeof source !== 'object' || source === null) {
@@ -139,11 +165,12 @@ export function fromDLPack(source: DLPackSource, options: FromDLPackOptions = {}
   if (typeof producer.__dlpack__ === 'function') {
     const device = typeof producer.__dlpack_device__ === 'function' ? producer.__dlpack_device__() : undefined
     const request: DLPackOptions = { maxVersion: MAX_VERSION, copy: options.copy ?? null }
-    if (options.device !== undefined) request.dlDevice = toDevice(options.device).toDLPack()
+    if (checked.device !== undefined) request.dlDevice = checked.device.toDLPack()
     if (options.stream !== undefined) request.stream = options.stream
     const capsule = producer.__dlpack__(request)
-    // The native import checks the capsule type tag itself (ERR_DLPACK_NOT_A_CAPSULE).
-    const tensor = fromCapsule(capsule, options)
+    // The native import checks the capsule type tag itself: whatever `__dlpack__` returned,
+    // anything but a capsule is ERR_DLPACK_NOT_A_CAPSULE.
+    const tensor = fromCapsule(capsule, options, checked, true)
     if (device !== undefined) {
       const actual = tensor.__dlpack_device__()
       if (!options.device && (actual[0] !== device[0] || actual[1] !== device[1])) {
@@ -155,11 +182,11 @@ export function fromDLPack(source: DLPackSource, options: FromDLPackOptions = {}
   }
   let tensor: Tensor
   if (ArrayBuffer.isView(source) || source instanceof ArrayBuffer || isSharedArrayBuffer(source)) {
-    checkDevice(options, [DLDeviceType.CPU, 0])
+    checkDevice(checked.device, [DLDeviceType.CPU, 0], options.copy)
     const dtype = ArrayBuffer.isView(source) ? (dtypeOfArray(source) ?? 'uint8') : 'uint8'
     tensor = Tensor.from(source as ArrayBufferView, undefined, { dtype })
   } else if (isNDArrayLike(source)) {
-    checkDevice(options, [DLDeviceType.CPU, 0])
+    checkDevice(checked.device, [DLDeviceType.CPU, 0], options.copy)
     const natural = dtypeOfArray(source.data) ?? 'uint8'
     let dtype: DType = natural
     if (isDType(source.dtype) && source.dtype !== natural) {
@@ -179,11 +206,15 @@ export function fromDLPack(source: DLPackSource, options: FromDLPackOptions = {}
     tensor = createFromMemory(source.data, dtype, source.shape, strides, source.offset ?? 0)
   } else {
     // Anything else must be a capsule; the native import checks its type tag, so capsules
-    // (the hot path) cost one native call.
+    // (the hot path) cost one native call. An External that is no capsule stays
+    // ERR_DLPACK_NOT_A_CAPSULE (an External can only be meant as one); any other value is
+    // none of the inputs fromDLPack accepts.
     try {
-      return fromCapsule(source, options)
+      return fromCapsule(source, options, checked, false)
     } catch (error) {
-      if (!(error instanceof CapsuleError) || error.code !== 'ERR_DLPACK_NOT_A_CAPSULE') throw error
+      if (!(error instanceof CapsuleError) || error.code !== 'ERR_DLPACK_NOT_A_CAPSULE' || native.isExternal(source)) {
+        throw error
+      }
       throw new DLPackTypeError(
         'ERR_DLPACK_INVALID_ARGUMENT',
         'expected a Tensor, a DLPack capsule, an object with __dlpack__, an ArrayBuffer, a TypedArray or an ndarray-like object',
@@ -198,12 +229,19 @@ export function fromDLPack(source: DLPackSource, options: FromDLPackOptions = {}
   return tensor
 }
 
-/** Whether `value` is a DLPack capsule (consumed or not). */
+/**
+ * Whether `value` is a DLPack capsule (consumed or not, of any capsule ABI version): an External
+ * with the capsule type tag and a non-NULL payload, as `napi_dlpack_capsule_check` decides.
+ */
 export function isCapsule(value: unknown): value is DLPackCapsule {
   return native.isCapsule(value)
 }
 
-/** Whether a capsule has already been consumed. */
+/**
+ * Whether a capsule has already been consumed. Throws `ERR_DLPACK_NOT_A_CAPSULE` for anything
+ * else, and `ERR_DLPACK_CAPSULE_ABI` for a capsule of an unknown ABI version or kind (whose
+ * tensor it does not read), as `napi_dlpack_capsule_is_consumed` does.
+ */
 export function isCapsuleConsumed(capsule: DLPackCapsule): boolean {
   return callNative(() => native.capsuleIsConsumed(capsule))
 }

@@ -1,4 +1,4 @@
-import { native } from './native.js'
+import { MAX_VIEW_BYTES, native } from './native.js'
 import { Device, type DeviceLike, toDevice } from './device'
 import { type DataArray, DLDeviceType, type DType, DTYPES, dtypeOfArray, isDType } from './dtype'
 import {
@@ -10,6 +10,15 @@ import {
 } from './errors'
 
 declare const capsuleBrand: unique symbol
+
+// `Tensor` has a `[Symbol.dispose]` method (for `using`). Its key is declared here for
+// consumers whose TypeScript lib predates it (TS < 5.2, or `lib: ["es2022"]`), exactly as
+// lib.esnext.disposable and @types/node declare it, so the declarations merge with theirs.
+declare global {
+  interface SymbolConstructor {
+    readonly dispose: unique symbol
+  }
+}
 
 /**
  * A DLPack capsule: an opaque, consume-once object holding one exported tensor. It is what
@@ -42,6 +51,24 @@ export interface CreateOptions {
   /** Where to allocate: `'cpu'` (default, V8 memory) or a CUDA device such as `'cuda:0'`. */
   device?: DeviceLike
 }
+
+/** Options of `Tensor#getData`. */
+export interface DataOptions {
+  /** Return the zero-copy view of a read-only tensor too (do not write to it). */
+  allowReadOnly?: boolean
+  /**
+   * A window: index of its first element within the span `data` covers (in elements, from the
+   * lowest-addressed element; default 0). With `offset` or `length`, `getData` returns a new
+   * view of that window only, which works for tensors larger than the runtime's largest
+   * ArrayBuffer too.
+   */
+  offset?: number
+  /** Elements in the window (default: to the end of the span `data` covers). */
+  length?: number
+}
+
+/** Largest JS array length: `toArray()` refuses tensors with more elements. */
+const MAX_ARRAY_LENGTH = 2 ** 32 - 1
 
 /** Options of `Tensor#to`. */
 export interface ToOptions {
@@ -195,8 +222,9 @@ function checkDType(dtype: unknown): DType {
 }
 
 /**
- * Wraps JS memory as a native handle, without copying. `offset` is in elements of `dtype`
- * from the start of `view`.
+ * Wraps JS memory as a native handle, without copying if the memory is aligned to the
+ * elements' size; misaligned memory is copied (the handle says `isCopy`). `offset` is in
+ * elements of `dtype` from the start of `view`.
  */
 function wrapMemory(
   memory: ArrayBuffer | SharedArrayBuffer | ArrayBufferView,
@@ -213,6 +241,8 @@ function wrapMemory(
   if (isDetached(buffer)) {
     throw new TensorDisposedError('ERR_TENSOR_DETACHED', 'the ArrayBuffer has been detached (transferred)')
   }
+  const byteLength = ArrayBuffer.isView(memory) ? memory.byteLength : buffer.byteLength
+  if (byteLength > MAX_VIEW_BYTES) throw tooLarge(byteLength)
   const bytes = ArrayBuffer.isView(memory)
     ? new Uint8Array(memory.buffer, memory.byteOffset, memory.byteLength)
     : new Uint8Array(buffer)
@@ -221,6 +251,14 @@ function wrapMemory(
   }
   return call(() =>
     native.wrapBuffer(bytes, dtype, checkShape(shape), strides ? checkShape(strides, 'strides') : null, offset, readonly),
+  )
+}
+
+/** The error for JS memory (a view, or a new buffer) larger than the runtime can view. */
+function tooLarge(bytes: number): BufferError {
+  return new BufferError(
+    'ERR_DLPACK_TOO_LARGE',
+    `${bytes} bytes is more than this runtime's largest ArrayBuffer view (${MAX_VIEW_BYTES} bytes)`,
   )
 }
 
@@ -294,7 +332,12 @@ export class Tensor<D extends DType = DType> {
     return (shared.info ??= readInfo(shared.handle))
   }
 
-  /** Zero-copy view of `array` (any TypedArray, DataView or Buffer), keeping its memory alive. */
+  /**
+   * Zero-copy view of `array` (any TypedArray, DataView or Buffer), keeping its memory alive.
+   * Memory not aligned to the elements' size (e.g. `uint16` over a Buffer at an odd byte
+   * offset) cannot be viewed by a TypedArray or handed to typed consumers: the tensor is then a
+   * copy of it, `isCopy === true` (later writes to `array` are not seen), as for foreign memory.
+   */
   static from<D extends DType>(
     array: ArrayBufferView | ArrayBuffer | SharedArrayBuffer,
     shape: readonly number[] | undefined,
@@ -357,7 +400,11 @@ export class Tensor<D extends DType = DType> {
     const device = toDevice(options?.device ?? Device.CPU)
     let numel = 1
     for (const dim of shape) numel *= dim
-    if (!Number.isSafeInteger(numel * itemsize) || numel < 0 || shape.some((dim) => dim < 0)) {
+    const negative = numel < 0 || shape.some((dim) => dim < 0)
+    if (!negative && device.type === DLDeviceType.CPU && !(numel * itemsize <= MAX_VIEW_BYTES)) {
+      throw tooLarge(numel * itemsize)
+    }
+    if (!Number.isSafeInteger(numel * itemsize) || negative) {
       throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `shape [${shape.join(', ')}] is too large or negative`)
     }
     if (device.type === DLDeviceType.CUDA) {
@@ -458,7 +505,10 @@ export class Tensor<D extends DType = DType> {
    * Zero-copy TypedArray over the tensor's memory, created on first access and cached. It spans
    * from the lowest- to the highest-addressed element; index it with `offset` and `strides`
    * (both equal `0` and row-major for contiguous tensors). Throws `ReadOnlyError` for read-only
-   * tensors: use `getData({ allowReadOnly: true })` or `toTypedArray()`.
+   * tensors: use `getData({ allowReadOnly: true })` or `toTypedArray()`. Throws `BufferError`
+   * `ERR_DLPACK_TOO_LARGE` when the span is larger than the runtime's largest ArrayBuffer
+   * (`buffer.constants.MAX_LENGTH`): read such tensors in windows with
+   * `getData({ offset, length })`.
    */
   get data(): DataArray<D> {
     const data = this.#data
@@ -466,14 +516,35 @@ export class Tensor<D extends DType = DType> {
     return this.getData()
   }
 
-  /** Like `data`; `allowReadOnly` returns the zero-copy view of a read-only tensor too (do not write to it). */
-  getData(options: { allowReadOnly?: boolean } = {}): DataArray<D> {
+  /**
+   * Like `data`; `allowReadOnly` returns the zero-copy view of a read-only tensor too (do not
+   * write to it). With `offset` and/or `length` (in elements of the span `data` covers), a new
+   * view of that window only: `getData({ offset: i, length: n })` is
+   * `data.subarray(i, i + n)` where `data` works, and still works past the runtime's ArrayBuffer
+   * limit, where each window is its own zero-copy view (it keeps the memory alive until it is
+   * collected; `dispose()` cannot empty it). Where external buffers are refused (Electron),
+   * windows of such tensors are copies.
+   */
+  getData(options: DataOptions = {}): DataArray<D> {
     const meta = this.#meta()
     if (meta.readonly && options.allowReadOnly !== true) {
       throw new ReadOnlyError(
         'ERR_DLPACK_READ_ONLY',
         'the tensor is read-only: use getData({ allowReadOnly: true }) for a view you will not write to, or toTypedArray() for a copy',
       )
+    }
+    if (options.offset !== undefined || options.length !== undefined) {
+      const offset = options.offset ?? 0
+      if (!Number.isSafeInteger(offset) || offset < 0) {
+        throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `offset must be a non-negative integer, got ${String(offset)}`)
+      }
+      const length = options.length ?? meta.viewLength - offset
+      if (!Number.isSafeInteger(length) || length < 0) {
+        throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `length must be a non-negative integer, got ${String(length)}`)
+      }
+      const window = call(() => native.handleWindow(this.#live().handle, offset, length))
+      const spec = DTYPES[meta.dtype as DType]
+      return new (spec.view())(window.buffer as ArrayBuffer, window.byteOffset, length * spec.lanes) as DataArray<D>
     }
     if (this.#data === undefined) {
       const view = call(() => native.handleView(this.#live().handle))
@@ -485,7 +556,10 @@ export class Tensor<D extends DType = DType> {
     return this.#data
   }
 
-  /** A row-major copy of the elements (complex: interleaved real, imaginary). Host tensors only. */
+  /**
+   * A row-major copy of the elements (complex: interleaved real, imaginary). Host tensors only;
+   * `ERR_DLPACK_TOO_LARGE` past the runtime's largest ArrayBuffer.
+   */
   toTypedArray(): DataArray<D> {
     const meta = this.#meta()
     if (meta.deviceType !== DLDeviceType.CPU && meta.deviceType !== DLDeviceType.CUDAHost && meta.deviceType !== DLDeviceType.ROCMHost) {
@@ -503,6 +577,12 @@ export class Tensor<D extends DType = DType> {
 
   /** Nested arrays of the elements (bool as booleans, 64-bit integers as bigints, complex as [re, im]). */
   toArray(): unknown[] | unknown {
+    if (this.numel > MAX_ARRAY_LENGTH) {
+      throw new BufferError(
+        'ERR_DLPACK_TOO_LARGE',
+        `toArray() of ${this.numel} elements: more than a JS array holds (${MAX_ARRAY_LENGTH}); read it in windows with getData({ offset, length })`,
+      )
+    }
     const flat = this.toTypedArray() as ArrayLike<number | bigint>
     const dtype = this.dtype
     const lanes = DTYPES[dtype].lanes

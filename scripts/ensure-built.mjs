@@ -41,7 +41,8 @@ if (!addon || mtime(addon) < rustSources || process.env.NAPI_DLPACK_REBUILD) {
   console.log('# building the addon (napi build --platform --release)')
   run(process.execPath, [napiCli, 'build', '--platform', '--release', '--js', 'index.js', '--dts', 'index.d.ts'])
 }
-if (mtime('dist/index.js') < Math.max(newest('lib', (n) => n.endsWith('.ts')), mtime('index.d.ts'), mtime('tsconfig.json'))) {
+const distBuilt = Math.min(mtime('dist/index.js'), mtime('dist/index.mjs'))
+if (distBuilt < Math.max(newest('lib', (n) => n.endsWith('.ts') || n.endsWith('.mts')), mtime('index.d.ts'), mtime('tsconfig.json'))) {
   console.log('# compiling the TypeScript layer (tsc)')
   run(process.execPath, [tsc, '-p', 'tsconfig.json'])
 }

@@ -7,16 +7,35 @@
 //     __test__/fake-cuda: two devices, then without memory pools), and with no usable driver
 //     (no libcuda at all, then a driver without devices). The fake is found through
 //     LD_LIBRARY_PATH, which must be set when the process starts, so each is its own process.
+//  5. Worker teardown under valgrind memcheck (__test__/valgrind; skipped, and reported so,
+//     where valgrind is missing)
+//  6. Bun 1.x and Deno 2.x from npm (into .runtimes/): the smoke test, then the ava suite
 // Set NAPI_DLPACK_SKIP_NODE_MATRIX=1 to run step 3 on this Node only (quick local runs).
+// Peer suites whose prerequisites this machine lacks (libtorch: __test__/torch-addon/
+// install-deps.sh) are skipped and listed loudly at the end (scripts/test-prerequisites.mjs);
+// under CI=true (.ci/run installs everything first) any skip fails the run.
+// Last, the install test (scripts/install-test.mjs): the packed packages, installed offline.
 // On a machine with a real NVIDIA driver set NAPI_DLPACK_REAL_GPU=1: the no-driver step then
-// runs the CUDA suite on the GPU instead (a real libcuda cannot be hidden from the process).
+// runs the CUDA suite on the GPU instead (a real libcuda cannot be hidden from the process), and
+// the real-GPU suite (__test__/real-gpu) runs instead of reporting its tests as skipped.
 import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
+import { isCI, peerSkips, reportSkips } from './test-prerequisites.mjs'
+
 const root = fileURLToPath(new URL('..', import.meta.url))
 const results = []
+
+/** Exit status by which a step says it could not run here (a missing tool): reported as a skip. */
+const SKIPPED = 77
+
+// Peer prerequisites: switch off (visibly) the suites this machine cannot run; every step
+// below inherits the switches.
+const ci = isCI(process.env)
+const skipped = peerSkips(process.env)
+for (const { env } of skipped) Object.assign(process.env, env)
 
 /** Runs one step; `env` entries that are `undefined` are removed from the environment. */
 function step(name, cmd, args, env = {}) {
@@ -28,8 +47,11 @@ function step(name, cmd, args, env = {}) {
   try {
     execFileSync(cmd, args, { cwd: root, stdio: 'inherit', env: merged })
     results.push({ name, ok: true, seconds: (Date.now() - started) / 1000 })
-  } catch {
-    results.push({ name, ok: false, seconds: (Date.now() - started) / 1000 })
+  } catch (error) {
+    // A step that could not run here (a missing tool) joins the skip report, which fails CI.
+    const missingTool = error?.status === SKIPPED
+    if (missingTool) skipped.push({ name, reason: 'the step reported a missing tool (exit 77; see its output)', remedy: 'install the tool it names', env: {} })
+    results.push({ name, ok: missingTool, skipped: missingTool, seconds: (Date.now() - started) / 1000 })
   }
 }
 
@@ -106,10 +128,20 @@ if (!process.env.NAPI_DLPACK_SKIP_NODE_MATRIX) {
     FAKE_CUDA_DEVICE_COUNT: '0',
     NAPI_DLPACK_CUDA_EXPECT: 'none',
   })
+  // What only hardware can show (ordering against busy streams, producer memory reuse, frees
+  // on foreign threads, the stub library): node's test runner, every test reported as skipped
+  // unless NAPI_DLPACK_REAL_GPU is set.
+  const realGpu = process.env.NAPI_DLPACK_REAL_GPU ? 'on the GPU' : 'skipped: NAPI_DLPACK_REAL_GPU is not set'
+  step(`real-GPU suite (${realGpu})`, process.execPath, ['--test', join('__test__', 'real-gpu', 'real-gpu.test.mjs')], withoutFake)
 }
 
-// Bun and Deno (best effort, like napi-rs): a smoke test of the addon, the protocol and the C
-// fixture in their Node-API, with binaries from npm.
+// Worker teardown under valgrind memcheck: nothing allocated through napi-dlpack may be
+// definitely lost (a skip where valgrind is missing).
+step('valgrind memcheck of Worker teardown (__test__/valgrind)', process.execPath, [join(root, '__test__', 'valgrind', 'worker-teardown.mjs')])
+
+// Bun and Deno, with binaries from npm: a smoke test of the addon, the protocol and the C
+// fixture in their Node-API, then the whole ava suite (ava runs in both; see
+// __test__/runtimes/ava.mjs, and the README for what differs per runtime).
 if (!process.env.NAPI_DLPACK_SKIP_RUNTIMES) {
   const runtimes = join(root, '.runtimes')
   const smoke = join(root, '__test__', 'runtimes', 'smoke.cjs')
@@ -123,12 +155,33 @@ if (!process.env.NAPI_DLPACK_SKIP_RUNTIMES) {
       results.push({ name: 'install bun and deno', ok: false, seconds: 0 })
     }
   }
-  if (existsSync(bin('bun'))) step('smoke test under Bun', bin('bun'), [smoke])
-  if (existsSync(bin('deno'))) step('smoke test under Deno', bin('deno'), ['run', '-A', smoke])
+  const avaUnder = join(root, '__test__', 'runtimes', 'ava.mjs')
+  if (existsSync(bin('bun'))) {
+    step('smoke test under Bun', bin('bun'), [smoke])
+    step('ava under Bun', bin('bun'), [avaUnder])
+  }
+  if (existsSync(bin('deno'))) {
+    step('smoke test under Deno', bin('deno'), ['run', '-A', smoke])
+    // --sloppy-imports: the specs import './helpers.js', which is helpers.ts (ava's workers
+    // inherit the flag).
+    step('ava under Deno', bin('deno'), ['run', '-A', '--sloppy-imports', avaUnder])
+  }
+  // Tensors past each runtime's ArrayBuffer limit (2^32 in Bun, 2^53 - 1 in Deno) and
+  // misaligned JS memory.
+  const large = join(root, '__test__', 'runtimes', 'large.cjs')
+  if (existsSync(bin('bun'))) step('large tensors under Bun', bin('bun'), [large])
+  if (existsSync(bin('deno'))) step('large tensors under Deno', bin('deno'), ['run', '-A', '--v8-flags=--expose-gc', large])
 }
 
+// The install test: main and host platform package packed, installed from the tarballs offline
+// with only node and npm on PATH, used from CJS, ESM and tsc; publint, attw, publish dry runs.
+step('install test (packed tarballs, offline, no toolchain on PATH)', process.execPath, [join(root, 'scripts', 'install-test.mjs')])
+
 console.log('\n### summary')
-for (const { name, ok, seconds } of results) console.log(`${ok ? 'ok  ' : 'FAIL'} ${name} (${seconds.toFixed(1)} s)`)
+for (const { name, ok, skipped: skip, seconds } of results) console.log(`${skip ? 'SKIP' : ok ? 'ok  ' : 'FAIL'} ${name} (${seconds.toFixed(1)} s)`)
+for (const { name } of skipped) console.log(`SKIP ${name}`)
 const failed = results.filter((r) => !r.ok).length
-console.log(`steps: ${results.length - failed} passed, ${failed} failed`)
-process.exit(failed ? 1 : 0)
+const passed = results.filter((r) => r.ok && !r.skipped).length
+console.log(`steps: ${passed} passed, ${failed} failed, ${skipped.length} skipped`)
+const skipsFail = reportSkips(skipped, ci)
+process.exit(failed || skipsFail ? 1 : 0)

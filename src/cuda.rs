@@ -106,9 +106,11 @@ pub(crate) fn copy_span_to_device(
   let from = storage.span_address(meta) as u64;
   if source.ordinal() == target.ordinal() {
     // SAFETY: the source span is device memory kept alive by `storage` (our allocation, or a
-    // validated import) and the copy is ordered before any free on this stream; the target is
-    // the new buffer, freed on the same stream.
+    // validated import) until the copy has run: our allocations are freed on this stream
+    // after it, and a foreign producer's deleter waits for it (`note_queued_device_read`). The
+    // target is the new buffer, freed on the same stream.
     unsafe { target.copy_device(buffer.device_ptr(), from, meta.span_bytes)? };
+    storage.note_queued_device_read();
   } else {
     let mut staging = vec![0u8; meta.span_bytes];
     // SAFETY: as above; the copy completes before this returns.
@@ -129,6 +131,24 @@ pub fn cuda_is_available() -> bool {
 #[napi(js_name = "cudaDeviceCount")]
 pub fn cuda_device_count() -> u32 {
   cuda::device_count() as u32
+}
+
+/// Counters of the CUDA release paths (frees and producer deleters that cannot report errors):
+/// `pending` releases still waiting on the release thread, `errors` driver failures there.
+#[napi(object)]
+pub struct CudaReleaseStats {
+  pub pending: u32,
+  pub errors: u32,
+}
+
+/// What the CUDA release paths did (tests and diagnostics). Never throws.
+#[napi(js_name = "cudaReleaseStats")]
+pub fn cuda_release_stats() -> CudaReleaseStats {
+  let stats = cuda::release_stats();
+  CudaReleaseStats {
+    pending: stats.pending as u32,
+    errors: stats.errors as u32,
+  }
 }
 
 /// Why CUDA is unavailable (`undefined` when it is available).
@@ -186,7 +206,7 @@ pub fn to_device<'env>(
     (_, DeviceType::Cuda) if source.is_host_accessible() => {
       let device = cuda::device(target.id)?;
       let nbytes = meta.numel * meta.dtype.itemsize();
-      let mut staging = vec![0u8; nbytes];
+      let mut staging = crate::storage::try_zeroed_vec::<u8>(nbytes)?;
       copy_bytes(&storage, &meta, &mut staging)?;
       let buffer = DeviceBuffer::from_host(&device, &staging)?;
       let meta = contiguous_meta(meta.dtype, &meta.shape, device.dl_device())?;

@@ -8,11 +8,27 @@
 //! It also owns the per-environment state that lets a JS buffer reference be released from any
 //! thread: DLPack deleters may run anywhere, but `napi_delete_reference` must run on the JS
 //! thread of its environment.
+//!
+//! And it owns what happens when an environment (the main thread, or a Worker) ends. Its
+//! cleanup hook, [`on_env_teardown`], frees every external of ours that the runtime has not
+//! finalized yet, then deletes every reference still alive:
+//! - Bun and Deno run env cleanup hooks when a Worker ends, but not the finalizers of the
+//!   `napi_external`s still alive in it (Bun runs those of external ArrayBuffers and wrapped
+//!   objects, Deno only those of external ArrayBuffers). Without the hook, the tensors of
+//!   unconsumed capsules and of imported tensors left in a Worker were never released there.
+//! - Node runs those finalizers after the cleanup hooks, but does not free references the addon
+//!   did not delete itself (Node 20: 40 bytes per `napi_create_reference`).
+//!
+//! Finalizers that do run after the hook find their external already freed (it has left the
+//! live set) and do nothing, so everything is freed exactly once in every runtime.
 
 use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::c_void;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::ptr;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::ThreadId;
 
 use napi::sys;
@@ -33,14 +49,54 @@ fn check(what: &str, status: sys::napi_status) -> Result<(), DLPackError> {
   }
 }
 
+/// Hashes addresses (unique, 8-aligned) with one multiply: the sets keyed by address are
+/// consulted on hot paths (every handle and capsule, every round trip), and SipHash's flood
+/// resistance buys nothing here.
+#[derive(Default)]
+pub(crate) struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+  fn finish(&self) -> u64 {
+    self.0
+  }
+
+  fn write(&mut self, bytes: &[u8]) {
+    for &byte in bytes {
+      self.0 = (self.0.rotate_left(8) ^ u64::from(byte)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+  }
+
+  fn write_usize(&mut self, address: usize) {
+    self.0 = (address as u64 >> 3).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+  }
+}
+
+pub(crate) type AddressSet = HashSet<usize, BuildHasherDefault<AddressHasher>>;
+
 /// State shared between one JS environment (main thread or a Worker) and the threads that may
 /// drop its buffer references.
 pub struct EnvShared {
   env: sys::napi_env,
   thread: ThreadId,
-  /// The release queue; `None` once the environment is being torn down. Calls into the
-  /// threadsafe function happen under this lock, so it is never used after release.
-  release_queue: Mutex<Option<SendPtr>>,
+  /// The release queue and the references not deleted yet; `None` once the environment is
+  /// being torn down (the teardown hook deleted them all). Calls into the threadsafe function
+  /// happen under this lock, so it is never used after release.
+  live: Mutex<Option<LiveReferences>>,
+}
+
+struct LiveReferences {
+  queue: SendPtr,
+  /// Every reference created by [`BufferRef::new`] and not deleted yet, including those queued
+  /// for deletion by another thread. Whatever is left here at teardown is deleted by the hook.
+  references: AddressSet,
+}
+
+impl EnvShared {
+  fn live(&self) -> MutexGuard<'_, Option<LiveReferences>> {
+    // A panic while holding the lock cannot leave the set half-updated in a way that matters:
+    // at worst a reference is deleted by the hook instead of by its owner.
+    self.live.lock().unwrap_or_else(PoisonError::into_inner)
+  }
 }
 
 #[derive(Clone, Copy)]
@@ -54,11 +110,18 @@ unsafe impl Send for EnvShared {}
 // SAFETY: as above.
 unsafe impl Sync for EnvShared {}
 
+/// Frees what one of our externals owns: what its finalizer does, called at most once.
+pub type FreeExternal = unsafe fn(*mut c_void);
+
 thread_local! {
   /// One environment per JS thread in Node (the main thread, or one per Worker).
   static ENV_STATE: RefCell<Option<Arc<EnvShared>>> = const { RefCell::new(None) };
   /// Whether external ArrayBuffers work here; probed once per environment.
   static EXTERNALS_ALLOWED: Cell<Option<bool>> = const { Cell::new(None) };
+  /// This environment's externals (by data address) whose finalizers have not run yet, and
+  /// how to free each: freed by the finalizer or by the teardown hook, whichever comes first.
+  static LIVE_EXTERNALS: RefCell<HashMap<usize, FreeExternal, BuildHasherDefault<AddressHasher>>> =
+    RefCell::new(HashMap::default());
 }
 
 /// Runs on the JS thread for each queued reference.
@@ -68,27 +131,109 @@ unsafe extern "C" fn release_on_js_thread(
   _context: *mut c_void,
   data: *mut c_void,
 ) {
-  // `env` is NULL when the queue is drained during teardown; the references die with the env.
-  if !env.is_null() && !data.is_null() {
-    // SAFETY: `data` is a napi_ref of this env, queued by `BufferRef::drop`.
-    unsafe { sys::napi_delete_reference(env, data.cast()) };
+  // `env` is NULL when the queue is drained during teardown: the hook deleted what was queued.
+  if env.is_null() || data.is_null() {
+    return;
+  }
+  let Some(shared) = ENV_STATE.with(|state| state.borrow().clone()) else {
+    return;
+  };
+  let mut live = shared.live();
+  if let Some(live) = live.as_mut() {
+    if live.references.remove(&(data as usize)) {
+      // SAFETY: `data` is a live napi_ref of this env (still in the set), queued by
+      // `BufferRef::drop`; we are on the env's thread.
+      unsafe { sys::napi_delete_reference(env, data.cast()) };
+    }
   }
 }
 
+/// The environment's cleanup hook (its JS thread; the environment is still alive, no JS runs).
 unsafe extern "C" fn on_env_teardown(arg: *mut c_void) {
   // SAFETY: `arg` is the Arc we leaked in `env_shared`; reclaim it.
   let shared = unsafe { Arc::from_raw(arg.cast::<EnvShared>()) };
-  if let Ok(mut queue) = shared.release_queue.lock() {
-    if let Some(SendPtr(tsfn)) = queue.take() {
-      // SAFETY: the handle is live until this release; no caller can use it after we cleared
-      // the slot under the lock.
-      unsafe {
-        sys::napi_release_threadsafe_function(tsfn, sys::ThreadsafeFunctionReleaseMode::abort)
-      };
+  // First the externals the runtime has not finalized (all of them in Node, whose finalizers
+  // run later and then find nothing to do): unconsumed capsules release their tensors, handles
+  // their storages. Their buffer references are deleted on the way, while the queue is open.
+  loop {
+    let live = LIVE_EXTERNALS.with(|live| std::mem::take(&mut *live.borrow_mut()));
+    if live.is_empty() {
+      break;
     }
+    for (address, free) in live {
+      // SAFETY: `address` left the live set just now, so neither its finalizer nor this loop
+      // has freed it; `free` is the function registered with it.
+      unsafe { free(address as *mut c_void) };
+    }
+  }
+  // Then the references still held by exports that native code has not released: delete them
+  // now (Node does not free them), and close the queue. Deleters that run later find `None`.
+  if let Some(live) = shared.live().take() {
+    for reference in live.references {
+      // SAFETY: a live reference of this env (still in the set), deleted once: the set is gone.
+      unsafe { sys::napi_delete_reference(shared.env, reference as sys::napi_ref) };
+    }
+    // SAFETY: the handle is live until this release; no caller can use it after we cleared
+    // the slot under the lock.
+    unsafe {
+      sys::napi_release_threadsafe_function(live.queue.0, sys::ThreadsafeFunctionReleaseMode::abort)
+    };
   }
   ENV_STATE.with(|state| state.borrow_mut().take());
   EXTERNALS_ALLOWED.with(|allowed| allowed.set(None));
+}
+
+/// Makes sure the current environment has its teardown hook (and shared state).
+///
+/// # Safety
+/// `env` must be the live environment of the calling thread.
+unsafe fn ensure_teardown_hook(env: sys::napi_env) -> Result<(), DLPackError> {
+  if ENV_STATE.with(|state| state.borrow().is_some()) {
+    return Ok(());
+  }
+  // SAFETY: forwarded contract.
+  unsafe { env_shared(env) }.map(drop)
+}
+
+/// Registers `data`, about to be owned by an external of `env` whose finalizer is
+/// [`finalize_tracked`], so that `free(data)` runs exactly once: in that finalizer, or in the
+/// environment's teardown hook if the runtime has not finalized the external by then. On error
+/// `data` has been freed.
+///
+/// # Safety
+/// `env` must be the live environment of the calling thread; `free(data)` must be valid once.
+pub unsafe fn track_external(
+  env: sys::napi_env,
+  data: *mut c_void,
+  free: FreeExternal,
+) -> Result<(), DLPackError> {
+  // SAFETY: forwarded contract.
+  if let Err(error) = unsafe { ensure_teardown_hook(env) } {
+    // SAFETY: caller contract; not registered, so this is the only free.
+    unsafe { free(data) };
+    return Err(error);
+  }
+  LIVE_EXTERNALS.with(|live| live.borrow_mut().insert(data as usize, free));
+  Ok(())
+}
+
+/// The finalizer of every external registered with [`track_external`]: frees it unless the
+/// teardown hook already has.
+pub unsafe extern "C" fn finalize_tracked(
+  _env: sys::napi_env,
+  data: *mut c_void,
+  _hint: *mut c_void,
+) {
+  // `try_with`: a finalizer run during thread exit, after the set is gone, leaks rather than
+  // guessing.
+  let free = LIVE_EXTERNALS
+    .try_with(|live| live.borrow_mut().remove(&(data as usize)))
+    .ok()
+    .flatten();
+  if let Some(free) = free {
+    // SAFETY: registered with `data` and removed just now, so this is the only call.
+    unsafe { free(data) };
+  }
 }
 
 /// The shared state of the current thread's environment, created on first use.
@@ -130,7 +275,10 @@ pub unsafe fn env_shared(env: sys::napi_env) -> Result<Arc<EnvShared>, DLPackErr
   let shared = Arc::new(EnvShared {
     env,
     thread: std::thread::current().id(),
-    release_queue: Mutex::new(Some(SendPtr(tsfn))),
+    live: Mutex::new(Some(LiveReferences {
+      queue: SendPtr(tsfn),
+      references: AddressSet::default(),
+    })),
   });
   let hook_arg = Arc::into_raw(shared.clone()) as *mut c_void;
   // SAFETY: the hook reclaims `hook_arg` exactly once, at teardown.
@@ -164,6 +312,9 @@ impl BufferRef {
     check("napi_create_reference", unsafe {
       sys::napi_create_reference(env, value, 1, &mut reference)
     })?;
+    if let Some(live) = shared.live().as_mut() {
+      live.references.insert(reference as usize);
+    }
     Ok(BufferRef { reference, shared })
   }
 
@@ -190,26 +341,26 @@ impl BufferRef {
 impl Drop for BufferRef {
   fn drop(&mut self) {
     let on_owner_thread = std::thread::current().id() == self.shared.thread;
-    let Ok(queue) = self.shared.release_queue.lock() else {
-      return;
-    };
-    let Some(SendPtr(tsfn)) = *queue else {
-      // The environment is gone; its references died with it.
+    let mut live = self.shared.live();
+    let Some(live) = live.as_mut() else {
+      // The environment's teardown hook has deleted the reference already.
       return;
     };
     if on_owner_thread {
-      // SAFETY: our reference, on its env's thread, env still alive (queue not torn down).
+      live.references.remove(&(self.reference as usize));
+      // SAFETY: our reference, on its env's thread, env still alive (not torn down).
       unsafe { sys::napi_delete_reference(self.shared.env, self.reference) };
     } else {
       // SAFETY: the queue handle is live while we hold the lock.
       let status = unsafe {
         sys::napi_call_threadsafe_function(
-          tsfn,
+          live.queue.0,
           self.reference.cast(),
           sys::ThreadsafeFunctionCallMode::nonblocking,
         )
       };
-      // napi_closing: the env is shutting down and releases its references itself.
+      // The reference stays in the set until the JS thread deletes it; if the queue refused
+      // it (napi_closing: the env is shutting down), the teardown hook deletes it.
       let _ = status;
     }
   }
@@ -249,8 +400,75 @@ pub fn forced_copy_mode() -> bool {
     .is_some_and(|value| value != "0" && !value.is_empty())
 }
 
+/// The default of [`max_arraybuffer_bytes`]: 2^32, the smallest limit of the runtimes we
+/// support (Node 20 and Bun; Node 22+ and Deno allow 2^53 - 1).
+const DEFAULT_MAX_ARRAYBUFFER_BYTES: usize = 1 << 32;
+
+static MAX_ARRAYBUFFER_BYTES: AtomicUsize = AtomicUsize::new(DEFAULT_MAX_ARRAYBUFFER_BYTES);
+
+/// Sets the runtime's largest ArrayBuffer / TypedArray byte length. The JS layer passes
+/// `buffer.constants.MAX_LENGTH` once at load: the runtime knows its limit, and asking it with
+/// a longer buffer is not safe everywhere (Deno aborts in a V8 CHECK).
+pub fn set_max_arraybuffer_bytes(bytes: usize) {
+  MAX_ARRAYBUFFER_BYTES.store(bytes, Ordering::Relaxed);
+}
+
+/// The largest ArrayBuffer this runtime creates, in bytes (see [`set_max_arraybuffer_bytes`]).
+pub fn max_arraybuffer_bytes() -> usize {
+  MAX_ARRAYBUFFER_BYTES.load(Ordering::Relaxed)
+}
+
+/// `ERR_DLPACK_TOO_LARGE` unless an ArrayBuffer of `len` bytes can exist in this runtime. Every
+/// ArrayBuffer we create is checked first: past the limit, Node-API calls fail with an
+/// exception pending (Node, Bun) or abort the process (Deno; V8's allocation in the copy path).
+pub fn check_arraybuffer_len(len: usize) -> Result<(), DLPackError> {
+  let max = max_arraybuffer_bytes();
+  if len > max {
+    return Err(DLPackError::new(
+      ErrorKind::TooLarge,
+      format!(
+        "{len} bytes is more than this runtime's largest ArrayBuffer ({max} bytes): view it in \
+         windows with getData({{ offset, length }}), or export it to native code"
+      ),
+    ));
+  }
+  Ok(())
+}
+
+/// What external ArrayBuffers keep alive, by id. The finalizer's hint is the id, not a pointer
+/// to the keep-alive: a runtime may call the finalizer of a failed creation synchronously
+/// (Node), never (Bun 1.4) or, for all we know, later; whichever of the finalizer and our error
+/// path comes first takes the keep-alive out, exactly once, and the other finds nothing.
+type KeepAlives = BTreeMap<usize, Box<dyn Send>>;
+static KEEP_ALIVES: Mutex<KeepAlives> = Mutex::new(BTreeMap::new());
+static NEXT_KEEP_ALIVE: AtomicUsize = AtomicUsize::new(1);
+
+fn keep_alives() -> std::sync::MutexGuard<'static, KeepAlives> {
+  // Poisoning cannot leave the map half-updated (single inserts and removes).
+  KEEP_ALIVES
+    .lock()
+    .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Takes a keep-alive out of the registry and drops it (outside the lock: dropping a storage
+/// may run a producer's deleter).
+fn release_keep_alive(id: usize) {
+  let taken = keep_alives().remove(&id);
+  drop(taken);
+}
+
+unsafe extern "C" fn finalize_keep_alive(
+  _env: sys::napi_env,
+  _data: *mut c_void,
+  hint: *mut c_void,
+) {
+  release_keep_alive(hint as usize);
+}
+
 /// An external ArrayBuffer over `len` bytes at `data`; `keep_alive` is dropped by the
-/// ArrayBuffer's finalizer. Fails with `ERR_DLPACK_COPY_REQUIRED` where externals are refused.
+/// ArrayBuffer's finalizer. Fails with `ERR_DLPACK_COPY_REQUIRED` where externals are refused
+/// and `ERR_DLPACK_TOO_LARGE` past the runtime's ArrayBuffer limit; on every failure
+/// `keep_alive` has been dropped and no exception is left pending.
 ///
 /// # Safety
 /// `env` must be the live environment of the calling thread; the memory must stay valid while
@@ -261,6 +479,8 @@ pub unsafe fn external_arraybuffer<K: Send + 'static>(
   len: usize,
   keep_alive: K,
 ) -> Result<sys::napi_value, DLPackError> {
+  // Never ask past the limit: that is where runtimes disagree (and Deno aborts).
+  check_arraybuffer_len(len)?;
   if len == 0 {
     // Empty views need no memory (and a dangling pointer must not be wrapped).
     // SAFETY: forwarded contract.
@@ -273,26 +493,33 @@ pub unsafe fn external_arraybuffer<K: Send + 'static>(
       "external ArrayBuffers are not allowed in this runtime",
     ));
   }
-  unsafe extern "C" fn finalize<K>(_env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
-    // SAFETY: `hint` is the Box we leaked below; the finalizer runs once.
-    drop(unsafe { Box::from_raw(hint.cast::<K>()) });
-  }
-  let hint = Box::into_raw(Box::new(keep_alive));
+  let id = NEXT_KEEP_ALIVE.fetch_add(1, Ordering::Relaxed);
+  keep_alives().insert(id, Box::new(keep_alive));
   let mut value = ptr::null_mut();
-  // SAFETY: memory valid while `hint` lives (caller); the finalizer frees `hint`.
+  // SAFETY: memory valid while the keep-alive lives (caller); the finalizer releases it by id.
   let status = unsafe {
     sys::napi_create_external_arraybuffer(
       env,
       data.cast(),
       len,
-      Some(finalize::<K>),
-      hint.cast(),
+      Some(finalize_keep_alive),
+      id as *mut c_void,
       &mut value,
     )
   };
   if status != sys::Status::napi_ok {
-    // SAFETY: not adopted by an ArrayBuffer; reclaim it.
-    drop(unsafe { Box::from_raw(hint) });
+    // No ArrayBuffer exists: release the keep-alive unless the finalizer already did.
+    release_keep_alive(id);
+    // Our error replaces whatever the runtime threw (Node and Bun throw a RangeError).
+    let mut pending = false;
+    // SAFETY: valid env; clearing an exception we caused.
+    if unsafe { sys::napi_is_exception_pending(env, &mut pending) } == sys::Status::napi_ok
+      && pending
+    {
+      let mut exception = ptr::null_mut();
+      // SAFETY: as above.
+      unsafe { sys::napi_get_and_clear_last_exception(env, &mut exception) };
+    }
     if status == sys::Status::napi_no_external_buffers_allowed {
       EXTERNALS_ALLOWED.with(|known| known.set(Some(false)));
       return Err(DLPackError::new(
@@ -305,6 +532,30 @@ pub unsafe fn external_arraybuffer<K: Send + 'static>(
   Ok(value)
 }
 
+/// From this size on, a new V8 ArrayBuffer is first tried with the system allocator.
+const PROBED_ALLOCATION_BYTES: usize = 64 << 20;
+
+/// Checks that a V8 ArrayBuffer of `len` bytes can be made: `ERR_DLPACK_TOO_LARGE` past the
+/// runtime's limit, and, for big ones, `ERR_DLPACK_NO_MEMORY` when the system allocator refuses
+/// the size. V8 treats a failed ArrayBuffer allocation as fatal (the process aborts), so a copy
+/// of a multi-GiB foreign tensor must not be asked for blindly. Best effort: the probe is freed
+/// untouched, and under memory overcommit it is only as good as the kernel's answer.
+fn check_arraybuffer_alloc(len: usize) -> Result<(), DLPackError> {
+  check_arraybuffer_len(len)?;
+  if len >= PROBED_ALLOCATION_BYTES {
+    let mut probe = Vec::<u8>::new();
+    probe.try_reserve_exact(len).map_err(|_| {
+      DLPackError::new(
+        ErrorKind::NoMemory,
+        format!("cannot allocate {len} bytes for an ArrayBuffer"),
+      )
+    })?;
+    // Keep the optimiser from eliding the unused allocation.
+    std::hint::black_box(probe.as_ptr());
+  }
+  Ok(())
+}
+
 /// A new V8-owned ArrayBuffer holding a copy of `bytes`.
 ///
 /// # Safety
@@ -313,20 +564,17 @@ pub unsafe fn arraybuffer_copy(
   env: sys::napi_env,
   bytes: &[u8],
 ) -> Result<sys::napi_value, DLPackError> {
-  let mut data = ptr::null_mut();
-  let mut value = ptr::null_mut();
-  // SAFETY: valid env.
-  check("napi_create_arraybuffer", unsafe {
-    sys::napi_create_arraybuffer(env, bytes.len(), &mut data, &mut value)
-  })?;
+  // SAFETY: forwarded contract.
+  let (value, data) = unsafe { arraybuffer_new(env, bytes.len())? };
   if !bytes.is_empty() {
     // SAFETY: V8 gave us `bytes.len()` writable bytes at `data`.
-    unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), data.cast::<u8>(), bytes.len()) };
+    unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), data, bytes.len()) };
   }
   Ok(value)
 }
 
-/// A new zeroed V8-owned ArrayBuffer of `len` bytes and its data pointer.
+/// A new zeroed V8-owned ArrayBuffer of `len` bytes and its data pointer (checked first: see
+/// [`check_arraybuffer_alloc`]).
 ///
 /// # Safety
 /// `env` must be the live environment of the calling thread.
@@ -334,6 +582,7 @@ pub unsafe fn arraybuffer_new(
   env: sys::napi_env,
   len: usize,
 ) -> Result<(sys::napi_value, *mut u8), DLPackError> {
+  check_arraybuffer_alloc(len)?;
   let mut data = ptr::null_mut();
   let mut value = ptr::null_mut();
   // SAFETY: valid env.
@@ -409,7 +658,8 @@ pub unsafe fn detach(env: sys::napi_env, value: sys::napi_value) -> Result<(), D
   })
 }
 
-/// A type-tagged `napi_external` that owns `value`; the external's finalizer drops it.
+/// A type-tagged `napi_external` that owns `value`; the external's finalizer drops it, or the
+/// environment's teardown hook does if the runtime never finalizes it (see [`track_external`]).
 ///
 /// # Safety
 /// `env` must be the live environment of the calling thread.
@@ -418,25 +668,27 @@ pub unsafe fn tagged_external<T: 'static>(
   value: T,
   tag: &sys::napi_type_tag,
 ) -> Result<sys::napi_value, DLPackError> {
-  unsafe extern "C" fn finalize<T>(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
-    // SAFETY: `data` is the Box leaked below; finalizers run once.
+  unsafe fn free<T>(data: *mut c_void) {
+    // SAFETY: `data` is the Box leaked below; `track_external` calls this once.
     drop(unsafe { Box::from_raw(data.cast::<T>()) });
   }
-  let data = Box::into_raw(Box::new(value));
+  let data = Box::into_raw(Box::new(value)).cast::<c_void>();
+  // SAFETY: valid env (caller); on error `data` has been freed.
+  unsafe { track_external(env, data, free::<T>)? };
   let mut external = ptr::null_mut();
   // SAFETY: valid env (caller); the finalizer owns `data` once the external exists.
   let created = unsafe {
     sys::napi_create_external(
       env,
-      data.cast(),
-      Some(finalize::<T>),
+      data,
+      Some(finalize_tracked),
       ptr::null_mut(),
       &mut external,
     )
   };
   if created != sys::Status::napi_ok {
-    // SAFETY: not adopted by an external; reclaim it.
-    drop(unsafe { Box::from_raw(data) });
+    // SAFETY: not adopted by an external; free it (and forget it) as its finalizer would.
+    unsafe { finalize_tracked(env, data, ptr::null_mut()) };
     return Err(napi_error("napi_create_external", created));
   }
   // SAFETY: `external` is a live external of this env. If tagging fails, the external still

@@ -13,9 +13,7 @@
 //! long as its capsule).
 
 use std::cell::{RefCell, UnsafeCell};
-use std::collections::HashSet;
 use std::ffi::c_void;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::ptr;
 use std::sync::Arc;
 
@@ -23,6 +21,7 @@ use napi::sys;
 use napi_dlpack::capsule::{wrap_payload, CapsulePayload, CAPSULE_TAG};
 use napi_dlpack::{export, DLPackError, ErrorKind, ExportFormat, ManagedTensor};
 
+use crate::js_memory::{self, AddressSet};
 use crate::storage::ExportOwner;
 use crate::tensor::Handle;
 
@@ -46,31 +45,9 @@ unsafe impl Sync for OwnCapsule {}
 
 const _: () = assert!(std::mem::offset_of!(OwnCapsule, payload) == 0);
 
-/// Hashes addresses (unique, 8-aligned) with one multiply: the set below is consulted on every
-/// native call on a round-tripped tensor, and SipHash's flood resistance buys nothing here.
-#[derive(Default)]
-struct AddressHasher(u64);
-
-impl Hasher for AddressHasher {
-  fn finish(&self) -> u64 {
-    self.0
-  }
-
-  fn write(&mut self, bytes: &[u8]) {
-    for &byte in bytes {
-      self.0 = (self.0.rotate_left(8) ^ u64::from(byte)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-  }
-
-  fn write_usize(&mut self, address: usize) {
-    self.0 = (address as u64 >> 3).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-  }
-}
-
 thread_local! {
   /// Addresses of this thread's adopted capsules (their payloads), for `handle_in`.
-  static ADOPTED: RefCell<HashSet<usize, BuildHasherDefault<AddressHasher>>> =
-    RefCell::new(HashSet::default());
+  static ADOPTED: RefCell<AddressSet> = RefCell::new(AddressSet::default());
 }
 
 /// Exports `owner` in `format` into a new capsule. `before_wrap` runs after the export and
@@ -98,10 +75,12 @@ pub unsafe fn export_to_capsule(
       "capsule payload refused its tensor",
     ));
   }
-  let data = Arc::into_raw(cell).cast_mut();
-  // SAFETY: valid env (caller); `data` starts with the filled payload and `finalize` releases
-  // and frees it.
-  unsafe { wrap_payload(env, data.cast(), finalize) }
+  let data = Arc::into_raw(cell).cast_mut().cast::<c_void>();
+  // SAFETY: valid env (caller); `free_capsule(data)` is valid once. On error it has run.
+  unsafe { js_memory::track_external(env, data, free_capsule)? };
+  // SAFETY: valid env (caller); `data` starts with the filled payload, and `finalize_tracked`
+  // releases and frees it through `free_capsule` (unless env teardown already did).
+  unsafe { wrap_payload(env, data, js_memory::finalize_tracked) }
 }
 
 /// Whether `payload` (taken from a capsule just consumed) is the one `owner` was wrapped in.
@@ -162,13 +141,14 @@ pub unsafe fn handle_in<'a>(env: sys::napi_env, value: sys::napi_value) -> Optio
   unsafe { (*(*data.cast::<OwnCapsule>()).adopted.get()).as_mut() }
 }
 
-/// The capsule's finalizer (JS thread): drops an adopted handle, releases an unconsumed tensor
-/// (its deleter runs here, exactly once), then lets go of the cell.
-unsafe extern "C" fn finalize(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+/// Frees a capsule (JS thread), from its finalizer or at env teardown, whichever comes first
+/// (see `js_memory::track_external`): drops an adopted handle, releases an unconsumed tensor (its
+/// deleter runs here, exactly once), then lets go of the cell.
+unsafe fn free_capsule(data: *mut c_void) {
   if data.is_null() {
     return;
   }
-  // SAFETY: `data` is the Arc leaked in `export_to_capsule`; finalizers run once.
+  // SAFETY: `data` is the Arc leaked in `export_to_capsule`; `track_external` calls this once.
   let cell = unsafe { Arc::from_raw(data.cast::<OwnCapsule>()) };
   let _ = ADOPTED.try_with(|set| set.borrow_mut().remove(&(data as usize)));
   cell.payload.release();

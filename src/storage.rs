@@ -1,11 +1,13 @@
 //! Where a tensor's bytes live, and how they are exported.
 
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
-use napi_dlpack::cuda::DeviceBuffer;
-use napi_dlpack::{DLPackError, DType, Device, ErrorKind, ForeignTensor, IntoDLPack, TensorInfo};
+use napi_dlpack::cuda::{self, DeviceBuffer};
+use napi_dlpack::{
+  DLPackError, DType, Device, DeviceType, ErrorKind, ForeignTensor, IntoDLPack, TensorInfo,
+};
 
 use crate::js_memory::BufferRef;
 use crate::own_capsule::OwnCapsule;
@@ -69,6 +71,10 @@ impl Meta {
 
 pub struct Storage {
   memory: Memory,
+  /// Set once we enqueued device work that reads this memory on our CUDA stream (an
+  /// asynchronous copy out of it). For foreign memory the producer's deleter must then wait
+  /// for that work: see `Drop`.
+  device_reads_queued: AtomicBool,
 }
 
 /// Storages alive in this process (all environments): a leak check for tests and diagnostics.
@@ -77,13 +83,38 @@ pub static LIVE_STORAGES: AtomicUsize = AtomicUsize::new(0);
 impl Drop for Storage {
   fn drop(&mut self) {
     LIVE_STORAGES.fetch_sub(1, Ordering::Relaxed);
+    let foreign_cuda = matches!(&self.memory, Memory::Foreign(tensor)
+      if tensor.device().device_type == DeviceType::Cuda);
+    if foreign_cuda && *self.device_reads_queued.get_mut() {
+      // Our queued copies may still be reading the producer's memory, and a producer may
+      // reuse it the moment its deleter runs (a caching allocator, or cuMemFreeAsync on its
+      // own stream): the deleter runs once our stream has passed those reads.
+      if let Memory::Foreign(tensor) =
+        std::mem::replace(&mut self.memory, Memory::Owned(Vec::new()))
+      {
+        match cuda::device(tensor.device().id) {
+          Ok(device) => cuda::release_after_queued_work(&device, tensor),
+          // Unreachable in practice (the reads were queued on that device); drop it now.
+          Err(_) => drop(tensor),
+        }
+      }
+    }
   }
 }
 
 impl Storage {
   pub fn new(memory: Memory) -> Arc<Storage> {
     LIVE_STORAGES.fetch_add(1, Ordering::Relaxed);
-    Arc::new(Storage { memory })
+    Arc::new(Storage {
+      memory,
+      device_reads_queued: AtomicBool::new(false),
+    })
+  }
+
+  /// Records that device work reading this memory was enqueued on our CUDA stream and may
+  /// still be running (see `Drop`).
+  pub fn note_queued_device_read(&self) {
+    self.device_reads_queued.store(true, Ordering::Relaxed);
   }
 
   pub fn memory(&self) -> &Memory {
@@ -175,6 +206,23 @@ impl ExportOwner {
       capsule: Weak::new(),
     }
   }
+}
+
+/// `len` zeroed elements, or ERR_DLPACK_NO_MEMORY: copies of foreign tensors may be any size,
+/// and an infallible allocation would abort the process.
+pub fn try_zeroed_vec<T: Clone + Default>(len: usize) -> Result<Vec<T>, DLPackError> {
+  let mut out = Vec::new();
+  out.try_reserve_exact(len).map_err(|_| {
+    DLPackError::new(
+      ErrorKind::NoMemory,
+      format!(
+        "cannot allocate {len} elements of {} bytes",
+        std::mem::size_of::<T>()
+      ),
+    )
+  })?;
+  out.resize(len, T::default());
+  Ok(out)
 }
 
 /// Copies the elements of a host tensor in row-major order into `out` (`numel * itemsize`

@@ -24,7 +24,7 @@ use napi_dlpack::{
 
 use crate::js_memory::{self, BufferRef};
 use crate::own_capsule;
-use crate::storage::{copy_bytes, ExportOwner, Memory, Meta, Storage};
+use crate::storage::{copy_bytes, try_zeroed_vec, ExportOwner, Memory, Meta, Storage};
 
 /// Type tag of handle externals (private to this addon, unlike the capsule tag).
 pub(crate) const HANDLE_TAG: sys::napi_type_tag = sys::napi_type_tag {
@@ -141,6 +141,12 @@ pub(crate) fn parse_dtype(name: &str) -> Result<DType> {
   DType::from_name(name).ok_or_else(|| fail(ErrorKind::Dtype, format!("unknown dtype {name:?}")))
 }
 
+/// Whether `address` is aligned for elements of `dtype` (to their size, at most 8 bytes), as
+/// TypedArrays and typed native consumers need.
+pub(crate) fn is_aligned(address: usize, dtype: DType) -> bool {
+  address.is_multiple_of(dtype.itemsize().min(8))
+}
+
 /// Builds the layout of a tensor over a host storage region of `len` bytes, checking that every
 /// element lies inside it.
 fn meta_over_region(
@@ -190,6 +196,10 @@ fn meta_over_region(
 
 /// Wraps JS memory (a Uint8Array over an ArrayBuffer or SharedArrayBuffer) without copying.
 /// `offset` is in elements from the start of `bytes`; strides in elements (null: row-major).
+/// Memory that is not aligned to the element size (a Buffer or DataView at an odd byte offset)
+/// cannot be viewed by a TypedArray nor handed to typed consumers, so, as for foreign memory,
+/// the tensor's span is copied (`isCopy`). (`fromDLPack` never gets here with misaligned
+/// memory: it wraps TypedArrays with their own element type, or bytes.)
 #[napi(js_name = "wrapBuffer")]
 pub fn wrap_buffer<'env>(
   env: &'env Env,
@@ -230,6 +240,10 @@ pub fn wrap_buffer<'env>(
     len,
     readonly,
   )?;
+  // The first element is aligned iff every element is (strides count whole elements).
+  if !is_aligned(base as usize + first_byte, dtype) {
+    return copy_misaligned(env, base, &meta);
+  }
   // SAFETY: live value of this env; the reference keeps the buffer (and `base`) alive.
   let buffer = unsafe { BufferRef::new(env.raw(), array_buffer)? };
   let storage = Storage::new(Memory::Js {
@@ -238,6 +252,26 @@ pub fn wrap_buffer<'env>(
     buffer,
   });
   new_handle(env, storage, meta)
+}
+
+/// A handle over a copy of the span of `meta` (laid out over JS memory at `base`) in a fresh,
+/// aligned V8 ArrayBuffer: same shape, strides and offsets, flagged `isCopy`.
+fn copy_misaligned<'env>(env: &'env Env, base: *mut u8, meta: &Meta) -> Result<Unknown<'env>> {
+  let span_start = meta.span_start();
+  let bytes: &[u8] = if meta.span_bytes == 0 {
+    &[]
+  } else {
+    // SAFETY: meta_over_region checked that the span lies inside the JS buffer at `base`,
+    // which the caller's JS value keeps alive during this call.
+    unsafe { std::slice::from_raw_parts(base.add(span_start), meta.span_bytes) }
+  };
+  // SAFETY: our env.
+  let array_buffer = unsafe { js_memory::arraybuffer_copy(env.raw(), bytes)? };
+  let meta = Meta {
+    first_byte: meta.first_byte - span_start,
+    ..meta.clone()
+  };
+  host_copy_handle(env, array_buffer, meta)
 }
 
 /// `copyMode` of [`import_capsule`].
@@ -377,7 +411,25 @@ fn from_foreign<'env>(
     let storage = Storage::new(Memory::Foreign(tensor));
     return new_handle(env, storage, meta);
   }
-  let aligned = (tensor.data_ptr() as usize).is_multiple_of(tensor.dtype().itemsize().min(8));
+  if tensor.span_bytes() > js_memory::max_arraybuffer_bytes() {
+    // No ArrayBuffer can hold it in this runtime, so neither a view nor a copy of it can
+    // exist: keep the producer's memory (exports stay zero-copy), `.data` throws
+    // ERR_DLPACK_TOO_LARGE and `getData({ offset, length })` views or copies windows of it.
+    if copy_mode == COPY_ALWAYS {
+      return Err(fail(
+        ErrorKind::TooLarge,
+        format!(
+          "copy: true asks for a copy of {} bytes, more than this runtime's largest ArrayBuffer \
+           ({} bytes)",
+          tensor.span_bytes(),
+          js_memory::max_arraybuffer_bytes()
+        ),
+      ));
+    }
+    let storage = Storage::new(Memory::Foreign(tensor));
+    return new_handle(env, storage, meta);
+  }
+  let aligned = is_aligned(tensor.data_ptr() as usize, tensor.dtype());
   // SAFETY: our env, on its thread.
   let zero_copy_possible = aligned && unsafe { js_memory::external_buffers_allowed(env.raw()) };
   if copy_mode != COPY_ALWAYS && zero_copy_possible {
@@ -481,7 +533,7 @@ pub fn export_capsule<'env>(
     owner
   } else if copy {
     let words = (handle.meta.numel * handle.meta.dtype.itemsize()).div_ceil(8);
-    let mut owned = vec![0u64; words];
+    let mut owned = try_zeroed_vec::<u64>(words)?;
     // SAFETY: reinterpreting initialised u64s as bytes.
     let out = unsafe {
       std::slice::from_raw_parts_mut(
@@ -707,7 +759,11 @@ pub struct HandleView<'env> {
 
 #[napi(js_name = "handleView")]
 pub fn handle_view<'env>(env: &'env Env, handle: Unknown<'env>) -> Result<HandleView<'env>> {
-  let handle = handle_of(env, &handle)?;
+  view_of(env, handle_of(env, &handle)?)
+}
+
+/// The view `.data` is made from (see [`handle_view`]).
+fn view_of<'env>(env: &'env Env, handle: &Handle) -> Result<HandleView<'env>> {
   let storage = storage_of(handle)?.clone();
   if !handle.meta.device.is_host_accessible() {
     return Err(fail(
@@ -773,6 +829,97 @@ pub fn handle_view<'env>(env: &'env Env, handle: Unknown<'env>) -> Result<Handle
   }
 }
 
+/// Elements `offset..offset + length` of the span `.data` covers (from the lowest to the highest
+/// element). Where `.data` works, the window lies inside that same (cached) view. Past the
+/// ArrayBuffer limit, a window of foreign memory is its own external ArrayBuffer, which holds
+/// the memory until it is collected (dispose() cannot empty it), or a copy where external
+/// ArrayBuffers are refused or the data is misaligned.
+#[napi(js_name = "handleWindow")]
+pub fn handle_window<'env>(
+  env: &'env Env,
+  handle: Unknown<'env>,
+  offset: i64,
+  length: i64,
+) -> Result<HandleView<'env>> {
+  let handle = handle_of(env, &handle)?;
+  let storage = storage_of(handle)?.clone();
+  let meta = &handle.meta;
+  if !meta.device.is_host_accessible() {
+    return Err(fail(
+      ErrorKind::NotCpu,
+      format!("tensor memory is on {}; call .to('cpu') first", meta.device),
+    ));
+  }
+  let itemsize = meta.dtype.itemsize();
+  let span_elements = meta.span_bytes / itemsize;
+  let end = offset.checked_add(length);
+  if offset < 0 || length < 0 || end.is_none_or(|end| end as u64 > span_elements as u64) {
+    return Err(fail(
+      ErrorKind::InvalidArgument,
+      format!(
+        "window of {length} elements at {offset} is outside the {span_elements} elements the \
+         tensor's data spans"
+      ),
+    ));
+  }
+  // In range of the span, so these products fit in usize.
+  let (first, count) = (offset as usize * itemsize, length as usize * itemsize);
+  // SAFETY: our env, on its thread.
+  let externals = unsafe { js_memory::external_buffers_allowed(env.raw()) };
+  let whole_view_possible = matches!(storage.memory(), Memory::Js { .. })
+    || (externals && meta.span_bytes <= js_memory::max_arraybuffer_bytes());
+  if whole_view_possible {
+    let view = view_of(env, handle)?;
+    return Ok(HandleView {
+      buffer: view.buffer,
+      byte_offset: view.byte_offset + first as i64,
+    });
+  }
+  if matches!(storage.memory(), Memory::Cuda(_)) {
+    return Err(fail(ErrorKind::NotCpu, "device memory has no host view"));
+  }
+  js_memory::check_arraybuffer_len(count)?;
+  // SAFETY: the window lies inside the storage's validated, host-accessible span.
+  let start = unsafe { storage.base().add(meta.span_start() + first) };
+  let buffer = if externals && is_aligned(start as usize, meta.dtype) {
+    // SAFETY: our env; the window's ArrayBuffer holds the storage until it is collected.
+    unsafe { js_memory::external_arraybuffer(env.raw(), start, count, storage)? }
+  } else {
+    // A copy (writes to it do not reach the tensor): no external buffers (Electron), or
+    // misaligned data no TypedArray can view.
+    // SAFETY: the window's bytes are readable (validated span, kept alive by `storage`).
+    let bytes = unsafe { std::slice::from_raw_parts(start, count) };
+    // SAFETY: our env.
+    unsafe { js_memory::arraybuffer_copy(env.raw(), bytes)? }
+  };
+  Ok(HandleView {
+    // SAFETY: live value of this env.
+    buffer: unsafe { Unknown::from_raw_unchecked(env.raw(), buffer) },
+    byte_offset: 0,
+  })
+}
+
+/// Tells the addon the runtime's largest ArrayBuffer, in bytes (`buffer.constants.MAX_LENGTH`;
+/// lib/native.ts passes it once at load). Views and copies past it throw ERR_DLPACK_TOO_LARGE
+/// instead of asking the runtime for an ArrayBuffer it cannot make.
+#[napi(js_name = "setArrayBufferLimit")]
+pub fn set_array_buffer_limit(bytes: f64) -> Result<()> {
+  if !(bytes.is_finite() && bytes >= 0.0 && bytes.fract() == 0.0 && bytes <= (1u64 << 53) as f64) {
+    return Err(fail(
+      ErrorKind::InvalidArgument,
+      format!("the ArrayBuffer limit must be a safe non-negative integer, got {bytes}"),
+    ));
+  }
+  js_memory::set_max_arraybuffer_bytes(bytes as usize);
+  Ok(())
+}
+
+/// The ArrayBuffer limit in force, in bytes (see `setArrayBufferLimit`).
+#[napi(js_name = "arrayBufferLimit")]
+pub fn array_buffer_limit() -> f64 {
+  js_memory::max_arraybuffer_bytes() as f64
+}
+
 /// Releases the handle's storage now (`dispose()`); later calls fail with ERR_TENSOR_DISPOSED.
 /// Memory still referenced by live exports or views stays valid until they go.
 #[napi(js_name = "releaseHandle")]
@@ -812,6 +959,28 @@ pub fn is_capsule(env: &Env, value: Unknown<'_>) -> bool {
 pub fn capsule_is_consumed(env: &Env, value: Unknown<'_>) -> Result<bool> {
   // SAFETY: live value of this env.
   Ok(unsafe { capsule::is_consumed(env.raw(), value.raw())? })
+}
+
+/// The device of a capsule's tensor as `[type, id]`, read without consuming it; `null` when it
+/// cannot be read without consuming (see `CapsulePayload::peek_device`). Throws as a consume
+/// would for a value that is no capsule, a consumed capsule or another capsule ABI.
+#[napi(js_name = "capsuleDevice")]
+pub fn capsule_device(env: &Env, value: Unknown<'_>) -> Result<Option<Vec<i32>>> {
+  // SAFETY: live value of this env, on its JS thread.
+  let device = unsafe { capsule::peek_device(env.raw(), value.raw())? };
+  Ok(device.map(|device| vec![device.device_type as i32, device.id]))
+}
+
+/// Whether `value` is a `napi_external` (any addon's): `fromDLPack` takes every External for
+/// a capsule, so one that is not a capsule is `ERR_DLPACK_NOT_A_CAPSULE`, not a bad argument.
+#[napi(js_name = "isExternal")]
+pub fn is_external(env: &Env, value: Unknown<'_>) -> Result<bool> {
+  let mut value_type = 0;
+  // SAFETY: live value of this env.
+  status("napi_typeof", unsafe {
+    sys::napi_typeof(env.raw(), value.raw(), &mut value_type)
+  })?;
+  Ok(value_type == sys::ValueType::napi_external)
 }
 
 /// Whether this runtime lets us create external ArrayBuffers (false in Electron, or with

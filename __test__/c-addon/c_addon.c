@@ -16,6 +16,10 @@
  *   heldWriteFloat32(held, i, v[, force]) -> writes element i (C order)
  *   release(held)               -> boolean: true if a tensor was still held
  *   heldToCapsule(held)         -> capsule (sends the tensor on)
+ *   releaseAtTeardown()         -> from now on, makeTensor capsules of this
+ *                                  environment that are still unconsumed when
+ *                                  it ends are released by an env cleanup hook
+ *                                  (see "Teardown" below)
  * Errors are JS Errors whose `code` is a stable string, for capsule problems
  * the one napi_dlpack_status_code() gives.
  */
@@ -183,6 +187,101 @@ static int64_t numel_of(int32_t ndim, const int64_t* shape) {
 
 static bool is_float32(DLDataType t) {
   return t.code == kDLFloat && t.bits == 32 && t.lanes == 1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Teardown: what a producer does to release its unconsumed capsules when a   */
+/* Worker ends in runtimes that do not finalize externals alive at teardown   */
+/* (Bun, Deno), but do run env cleanup hooks. Node finalizes them anyway; its */
+/* finalizers then find the tensor gone and only free the payload.            */
+
+typedef struct tracked_capsule {
+  napi_dlpack_capsule payload; /* first: all a consumer reads */
+  struct teardown_list* list;  /* NULL once the cleanup hook has run */
+  struct tracked_capsule* prev;
+  struct tracked_capsule* next;
+} tracked_capsule;
+
+typedef struct teardown_list {
+  tracked_capsule* head;
+} teardown_list;
+
+/* Only ever touched on the environment's JS thread (finalizer and hook). */
+static void tracked_finalize(NAPI_DLPACK_FINALIZE_ENV env, void* data,
+                             void* hint) {
+  tracked_capsule* c = (tracked_capsule*)data;
+  void* tensor;
+  (void)env;
+  (void)hint;
+  if (c->list != NULL) {
+    if (c->prev != NULL) c->prev->next = c->next;
+    else c->list->head = c->next;
+    if (c->next != NULL) c->next->prev = c->prev;
+  }
+  tensor = NAPI_DLPACK_ATOMIC_EXCHANGE_PTR(&c->payload.tensor, NULL);
+  napi_dlpack_tensor_release(c->payload.kind, tensor);
+  free(c);
+}
+
+static void teardown_hook(void* arg) {
+  teardown_list* list = (teardown_list*)arg;
+  tracked_capsule* c = list->head;
+  while (c != NULL) {
+    tracked_capsule* next = c->next;
+    void* tensor = NAPI_DLPACK_ATOMIC_EXCHANGE_PTR(&c->payload.tensor, NULL);
+    napi_dlpack_tensor_release(c->payload.kind, tensor);
+    /* The payload stays for the finalizer, if the runtime ever runs it. */
+    c->list = NULL;
+    c = next;
+  }
+  free(list);
+}
+
+static napi_value release_at_teardown(napi_env env, napi_callback_info info) {
+  teardown_list* list = NULL;
+  napi_value r;
+  (void)info;
+  NAPI_CALL(env, napi_get_instance_data(env, (void**)&list));
+  if (list == NULL) {
+    list = (teardown_list*)calloc(1, sizeof *list);
+    if (list == NULL)
+      return throw_status(env, NAPI_DLPACK_ERR_NO_MEMORY, "releaseAtTeardown");
+    if (napi_add_env_cleanup_hook(env, teardown_hook, list) != napi_ok) {
+      free(list);
+      return throw_status(env, NAPI_DLPACK_ERR_NAPI, "releaseAtTeardown");
+    }
+    NAPI_CALL(env, napi_set_instance_data(env, list, NULL, NULL));
+  }
+  NAPI_CALL(env, napi_get_undefined(env, &r));
+  return r;
+}
+
+/* Like napi_dlpack_capsule_create, but the capsule joins this environment's
+ * teardown list. Same contract: on failure the caller still owns `tensor`. */
+static napi_dlpack_status tracked_capsule_create(napi_env env,
+                                                 teardown_list* list,
+                                                 uint32_t kind, void* tensor,
+                                                 napi_value* result) {
+  napi_value value;
+  tracked_capsule* c = (tracked_capsule*)calloc(1, sizeof *c);
+  if (c == NULL) return NAPI_DLPACK_ERR_NO_MEMORY;
+  c->payload.abi_version = NAPI_DLPACK_CAPSULE_ABI_VERSION;
+  c->payload.kind = kind;
+  c->payload.tensor = tensor;
+  if (napi_create_external(env, c, tracked_finalize, NULL, &value) != napi_ok) {
+    free(c);
+    return NAPI_DLPACK_ERR_NAPI;
+  }
+  if (napi_type_tag_object(env, value, napi_dlpack_capsule_tag()) != napi_ok) {
+    (void)NAPI_DLPACK_ATOMIC_EXCHANGE_PTR(&c->payload.tensor, NULL);
+    return NAPI_DLPACK_ERR_NAPI; /* not linked: the finalizer frees it */
+  }
+  c->list = list;
+  c->next = list->head;
+  if (list->head != NULL) list->head->prev = c;
+  list->head = c;
+  *result = value;
+  return NAPI_DLPACK_OK;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -427,9 +526,14 @@ static napi_value make_tensor(napi_env env, napi_callback_info info) {
     }
   }
 
-  st = napi_dlpack_capsule_create(
-      env, versioned ? NAPI_DLPACK_KIND_VERSIONED : NAPI_DLPACK_KIND_LEGACY,
-      block, &capsule);
+  {
+    uint32_t kind =
+        versioned ? NAPI_DLPACK_KIND_VERSIONED : NAPI_DLPACK_KIND_LEGACY;
+    teardown_list* list = NULL;
+    if (napi_get_instance_data(env, (void**)&list) != napi_ok) list = NULL;
+    st = list != NULL ? tracked_capsule_create(env, list, kind, block, &capsule)
+                      : napi_dlpack_capsule_create(env, kind, block, &capsule);
+  }
   if (st != NAPI_DLPACK_OK) {
     free(block); /* ownership stayed with us; not counted as a deleter call */
     return throw_status(env, st, "makeTensor");
@@ -816,6 +920,10 @@ static napi_value held_to_capsule(napi_env env, napi_callback_info info) {
 
 /* ------------------------------------------------------------------------ */
 
+/* Defined in the sections appended below NAPI_MODULE_INIT. */
+static napi_value register_protocol_edges(napi_env env, napi_value exports);
+static napi_value register_large_tensor_fns(napi_env env, napi_value exports);
+
 NAPI_MODULE_INIT() {
   static const struct {
     const char* name;
@@ -833,6 +941,505 @@ NAPI_MODULE_INIT() {
       {"release", release},
       {"releaseOnThread", release_on_thread},
       {"heldToCapsule", held_to_capsule},
+      {"releaseAtTeardown", release_at_teardown},
+  };
+  size_t i;
+  for (i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+    napi_value fn;
+    NAPI_CALL(env, napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH,
+                                        fns[i].cb, NULL, &fn));
+    NAPI_CALL(env, napi_set_named_property(env, exports, fns[i].name, fn));
+  }
+  return register_protocol_edges(env, exports);
+}
+
+/* ======================================================================== */
+/* Protocol edge cases (docs/protocol.md §2): values that look like capsules */
+/* but are not, capsules of another ABI, the stable prefix of another major  */
+/* version, misaligned shape/strides arrays, deleters on foreign threads.    */
+/*                                                                          */
+/*   makeOddCapsule({ tag?: 'capsule'|'none'|'other', nullPayload?, abi?,   */
+/*                    kind?, tensor?: 'null'|'poison' }) -> External         */
+/*       a hand-made external; 'poison' puts an address no one may          */
+/*       dereference into `tensor`, so only code that reads nothing past    */
+/*       the checks survives. Its finalizer frees the payload only.         */
+/*   checkCapsule(v)       -> napi_dlpack_status_code(capsule_check(v))     */
+/*   payloadTensor(v)      -> BigInt: the raw `tensor` field of an odd      */
+/*                            capsule (is it still untouched?)              */
+/*   makePrefixOnlyTensor([major, minor]) -> capsule of a versioned tensor  */
+/*       whose allocation is only the stable prefix (version, manager_ctx,  */
+/*       deleter): 24 bytes; counts in deleterCalls()                       */
+/*   makeMisalignedArrays('shape'|'strides') -> capsule of a float32 [2]    */
+/*       tensor whose shape or strides pointer is 4 bytes off alignment     */
+/*   makeThreadTrackedTensor() -> capsule of a float32 [4] tensor whose     */
+/*       deleter records the thread it runs on                              */
+/*   trackedDeleterStats() -> { calls, offThread }                          */
+/* ======================================================================== */
+
+#define ODD_POISON ((void*)(uintptr_t)0x10)
+
+static const napi_type_tag k_other_tag = {0x0123456789abcdefULL,
+                                          0xfedcba9876543210ULL};
+
+static void odd_finalize(NAPI_DLPACK_FINALIZE_ENV env, void* data,
+                         void* hint) {
+  (void)env;
+  (void)hint;
+  free(data); /* never the tensor: it is NULL or a poison address */
+}
+
+static napi_value make_odd_capsule(napi_env env, napi_callback_info info) {
+  napi_value argv[1], v, r;
+  napi_dlpack_capsule* payload = NULL;
+  const napi_type_tag* tag = napi_dlpack_capsule_tag();
+  int64_t x;
+  char buf[16] = {0};
+  size_t got = 0;
+  if (get_args(env, info, 1, argv) == NULL) return NULL;
+  if ((v = opt_prop(env, argv[0], "tag")) != NULL) {
+    NAPI_CALL(env, napi_get_value_string_utf8(env, v, buf, sizeof buf, &got));
+    if (strcmp(buf, "none") == 0)
+      tag = NULL;
+    else if (strcmp(buf, "other") == 0)
+      tag = &k_other_tag;
+  }
+  if (!to_bool(env, opt_prop(env, argv[0], "nullPayload"))) {
+    payload = (napi_dlpack_capsule*)malloc(sizeof *payload);
+    if (payload == NULL)
+      return throw_code(env, "ERR_DLPACK_NO_MEMORY", "makeOddCapsule");
+    payload->abi_version = NAPI_DLPACK_CAPSULE_ABI_VERSION;
+    payload->kind = NAPI_DLPACK_KIND_VERSIONED;
+    payload->tensor = ODD_POISON;
+    if ((v = opt_prop(env, argv[0], "abi")) != NULL && to_i64(env, v, &x))
+      payload->abi_version = (uint32_t)x;
+    if ((v = opt_prop(env, argv[0], "kind")) != NULL && to_i64(env, v, &x))
+      payload->kind = (uint32_t)x;
+    if ((v = opt_prop(env, argv[0], "tensor")) != NULL) {
+      memset(buf, 0, sizeof buf);
+      NAPI_CALL(env,
+                napi_get_value_string_utf8(env, v, buf, sizeof buf, &got));
+      if (strcmp(buf, "null") == 0) payload->tensor = NULL;
+    }
+  }
+  if (napi_create_external(env, payload, odd_finalize, NULL, &r) != napi_ok) {
+    free(payload);
+    return throw_code(env, "ERR_DLPACK_NAPI", "makeOddCapsule");
+  }
+  if (tag != NULL) NAPI_CALL(env, napi_type_tag_object(env, r, tag));
+  return r;
+}
+
+static napi_value check_capsule(napi_env env, napi_callback_info info) {
+  napi_value argv[1], r;
+  const char* code;
+  if (get_args(env, info, 1, argv) == NULL) return NULL;
+  code = napi_dlpack_status_code(napi_dlpack_capsule_check(env, argv[0]));
+  NAPI_CALL(env, napi_create_string_utf8(env, code, NAPI_AUTO_LENGTH, &r));
+  return r;
+}
+
+static napi_value payload_tensor(napi_env env, napi_callback_info info) {
+  napi_value argv[1], r;
+  void* data = NULL;
+  if (get_args(env, info, 1, argv) == NULL) return NULL;
+  NAPI_CALL(env, napi_get_value_external(env, argv[0], &data));
+  if (data == NULL) return throw_code(env, "ERR_C_ADDON", "NULL payload");
+  NAPI_CALL(env, napi_create_bigint_uint64(
+                     env,
+                     (uint64_t)(uintptr_t)NAPI_DLPACK_ATOMIC_LOAD_PTR(
+                         &((napi_dlpack_capsule*)data)->tensor),
+                     &r));
+  return r;
+}
+
+/* The part of DLManagedTensorVersioned every major version keeps. */
+typedef struct {
+  DLPackVersion version;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensorVersioned* self);
+} versioned_prefix;
+
+static napi_value make_prefix_only_tensor(napi_env env,
+                                          napi_callback_info info) {
+  napi_value argv[1], r;
+  int64_t version[2] = {2, 0};
+  uint32_t n = 0;
+  versioned_prefix* prefix;
+  napi_dlpack_status st;
+  if (get_args(env, info, 1, argv) == NULL) return NULL;
+  if (!read_i64_array(env, argv[0], version, 2, &n) || n != 2)
+    return throw_code(env, "ERR_INVALID_ARG_TYPE",
+                      "makePrefixOnlyTensor expects [major, minor]");
+  prefix = (versioned_prefix*)malloc(sizeof *prefix);
+  if (prefix == NULL)
+    return throw_code(env, "ERR_DLPACK_NO_MEMORY", "makePrefixOnlyTensor");
+  prefix->version.major = (uint32_t)version[0];
+  prefix->version.minor = (uint32_t)version[1];
+  prefix->manager_ctx = NULL;
+  /* deleter_versioned counts and frees `self`, which is this block. */
+  prefix->deleter = deleter_versioned;
+  st = napi_dlpack_capsule_create(env, NAPI_DLPACK_KIND_VERSIONED, prefix, &r);
+  if (st != NAPI_DLPACK_OK) {
+    free(prefix);
+    return throw_status(env, st, "makePrefixOnlyTensor");
+  }
+  return r;
+}
+
+typedef struct {
+  DLManagedTensorVersioned managed;
+  int64_t arrays[5]; /* shape and strides, placed 4 bytes off on demand */
+  float data[4];
+  pthread_t maker;
+} edge_tensor;
+
+static int64_t g_tracked_calls = 0;
+static int64_t g_tracked_off_thread = 0;
+
+static void edge_deleter(DLManagedTensorVersioned* self) {
+  count_deleter_call();
+  free(self);
+}
+
+static void tracked_deleter(DLManagedTensorVersioned* self) {
+  edge_tensor* t = (edge_tensor*)(void*)self;
+  if (!pthread_equal(pthread_self(), t->maker))
+    __atomic_fetch_add(&g_tracked_off_thread, 1, __ATOMIC_SEQ_CST);
+  __atomic_fetch_add(&g_tracked_calls, 1, __ATOMIC_SEQ_CST);
+  free(self);
+}
+
+/* A float32 tensor of `n` (<= 4) elements 0, 1, ... with row-major strides;
+ * `misalign` is 0, 1 (shape 4 bytes off) or 2 (strides 4 bytes off). */
+static edge_tensor* edge_tensor_new(int64_t n, int misalign) {
+  edge_tensor* t = (edge_tensor*)calloc(1, sizeof *t);
+  char* base;
+  int64_t one = 1, i;
+  if (t == NULL) return NULL;
+  base = (char*)(void*)t->arrays;
+  t->managed.version.major = DLPACK_MAJOR_VERSION;
+  t->managed.version.minor = DLPACK_MINOR_VERSION;
+  t->managed.manager_ctx = t;
+  t->managed.deleter = edge_deleter;
+  t->managed.dl_tensor.data = t->data;
+  t->managed.dl_tensor.device.device_type = kDLCPU;
+  t->managed.dl_tensor.ndim = 1;
+  t->managed.dl_tensor.dtype.code = kDLFloat;
+  t->managed.dl_tensor.dtype.bits = 32;
+  t->managed.dl_tensor.dtype.lanes = 1;
+  /* shape at arrays[0] (or 4 bytes later), strides at arrays[2] (or later) */
+  t->managed.dl_tensor.shape = (int64_t*)(void*)(base + (misalign == 1 ? 4 : 0));
+  t->managed.dl_tensor.strides =
+      (int64_t*)(void*)(base + 16 + (misalign == 2 ? 4 : 0));
+  memcpy(t->managed.dl_tensor.shape, &n, sizeof n);
+  memcpy(t->managed.dl_tensor.strides, &one, sizeof one);
+  for (i = 0; i < n && i < 4; i++) t->data[i] = (float)i;
+  t->maker = pthread_self();
+  return t;
+}
+
+static napi_value edge_capsule(napi_env env, edge_tensor* t) {
+  napi_value r;
+  napi_dlpack_status st;
+  if (t == NULL) return throw_code(env, "ERR_DLPACK_NO_MEMORY", "edge tensor");
+  st = napi_dlpack_capsule_create(env, NAPI_DLPACK_KIND_VERSIONED, t, &r);
+  if (st != NAPI_DLPACK_OK) {
+    free(t);
+    return throw_status(env, st, "edge tensor");
+  }
+  return r;
+}
+
+static napi_value make_misaligned_arrays(napi_env env,
+                                         napi_callback_info info) {
+  napi_value argv[1];
+  char buf[16] = {0};
+  size_t got = 0;
+  if (get_args(env, info, 1, argv) == NULL) return NULL;
+  NAPI_CALL(env, napi_get_value_string_utf8(env, argv[0], buf, sizeof buf, &got));
+  if (strcmp(buf, "shape") != 0 && strcmp(buf, "strides") != 0)
+    return throw_code(env, "ERR_INVALID_ARG_VALUE",
+                      "makeMisalignedArrays expects 'shape' or 'strides'");
+  return edge_capsule(env, edge_tensor_new(2, strcmp(buf, "shape") == 0 ? 1 : 2));
+}
+
+static napi_value make_thread_tracked_tensor(napi_env env,
+                                             napi_callback_info info) {
+  edge_tensor* t = edge_tensor_new(4, 0);
+  (void)info;
+  if (t != NULL) t->managed.deleter = tracked_deleter;
+  return edge_capsule(env, t);
+}
+
+static napi_value tracked_deleter_stats(napi_env env, napi_callback_info info) {
+  napi_value r, v;
+  (void)info;
+  NAPI_CALL(env, napi_create_object(env, &r));
+  NAPI_CALL(env, napi_create_double(
+                     env, (double)__atomic_load_n(&g_tracked_calls, __ATOMIC_SEQ_CST),
+                     &v));
+  NAPI_CALL(env, napi_set_named_property(env, r, "calls", v));
+  NAPI_CALL(env, napi_create_double(
+                     env,
+                     (double)__atomic_load_n(&g_tracked_off_thread, __ATOMIC_SEQ_CST),
+                     &v));
+  NAPI_CALL(env, napi_set_named_property(env, r, "offThread", v));
+  return r;
+}
+
+static napi_value register_protocol_edges(napi_env env, napi_value exports) {
+  static const struct {
+    const char* name;
+    napi_callback cb;
+  } fns[] = {
+      {"makeOddCapsule", make_odd_capsule},
+      {"checkCapsule", check_capsule},
+      {"payloadTensor", payload_tensor},
+      {"makePrefixOnlyTensor", make_prefix_only_tensor},
+      {"makeMisalignedArrays", make_misaligned_arrays},
+      {"makeThreadTrackedTensor", make_thread_tracked_tensor},
+      {"trackedDeleterStats", tracked_deleter_stats},
+  };
+  size_t i;
+  for (i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+    napi_value fn;
+    NAPI_CALL(env, napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH,
+                                        fns[i].cb, NULL, &fn));
+    NAPI_CALL(env, napi_set_named_property(env, exports, fns[i].name, fn));
+  }
+  return register_large_tensor_fns(env, exports);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Large tensors (issue 10, item 1): tensors past a runtime's ArrayBuffer     */
+/* limit, from a producer that owns a real mapping.                          */
+/*
+ *   makeMappedTensor({ bytes, shape?, strides? }) -> capsule
+ *       uint8 versioned tensor over a fresh mmap(MAP_PRIVATE | MAP_ANONYMOUS
+ *       | MAP_NORESERVE) mapping of `bytes` bytes (pages are only backed once
+ *       touched). shape defaults to [bytes]; strides (elements) default to
+ *       NULL (row-major); they must stay inside the mapping. The deleter
+ *       munmaps and counts itself in mappedDeleterCalls().
+ *   makeHugeTensor({ shape, bits?, byteOffset? }) -> capsule
+ *       int8 (bits 16: int16) versioned tensor claiming `shape` (e.g.
+ *       [2 ** 62]) whose data points at a real 4096-byte block: only its first
+ *       4096 bytes may ever be touched. byteOffset (default 0, at most 64) is
+ *       stored as is (1 misaligns int16). The deleter frees the block and
+ *       counts in mappedDeleterCalls().
+ *   mappedDeleterCalls() / resetMappedDeleterCalls()
+ *   heldReadU8(held, byteIndex) -> number     byte at data + byte_offset + i
+ *   heldWriteU8(held, byteIndex, value)       writes that byte
+ *       byteIndex must lie inside [lowest, highest element] of the tensor.
+ */
+#include <sys/mman.h> /* here rather than at the top: this section is self-contained */
+
+#define HUGE_REAL_BYTES 4096
+
+static int64_t g_mapped_deleter_calls = 0; /* atomic: any thread */
+
+typedef struct {
+  DLManagedTensorVersioned managed;
+  int64_t shape[2];
+  int64_t strides[2];
+  size_t mapped_bytes; /* 0: data is a malloc'd block of HUGE_REAL_BYTES */
+} large_block;
+
+static void large_deleter(DLManagedTensorVersioned* self) {
+  large_block* block = (large_block*)self;
+  if (block->mapped_bytes > 0)
+    munmap(self->dl_tensor.data, block->mapped_bytes);
+  else
+    free(self->dl_tensor.data);
+  free(block);
+  __atomic_fetch_add(&g_mapped_deleter_calls, 1, __ATOMIC_SEQ_CST);
+}
+
+/* A versioned tensor over `data` (+ byte_offset) with the dims in
+ * `opts.shape` (1 or 2) and optional strides; takes ownership of `data`
+ * (released by large_deleter). */
+static napi_value large_capsule(napi_env env, napi_value opts, void* data,
+                                size_t mapped_bytes, int64_t default_dim,
+                                DLDataType dtype, uint64_t byte_offset) {
+  napi_value v, capsule;
+  uint32_t ndim = 1, nstrides = 0;
+  bool has_strides = false;
+  napi_dlpack_status st;
+  large_block* block = (large_block*)calloc(1, sizeof *block);
+  if (block == NULL) goto fail;
+  block->shape[0] = default_dim;
+  if ((v = opt_prop(env, opts, "shape")) != NULL &&
+      (!read_i64_array(env, v, block->shape, 2, &ndim) || ndim == 0))
+    goto bad_args;
+  if ((v = opt_prop(env, opts, "strides")) != NULL) {
+    if (!read_i64_array(env, v, block->strides, 2, &nstrides) ||
+        nstrides != ndim)
+      goto bad_args;
+    has_strides = true;
+  }
+  block->mapped_bytes = mapped_bytes;
+  block->managed.version.major = DLPACK_MAJOR_VERSION;
+  block->managed.version.minor = DLPACK_MINOR_VERSION;
+  block->managed.deleter = large_deleter;
+  block->managed.dl_tensor.data = data;
+  block->managed.dl_tensor.byte_offset = byte_offset;
+  block->managed.dl_tensor.device.device_type = kDLCPU;
+  block->managed.dl_tensor.ndim = (int32_t)ndim;
+  block->managed.dl_tensor.dtype = dtype;
+  block->managed.dl_tensor.shape = block->shape;
+  block->managed.dl_tensor.strides = has_strides ? block->strides : NULL;
+  st = napi_dlpack_capsule_create(env, NAPI_DLPACK_KIND_VERSIONED,
+                                  &block->managed, &capsule);
+  if (st != NAPI_DLPACK_OK) {
+    large_deleter(&block->managed);
+    return throw_status(env, st, "large tensor capsule");
+  }
+  return capsule;
+bad_args:
+  free(block);
+  if (mapped_bytes > 0)
+    munmap(data, mapped_bytes);
+  else
+    free(data);
+  return throw_code(env, "ERR_INVALID_ARG_TYPE",
+                    "shape/strides must be arrays of 1 or 2 integers");
+fail:
+  if (mapped_bytes > 0)
+    munmap(data, mapped_bytes);
+  else
+    free(data);
+  return throw_status(env, NAPI_DLPACK_ERR_NO_MEMORY, "large tensor");
+}
+
+static napi_value make_mapped_tensor(napi_env env, napi_callback_info info) {
+  napi_value argv[1], v;
+  int64_t bytes = 0;
+  void* data;
+  DLDataType uint8 = {kDLUInt, 8, 1};
+  if (get_args(env, info, 1, argv) == NULL) return NULL;
+  if ((v = opt_prop(env, argv[0], "bytes")) == NULL || !to_i64(env, v, &bytes) ||
+      bytes <= 0)
+    return throw_code(env, "ERR_INVALID_ARG_TYPE",
+                      "makeMappedTensor: bytes must be a positive integer");
+  data = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE,
+              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (data == MAP_FAILED)
+    return throw_code(env, "ERR_C_ADDON_MMAP", "mmap failed");
+  return large_capsule(env, argv[0], data, (size_t)bytes, bytes, uint8, 0);
+}
+
+static napi_value make_huge_tensor(napi_env env, napi_callback_info info) {
+  napi_value argv[1], v;
+  DLDataType dtype = {kDLInt, 8, 1};
+  int64_t bits = 8, byte_offset = 0;
+  void* data;
+  if (get_args(env, info, 1, argv) == NULL) return NULL;
+  if ((v = opt_prop(env, argv[0], "bits")) != NULL &&
+      (!to_i64(env, v, &bits) || (bits != 8 && bits != 16)))
+    return throw_code(env, "ERR_INVALID_ARG_TYPE", "bits must be 8 or 16");
+  if ((v = opt_prop(env, argv[0], "byteOffset")) != NULL &&
+      (!to_i64(env, v, &byte_offset) || byte_offset < 0 || byte_offset > 64))
+    return throw_code(env, "ERR_INVALID_ARG_TYPE", "byteOffset must be 0..64");
+  dtype.bits = (uint8_t)bits;
+  data = calloc(1, HUGE_REAL_BYTES);
+  if (data == NULL) return throw_status(env, NAPI_DLPACK_ERR_NO_MEMORY, "huge");
+  return large_capsule(env, argv[0], data, 0, HUGE_REAL_BYTES, dtype,
+                       (uint64_t)byte_offset);
+}
+
+static napi_value mapped_deleter_calls(napi_env env, napi_callback_info info) {
+  napi_value r;
+  (void)info;
+  NAPI_CALL(env, napi_create_double(
+                     env,
+                     (double)__atomic_load_n(&g_mapped_deleter_calls,
+                                             __ATOMIC_SEQ_CST),
+                     &r));
+  return r;
+}
+
+static napi_value reset_mapped_deleter_calls(napi_env env,
+                                             napi_callback_info info) {
+  napi_value r;
+  (void)info;
+  __atomic_store_n(&g_mapped_deleter_calls, 0, __ATOMIC_SEQ_CST);
+  NAPI_CALL(env, napi_get_undefined(env, &r));
+  return r;
+}
+
+/* Address of byte `index` (relative to data + byte_offset) of a held host
+ * tensor, checked against the bytes its elements reach; NULL with an
+ * exception pending otherwise. */
+static unsigned char* held_byte(napi_env env, napi_value held,
+                                napi_value index_value) {
+  DLTensor* dl = held_dl(env, held, NULL, NULL);
+  int64_t index = 0, low = 0, high = 0, esize;
+  int32_t d;
+  if (dl == NULL) return NULL;
+  if (dl->device.device_type != kDLCPU || dl->ndim < 0 ||
+      (dl->ndim > 0 && dl->shape == NULL)) {
+    throw_code(env, "ERR_DLPACK_INVALID_TENSOR", "not a host tensor");
+    return NULL;
+  }
+  esize = (dl->dtype.bits * (int64_t)dl->dtype.lanes + 7) / 8;
+  for (d = 0; d < dl->ndim; d++) {
+    int64_t extent = dl->shape[d], stride;
+    if (extent <= 0) {
+      throw_code(env, "ERR_OUT_OF_RANGE", "tensor has no elements");
+      return NULL;
+    }
+    if (dl->strides != NULL) {
+      stride = dl->strides[d];
+    } else { /* NULL strides: row-major */
+      int64_t e;
+      stride = 1;
+      for (e = d + 1; e < dl->ndim; e++) stride *= dl->shape[e];
+    }
+    if (stride >= 0)
+      high += (extent - 1) * stride;
+    else
+      low += (extent - 1) * stride;
+  }
+  if (!to_i64(env, index_value, &index) || index < low * esize ||
+      index >= (high + 1) * esize) {
+    throw_code(env, "ERR_OUT_OF_RANGE", "byte index outside the tensor");
+    return NULL;
+  }
+  return (unsigned char*)dl->data + dl->byte_offset + index;
+}
+
+static napi_value held_read_u8(napi_env env, napi_callback_info info) {
+  napi_value argv[2], r;
+  unsigned char* byte;
+  if (get_args(env, info, 2, argv) == NULL) return NULL;
+  if ((byte = held_byte(env, argv[0], argv[1])) == NULL) return NULL;
+  NAPI_CALL(env, napi_create_uint32(env, *byte, &r));
+  return r;
+}
+
+static napi_value held_write_u8(napi_env env, napi_callback_info info) {
+  napi_value argv[3], r;
+  unsigned char* byte;
+  uint32_t value = 0;
+  if (get_args(env, info, 3, argv) == NULL) return NULL;
+  if ((byte = held_byte(env, argv[0], argv[1])) == NULL) return NULL;
+  if (napi_get_value_uint32(env, argv[2], &value) != napi_ok || value > 255)
+    return throw_code(env, "ERR_INVALID_ARG_TYPE", "value must be a byte");
+  *byte = (unsigned char)value;
+  NAPI_CALL(env, napi_get_undefined(env, &r));
+  return r;
+}
+
+static napi_value register_large_tensor_fns(napi_env env, napi_value exports) {
+  static const struct {
+    const char* name;
+    napi_callback cb;
+  } fns[] = {
+      {"makeMappedTensor", make_mapped_tensor},
+      {"makeHugeTensor", make_huge_tensor},
+      {"mappedDeleterCalls", mapped_deleter_calls},
+      {"resetMappedDeleterCalls", reset_mapped_deleter_calls},
+      {"heldReadU8", held_read_u8},
+      {"heldWriteU8", held_write_u8},
   };
   size_t i;
   for (i = 0; i < sizeof fns / sizeof fns[0]; i++) {

@@ -33,7 +33,7 @@ if [ -z "$NODE_INC" ] || [ ! -f "$NODE_INC/node_api.h" ]; then
 fi
 
 mkdir -p "$OUT_DIR"
-"$CC" -std=c11 -O2 -fPIC -shared -Wall -Wextra -Werror -DNAPI_VERSION=8 -D_GNU_SOURCE \
+"$CC" -std=c11 -O2 -fPIC -shared -Wall -Wextra -Werror -DNAPI_VERSION=8 -D_GNU_SOURCE -pthread \
   -I"$NODE_INC" -I"$ROOT/include" -o "$OUT.tmp.$$" "$SRC" -ldl
 mv -f "$OUT.tmp.$$" "$OUT"
 echo "cuda-peer: built $OUT"

@@ -32,7 +32,35 @@
  *       byteOffset, bytes? }: takes the tensor, optionally reads its
  *       numel*itemsize contiguous bytes from data+byte_offset on `stream`
  *       (default 1n, the legacy default stream), then calls its deleter.
+ *
+ * Helpers for ordering, lifetime and context tests (fake driver and GPU):
+ *   currentContext() -> bigint         cuCtxGetCurrent of this thread (0n: none)
+ *   setCurrentContext(device | null)   make device's primary context current,
+ *                                      or (null) pop until none is current
+ *   syncStream(stream[, device])       cuStreamSynchronize
+ *   busy(stream, ms[, device])         cuLaunchHostFunc of a host function that
+ *                                      sleeps `ms`: the stream is busy that long
+ *   copyAsync(dst, src, bytes, stream[, device])   cuMemcpyDtoDAsync
+ *   scribble(ptr, bytes, stream, value[, device])  cuMemsetD8Async
+ *   makeTensor({ ..., scribble: { stream, value } }): the deleter does not
+ *       free; it enqueues a memset of the tensor's bytes to `value` on
+ *       `stream`, like a caching allocator that hands the block out again to
+ *       work on its own stream.
+ *   releaseOnThread(capsule) -> { before, after }: consumes the capsule and
+ *       calls its deleter on a new thread that has no current context; returns
+ *       that thread's current context before and after the deleter (bigints).
+ *   releaseInHostFunc(capsule, stream[, device]): consumes the capsule and
+ *       calls its deleter from a CUDA host function (cuLaunchHostFunc) on
+ *       `stream`, where the driver forbids CUDA calls; hostFuncReleases()
+ *       counts the host functions that returned (poll it: a deadlocked one
+ *       never does).
+ *   allocManaged(bytes) -> ptr         cuMemAllocManaged (global)
+ *   hostMalloc(bytes) -> ptr  hostMallocFree(ptr)  plain malloc (not CUDA memory)
+ *   driverVersion() -> number  deviceName([device]) -> string
+ *   memInfo([device]) -> { free, total }           cuMemGetInfo (numbers)
  */
+#include <pthread.h>
+#include <time.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +74,7 @@ typedef unsigned long long CUdeviceptr;
 typedef void* CUcontext;
 typedef void* CUstream;
 typedef void* CUevent;
+typedef void (*CUhostFn)(void*);
 
 static struct {
   int loaded;
@@ -67,6 +96,15 @@ static struct {
   CUresult (*cuEventCreate)(CUevent*, unsigned);
   CUresult (*cuEventRecord)(CUevent, CUstream);
   CUresult (*cuEventDestroy_v2)(CUevent);
+  CUresult (*cuCtxGetCurrent)(CUcontext*);
+  CUresult (*cuCtxPopCurrent_v2)(CUcontext*);
+  CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+  CUresult (*cuMemcpyDtoDAsync_v2)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+  CUresult (*cuLaunchHostFunc)(CUstream, CUhostFn, void*);
+  CUresult (*cuMemAllocManaged)(CUdeviceptr*, size_t, unsigned);
+  CUresult (*cuDriverGetVersion)(int*);
+  CUresult (*cuDeviceGetName)(char*, int, CUdevice);
+  CUresult (*cuMemGetInfo_v2)(size_t*, size_t*);
 } cu;
 
 #define MAX_DEVICES 16
@@ -128,6 +166,15 @@ static int load_driver(void) {
   LOAD(cuEventCreate);
   LOAD(cuEventRecord);
   LOAD(cuEventDestroy_v2);
+  LOAD(cuCtxGetCurrent);
+  LOAD(cuCtxPopCurrent_v2);
+  LOAD(cuMemsetD8Async);
+  LOAD(cuMemcpyDtoDAsync_v2);
+  LOAD(cuLaunchHostFunc);
+  LOAD(cuMemAllocManaged);
+  LOAD(cuDriverGetVersion);
+  LOAD(cuDeviceGetName);
+  LOAD(cuMemGetInfo_v2);
   if (cu.cuInit(0) != 0) return 0;
   cu.loaded = 1;
   return 1;
@@ -373,6 +420,10 @@ typedef struct {
   CUdeviceptr ptr;
   int ordinal;
   int owned;
+  size_t nbytes;
+  CUstream scribble_stream; /* scribble: memset on this stream instead of freeing */
+  int scribble;
+  unsigned char scribble_value;
 } peer_tensor;
 
 typedef struct {
@@ -382,22 +433,36 @@ typedef struct {
   CUdeviceptr ptr;
   int ordinal;
   int owned;
+  size_t nbytes;
+  CUstream scribble_stream;
+  int scribble;
+  unsigned char scribble_value;
 } peer_tensor_legacy;
 
-static void release_memory(CUdeviceptr ptr, int ordinal, int owned) {
+/* The memory is released (or handed out again and overwritten: scribble)
+ * before the call is counted, so a test that sees the count also sees the
+ * scribble enqueued. */
+static void release_memory(CUdeviceptr ptr, int ordinal, int owned, int scribble, CUstream stream,
+                           unsigned char value, size_t nbytes) {
+  if (scribble) {
+    if (use_device(ordinal) == 0 && nbytes > 0) cu.cuMemsetD8Async(ptr, value, nbytes, stream);
+  } else if (owned && use_device(ordinal) == 0) {
+    cu.cuMemFree_v2(ptr);
+  }
   __atomic_fetch_add(&g_deleter_calls, 1, __ATOMIC_SEQ_CST);
-  if (owned && use_device(ordinal) == 0) cu.cuMemFree_v2(ptr);
 }
 
 static void deleter_versioned(DLManagedTensorVersioned* self) {
   peer_tensor* t = (peer_tensor*)self;
-  release_memory(t->ptr, t->ordinal, t->owned);
+  release_memory(t->ptr, t->ordinal, t->owned, t->scribble, t->scribble_stream, t->scribble_value,
+                 t->nbytes);
   free(t);
 }
 
 static void deleter_legacy(DLManagedTensor* self) {
   peer_tensor_legacy* t = (peer_tensor_legacy*)self;
-  release_memory(t->ptr, t->ordinal, t->owned);
+  release_memory(t->ptr, t->ordinal, t->owned, t->scribble, t->scribble_stream, t->scribble_value,
+                 t->nbytes);
   free(t);
 }
 
@@ -415,6 +480,10 @@ static napi_value js_make_tensor(napi_env env, napi_callback_info info) {
   napi_dlpack_status st;
   void* tensor;
   uint32_t kind;
+  int scribble = 0;
+  uint64_t scribble_stream = 1;
+  int64_t scribble_value = 0;
+  size_t nbytes;
 
   if (argv[0] == NULL || (v = prop(env, argv[0], "ptr")) == NULL || !to_u64(env, v, &ptr))
     return throw_code(env, "ERR_INVALID_ARG_TYPE", "makeTensor({ ptr, shape, ... })");
@@ -439,6 +508,12 @@ static napi_value js_make_tensor(napi_env env, napi_callback_info info) {
   if ((v = prop(env, argv[0], "byteOffset")) != NULL) to_i64(env, v, &byte_offset);
   if ((v = prop(env, argv[0], "versioned")) != NULL) napi_get_value_bool(env, v, &versioned);
   if ((v = prop(env, argv[0], "owned")) != NULL) napi_get_value_bool(env, v, &owned);
+  if ((v = prop(env, argv[0], "scribble")) != NULL) {
+    napi_value sv = prop(env, v, "value");
+    scribble = 1;
+    scribble_stream = (uint64_t)(uintptr_t)stream_arg(env, prop(env, v, "stream"));
+    if (sv != NULL) to_i64(env, sv, &scribble_value);
+  }
   if (!has_strides) {
     int64_t step = 1;
     for (int d = (int)ndim - 1; d >= 0; d--) {
@@ -446,6 +521,8 @@ static napi_value js_make_tensor(napi_env env, napi_callback_info info) {
       step *= shape[d];
     }
   }
+  nbytes = (size_t)((dtype.bits * dtype.lanes + 7) / 8);
+  for (uint32_t d = 0; d < ndim; d++) nbytes *= (size_t)(shape[d] > 0 ? shape[d] : 0);
 
   if (versioned) {
     peer_tensor* t = (peer_tensor*)calloc(1, sizeof(peer_tensor));
@@ -461,6 +538,10 @@ static napi_value js_make_tensor(napi_env env, napi_callback_info info) {
     t->ptr = ptr;
     t->ordinal = ordinal;
     t->owned = owned;
+    t->nbytes = nbytes;
+    t->scribble = scribble;
+    t->scribble_stream = (CUstream)(uintptr_t)scribble_stream;
+    t->scribble_value = (unsigned char)scribble_value;
     tensor = t;
     kind = NAPI_DLPACK_KIND_VERSIONED;
   } else {
@@ -475,6 +556,10 @@ static napi_value js_make_tensor(napi_env env, napi_callback_info info) {
     t->ptr = ptr;
     t->ordinal = ordinal;
     t->owned = owned;
+    t->nbytes = nbytes;
+    t->scribble = scribble;
+    t->scribble_stream = (CUstream)(uintptr_t)scribble_stream;
+    t->scribble_value = (unsigned char)scribble_value;
     tensor = t;
     kind = NAPI_DLPACK_KIND_LEGACY;
   }
@@ -573,6 +658,229 @@ napi_failed:
   return throw_code(env, "ERR_CUDA_PEER", "consume: Node-API call failed");
 }
 
+/* ---- contexts, streams, lifetime helpers -------------------------------- */
+
+static napi_value js_current_context(napi_env env, napi_callback_info info) {
+  CUcontext ctx = NULL;
+  (void)info;
+  if (!load_driver()) return throw_cu(env, "currentContext: loading the driver", 3);
+  CU_CALL(env, cu.cuCtxGetCurrent(&ctx));
+  return u64_value(env, (uint64_t)(uintptr_t)ctx);
+}
+
+static napi_value js_set_current_context(napi_env env, napi_callback_info info) {
+  ARGS(1);
+  if (!is_nullish(env, argv[0])) {
+    CU_CALL(env, use_device(opt_int(env, argv[0], 0)));
+    return undefined_value(env);
+  }
+  if (!load_driver()) return throw_cu(env, "setCurrentContext: loading the driver", 3);
+  for (int guard = 0; guard < 64; guard++) {
+    CUcontext ctx = NULL, popped = NULL;
+    CU_CALL(env, cu.cuCtxGetCurrent(&ctx));
+    if (ctx == NULL) return undefined_value(env);
+    CU_CALL(env, cu.cuCtxPopCurrent_v2(&popped));
+  }
+  return throw_code(env, "ERR_CUDA_PEER", "setCurrentContext(null): the context stack does not empty");
+}
+
+static napi_value js_sync_stream(napi_env env, napi_callback_info info) {
+  ARGS(2);
+  CU_CALL(env, use_device(opt_int(env, argv[1], 0)));
+  CU_CALL(env, cu.cuStreamSynchronize(stream_arg(env, argv[0])));
+  return undefined_value(env);
+}
+
+static void sleep_host_fn(void* user) {
+  uint64_t ms = (uint64_t)(uintptr_t)user;
+  struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+static napi_value js_busy(napi_env env, napi_callback_info info) {
+  ARGS(3);
+  int64_t ms = 0;
+  if (argv[1] == NULL || !to_i64(env, argv[1], &ms) || ms < 0)
+    return throw_code(env, "ERR_INVALID_ARG_TYPE", "busy(stream, ms[, device])");
+  CU_CALL(env, use_device(opt_int(env, argv[2], 0)));
+  CU_CALL(env, cu.cuLaunchHostFunc(stream_arg(env, argv[0]), sleep_host_fn, (void*)(uintptr_t)ms));
+  return undefined_value(env);
+}
+
+static napi_value js_copy_async(napi_env env, napi_callback_info info) {
+  ARGS(5);
+  uint64_t dst, src, bytes;
+  if (argv[0] == NULL || !to_u64(env, argv[0], &dst) || argv[1] == NULL || !to_u64(env, argv[1], &src) ||
+      argv[2] == NULL || !to_u64(env, argv[2], &bytes))
+    return throw_code(env, "ERR_INVALID_ARG_TYPE", "copyAsync(dst, src, bytes, stream[, device])");
+  CU_CALL(env, use_device(opt_int(env, argv[4], 0)));
+  if (bytes > 0) CU_CALL(env, cu.cuMemcpyDtoDAsync_v2(dst, src, (size_t)bytes, stream_arg(env, argv[3])));
+  return undefined_value(env);
+}
+
+static napi_value js_scribble(napi_env env, napi_callback_info info) {
+  ARGS(5);
+  uint64_t ptr, bytes;
+  int64_t value = 0;
+  if (argv[0] == NULL || !to_u64(env, argv[0], &ptr) || argv[1] == NULL || !to_u64(env, argv[1], &bytes) ||
+      argv[3] == NULL || !to_i64(env, argv[3], &value))
+    return throw_code(env, "ERR_INVALID_ARG_TYPE", "scribble(ptr, bytes, stream, value[, device])");
+  CU_CALL(env, use_device(opt_int(env, argv[4], 0)));
+  if (bytes > 0) CU_CALL(env, cu.cuMemsetD8Async(ptr, (unsigned char)value, (size_t)bytes, stream_arg(env, argv[2])));
+  return undefined_value(env);
+}
+
+typedef struct {
+  uint32_t kind;
+  void* tensor;
+  CUresult r;
+  CUcontext before, after;
+} thread_release;
+
+static void* release_thread(void* arg) {
+  thread_release* job = (thread_release*)arg;
+  job->r = cu.cuCtxGetCurrent(&job->before);
+  napi_dlpack_tensor_release(job->kind, job->tensor);
+  if (job->r == 0) job->r = cu.cuCtxGetCurrent(&job->after);
+  return NULL;
+}
+
+static napi_value js_release_on_thread(napi_env env, napi_callback_info info) {
+  ARGS(1);
+  thread_release job = {0, NULL, 0, NULL, NULL};
+  pthread_t thread;
+  napi_dlpack_status st;
+  napi_value result;
+  if (!load_driver()) return throw_cu(env, "releaseOnThread: loading the driver", 3);
+  st = napi_dlpack_capsule_consume(env, argv[0], &job.kind, &job.tensor);
+  if (st != NAPI_DLPACK_OK) return throw_code(env, napi_dlpack_status_code(st), "releaseOnThread: not a usable capsule");
+  if (pthread_create(&thread, NULL, release_thread, &job) != 0) {
+    napi_dlpack_tensor_release(job.kind, job.tensor);
+    return throw_code(env, "ERR_CUDA_PEER", "releaseOnThread: pthread_create failed");
+  }
+  pthread_join(thread, NULL);
+  if (job.r != 0) return throw_cu(env, "releaseOnThread: cuCtxGetCurrent", job.r);
+  NAPI_CALL(env, napi_create_object(env, &result));
+  NAPI_CALL(env, napi_set_named_property(env, result, "before", u64_value(env, (uint64_t)(uintptr_t)job.before)));
+  NAPI_CALL(env, napi_set_named_property(env, result, "after", u64_value(env, (uint64_t)(uintptr_t)job.after)));
+  return result;
+}
+
+static int64_t g_hostfn_releases = 0; /* atomic: host functions run on a driver thread */
+
+typedef struct {
+  uint32_t kind;
+  void* tensor;
+} hostfn_release;
+
+static void release_host_fn(void* user) {
+  hostfn_release* job = (hostfn_release*)user;
+  napi_dlpack_tensor_release(job->kind, job->tensor);
+  free(job);
+  __atomic_fetch_add(&g_hostfn_releases, 1, __ATOMIC_SEQ_CST);
+}
+
+static napi_value js_release_in_host_func(napi_env env, napi_callback_info info) {
+  ARGS(3);
+  hostfn_release* job;
+  napi_dlpack_status st;
+  CUresult r;
+  uint32_t kind;
+  void* tensor;
+  CU_CALL(env, use_device(opt_int(env, argv[2], 0)));
+  st = napi_dlpack_capsule_consume(env, argv[0], &kind, &tensor);
+  if (st != NAPI_DLPACK_OK) return throw_code(env, napi_dlpack_status_code(st), "releaseInHostFunc: not a usable capsule");
+  job = (hostfn_release*)malloc(sizeof *job);
+  if (job == NULL) {
+    napi_dlpack_tensor_release(kind, tensor);
+    return throw_code(env, "ERR_CUDA_PEER", "releaseInHostFunc: out of memory");
+  }
+  job->kind = kind;
+  job->tensor = tensor;
+  r = cu.cuLaunchHostFunc(stream_arg(env, argv[1]), release_host_fn, job);
+  if (r != 0) {
+    free(job);
+    napi_dlpack_tensor_release(kind, tensor);
+    return throw_cu(env, "releaseInHostFunc: cuLaunchHostFunc", r);
+  }
+  return undefined_value(env);
+}
+
+static napi_value js_host_func_releases(napi_env env, napi_callback_info info) {
+  napi_value v;
+  (void)info;
+  NAPI_CALL(env, napi_create_int64(env, __atomic_load_n(&g_hostfn_releases, __ATOMIC_SEQ_CST), &v));
+  return v;
+}
+
+static napi_value js_alloc_managed(napi_env env, napi_callback_info info) {
+  ARGS(2);
+  uint64_t bytes;
+  CUdeviceptr ptr = 0;
+  if (argv[0] == NULL || !to_u64(env, argv[0], &bytes))
+    return throw_code(env, "ERR_INVALID_ARG_TYPE", "allocManaged(bytes[, device])");
+  CU_CALL(env, use_device(opt_int(env, argv[1], 0)));
+  CU_CALL(env, cu.cuMemAllocManaged(&ptr, (size_t)bytes, 1 /* CU_MEM_ATTACH_GLOBAL */));
+  return u64_value(env, ptr);
+}
+
+static napi_value js_host_malloc(napi_env env, napi_callback_info info) {
+  ARGS(1);
+  uint64_t bytes;
+  void* p;
+  if (argv[0] == NULL || !to_u64(env, argv[0], &bytes))
+    return throw_code(env, "ERR_INVALID_ARG_TYPE", "hostMalloc(bytes)");
+  p = calloc(1, (size_t)(bytes ? bytes : 1));
+  if (p == NULL) return throw_code(env, "ERR_CUDA_PEER", "hostMalloc: out of memory");
+  return u64_value(env, (uint64_t)(uintptr_t)p);
+}
+
+static napi_value js_host_malloc_free(napi_env env, napi_callback_info info) {
+  ARGS(1);
+  uint64_t p;
+  if (argv[0] == NULL || !to_u64(env, argv[0], &p))
+    return throw_code(env, "ERR_INVALID_ARG_TYPE", "hostMallocFree(ptr)");
+  free((void*)(uintptr_t)p);
+  return undefined_value(env);
+}
+
+static napi_value js_driver_version(napi_env env, napi_callback_info info) {
+  int version = 0;
+  napi_value v;
+  (void)info;
+  if (!load_driver()) return throw_cu(env, "driverVersion: loading the driver", 3);
+  CU_CALL(env, cu.cuDriverGetVersion(&version));
+  NAPI_CALL(env, napi_create_int32(env, version, &v));
+  return v;
+}
+
+static napi_value js_device_name(napi_env env, napi_callback_info info) {
+  ARGS(1);
+  char name[256] = {0};
+  CUdevice dev;
+  napi_value v;
+  if (!load_driver()) return throw_cu(env, "deviceName: loading the driver", 3);
+  CU_CALL(env, cu.cuDeviceGet(&dev, opt_int(env, argv[0], 0)));
+  CU_CALL(env, cu.cuDeviceGetName(name, (int)sizeof name - 1, dev));
+  NAPI_CALL(env, napi_create_string_utf8(env, name, NAPI_AUTO_LENGTH, &v));
+  return v;
+}
+
+static napi_value js_mem_info(napi_env env, napi_callback_info info) {
+  ARGS(1);
+  size_t free_bytes = 0, total = 0;
+  napi_value result, v;
+  CU_CALL(env, use_device(opt_int(env, argv[0], 0)));
+  CU_CALL(env, cu.cuMemGetInfo_v2(&free_bytes, &total));
+  NAPI_CALL(env, napi_create_object(env, &result));
+  NAPI_CALL(env, napi_create_double(env, (double)free_bytes, &v));
+  NAPI_CALL(env, napi_set_named_property(env, result, "free", v));
+  NAPI_CALL(env, napi_create_double(env, (double)total, &v));
+  NAPI_CALL(env, napi_set_named_property(env, result, "total", v));
+  return result;
+}
+
 NAPI_MODULE_INIT() {
   napi_property_descriptor props[] = {
       {"alloc", NULL, js_alloc, NULL, NULL, NULL, napi_enumerable, NULL},
@@ -588,6 +896,21 @@ NAPI_MODULE_INIT() {
       {"makeTensor", NULL, js_make_tensor, NULL, NULL, NULL, napi_enumerable, NULL},
       {"deleterCalls", NULL, js_deleter_calls, NULL, NULL, NULL, napi_enumerable, NULL},
       {"consume", NULL, js_consume, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"currentContext", NULL, js_current_context, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"setCurrentContext", NULL, js_set_current_context, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"syncStream", NULL, js_sync_stream, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"busy", NULL, js_busy, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"copyAsync", NULL, js_copy_async, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"scribble", NULL, js_scribble, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"releaseOnThread", NULL, js_release_on_thread, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"releaseInHostFunc", NULL, js_release_in_host_func, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"hostFuncReleases", NULL, js_host_func_releases, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"allocManaged", NULL, js_alloc_managed, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"hostMalloc", NULL, js_host_malloc, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"hostMallocFree", NULL, js_host_malloc_free, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"driverVersion", NULL, js_driver_version, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"deviceName", NULL, js_device_name, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"memInfo", NULL, js_mem_info, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   NAPI_CALL(env, napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
   return exports;

@@ -31,7 +31,7 @@ fake.setDeferred(false)
 assert.equal(fake.isDeferred(), false)
 assert.throws(() => fake.setDeferred(1), TypeError)
 for (const fn of ['liveAllocations', 'liveHostAllocations', 'liveStreams', 'liveEvents',
-  'hostSyncs', 'pendingOps', 'asyncErrors']) {
+  'hostSyncs', 'pendingOps', 'asyncErrors', 'crossContextFrees']) {
   assert.equal(fake[fn](), 0, fn)
 }
 fake.reset()

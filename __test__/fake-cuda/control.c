@@ -31,6 +31,7 @@ struct api {
     long long (*host_syncs)(void);
     long long (*pending_ops)(void);
     long long (*async_errors)(void);
+    long long (*cross_context_frees)(void);
     unsigned (*ep_count)(void);
     const char *(*ep_name)(unsigned);
 };
@@ -65,6 +66,7 @@ static int bind(void *h) {
     SYM(host_syncs, "fake_cuda_host_syncs");
     SYM(pending_ops, "fake_cuda_pending_ops");
     SYM(async_errors, "fake_cuda_async_errors");
+    SYM(cross_context_frees, "fake_cuda_cross_context_frees");
     SYM(ep_count, "fake_cuda_entry_point_count");
     SYM(ep_name, "fake_cuda_entry_point_name");
     g_api = a;
@@ -286,6 +288,7 @@ COUNTER_FN(js_live_events, live_events)
 COUNTER_FN(js_host_syncs, host_syncs)
 COUNTER_FN(js_pending_ops, pending_ops)
 COUNTER_FN(js_async_errors, async_errors)
+COUNTER_FN(js_cross_context_frees, cross_context_frees)
 
 /* counts(): { entryPointName: calls } for every non-zero counter */
 static napi_value js_counts(napi_env env, napi_callback_info info) {
@@ -319,6 +322,7 @@ NAPI_MODULE_INIT() {
         { "hostSyncs", NULL, js_host_syncs, NULL, NULL, NULL, napi_enumerable, NULL },
         { "pendingOps", NULL, js_pending_ops, NULL, NULL, NULL, napi_enumerable, NULL },
         { "asyncErrors", NULL, js_async_errors, NULL, NULL, NULL, napi_enumerable, NULL },
+        { "crossContextFrees", NULL, js_cross_context_frees, NULL, NULL, NULL, napi_enumerable, NULL },
     };
     napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
     return exports;

@@ -168,9 +168,21 @@ enum {
     X(916, CUDA_ERROR_KEY_ROTATION, "an error happened during the key rotation sequence") \
     X(999, CUDA_ERROR_UNKNOWN, "unknown error")
 
+/* CUresult values that CUDA 13.x drivers return and the 12.8 headers (and
+ * cudarc's cuda-12080 enum) lack. The fake returns them only when a test
+ * injects one as a fault: a consumer that reads results as cudarc's enum
+ * would be undefined behaviour then, which is what such a test is about. */
+#define FAKE_CU_ERRORS_13(X) \
+    X(36, CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER, "the call requires a newer driver") \
+    X(47, CUDA_ERROR_MULTICAST_RESOURCE_FULL, "multicast resources are exhausted") \
+    X(227, CUDA_ERROR_INSUFFICIENT_LOADER_VERSION, "the loader version is insufficient") \
+    X(917, CUDA_ERROR_STREAM_DETACHED, "the stream is detached") \
+    X(918, CUDA_ERROR_GRAPH_RECAPTURE_FAILURE, "graph recapture failed") \
+    X(919, CUDA_ERROR_FABRIC_NOT_READY, "the fabric is not ready")
+
 struct err_desc { int code; const char *name; const char *text; };
 #define ERR_ROW(code, name, text) { code, #name, text },
-static const struct err_desc g_errors[] = { FAKE_CU_ERRORS(ERR_ROW) };
+static const struct err_desc g_errors[] = { FAKE_CU_ERRORS(ERR_ROW) FAKE_CU_ERRORS_13(ERR_ROW) };
 #undef ERR_ROW
 #define N_ERRORS (sizeof g_errors / sizeof g_errors[0])
 
@@ -298,7 +310,7 @@ struct fake_stream {
     uint64_t id;
     unsigned flags;
     int priority;
-    struct fake_ctx *ctx;   /* NULL for the shared default streams */
+    struct fake_ctx *ctx;   /* the context the stream belongs to */
     int destroyed;
     struct op *head, *tail;
     uint64_t enq, done;     /* ops ever enqueued / executed */
@@ -331,11 +343,17 @@ static int g_trace = 0;
 static int g_initialized = 0;
 static int g_deferred = 0;
 static struct fake_ctx g_ctx[MAX_DEVICES];
-static struct fake_stream g_legacy = { STREAM_MAGIC, 1, 0, 0, NULL, 0, NULL, NULL, 0, 0, NULL };
-static struct fake_stream g_ptds = { STREAM_MAGIC, 2, 0, 0, NULL, 0, NULL, NULL, 0, 0, NULL };
+/* The default streams of each device's (primary) context, as in CUDA: the
+ * handles NULL / CU_STREAM_LEGACY and CU_STREAM_PER_THREAD name the ones of
+ * the calling thread's current context. Ids LEGACY_ID0 + ordinal and
+ * PTDS_ID0 + ordinal (created streams get ids from g_next_id, above both). */
+#define LEGACY_ID0 0x100u
+#define PTDS_ID0 0x200u
+static struct fake_stream g_legacy[MAX_DEVICES];
+static struct fake_stream g_ptds[MAX_DEVICES];
 static struct fake_stream *g_streams = NULL;   /* created streams (incl. destroyed, undrained) */
 static struct fake_event *g_events = NULL;
-static uint64_t g_next_id = 3;
+static uint64_t g_next_id = 0x1000;
 static unsigned long long g_next_buffer_id = 1;
 static struct alloc_table g_dev = { NULL, 0, 0 };   /* K_DEVICE, sorted by base */
 static struct alloc_table g_host = { NULL, 0, 0 };  /* K_MANAGED, K_PINNED, sorted */
@@ -346,7 +364,7 @@ static size_t g_dev_bytes[MAX_DEVICES];
 static unsigned long long g_calls[EP_COUNT];
 static struct fault g_faults[EP_COUNT];
 static long long g_live_dev = 0, g_live_host = 0, g_live_streams = 0, g_live_events = 0;
-static long long g_host_syncs = 0, g_async_errors = 0;
+static long long g_host_syncs = 0, g_async_errors = 0, g_cross_context_frees = 0;
 static CUresult g_async_error = CUDA_SUCCESS;
 
 /* per thread */
@@ -432,6 +450,10 @@ __attribute__((constructor)) static void fake_cuda_load(void) {
         g_ctx[i].magic = CTX_MAGIC;
         g_ctx[i].ordinal = i;
         g_ctx[i].refcount = 0;
+        g_legacy[i].magic = g_ptds[i].magic = STREAM_MAGIC;
+        g_legacy[i].id = LEGACY_ID0 + (unsigned)i;
+        g_ptds[i].id = PTDS_ID0 + (unsigned)i;
+        g_legacy[i].ctx = g_ptds[i].ctx = &g_ctx[i];
     }
     parse_env_faults();
 }
@@ -669,8 +691,8 @@ static void release_alloc(struct alloc_table *t, struct alloc *a) {
 /* ------------------------------------------------------------------------ */
 
 static struct fake_stream *stream_by_id(uint64_t id) {
-    if (id == 1) return &g_legacy;
-    if (id == 2) return &g_ptds;
+    if (id >= LEGACY_ID0 && id < LEGACY_ID0 + MAX_DEVICES) return &g_legacy[id - LEGACY_ID0];
+    if (id >= PTDS_ID0 && id < PTDS_ID0 + MAX_DEVICES) return &g_ptds[id - PTDS_ID0];
     for (struct fake_stream *s = g_streams; s; s = s->next)
         if (s->id == id) return s;
     return NULL;
@@ -683,14 +705,15 @@ static struct fake_event *event_by_id(uint64_t id) {
 }
 
 /* Resolve a CUstream handle. NULL and CU_STREAM_LEGACY (0x1) are the legacy
- * default stream, CU_STREAM_PER_THREAD (0x2) the per-thread default stream;
- * both need a current context, like in the real driver. */
+ * default stream, CU_STREAM_PER_THREAD (0x2) the per-thread default stream, of
+ * the current context; both need one, like in the real driver. */
 static CUresult lookup_stream(CUstream h, struct fake_stream **out) {
     uintptr_t v = (uintptr_t)h;
     if (v == 0 || v == 1 || v == 2) {
-        CUresult r = need_ctx(NULL);
+        struct fake_ctx *c = NULL;
+        CUresult r = need_ctx(&c);
         if (r) return r;
-        *out = v == 2 ? &g_ptds : &g_legacy;
+        *out = v == 2 ? &g_ptds[c->ordinal] : &g_legacy[c->ordinal];
         return CUDA_SUCCESS;
     }
     if (!g_initialized) return CUDA_ERROR_NOT_INITIALIZED;
@@ -719,8 +742,14 @@ static void push_raw(struct fake_stream *s, struct op *op) {
     s->enq++;
 }
 
+static int is_legacy(const struct fake_stream *s) {
+    return s >= &g_legacy[0] && s < &g_legacy[MAX_DEVICES];
+}
+
+static struct fake_stream *legacy_of(const struct fake_ctx *c) { return &g_legacy[c->ordinal]; }
+
 static int is_blocking(const struct fake_stream *s) {
-    return s != &g_legacy && !(s->flags & CU_STREAM_NON_BLOCKING);
+    return !is_legacy(s) && !(s->flags & CU_STREAM_NON_BLOCKING);
 }
 
 static void push_wait(struct fake_stream *s, uint64_t id, uint64_t seq, int ep) {
@@ -738,12 +767,15 @@ static void flush(struct fake_stream *s, uint64_t upto);
  * blocking stream waits for pending legacy-stream work. Non-blocking streams
  * (cudarc's new_stream) are not ordered against the legacy stream. */
 static void enqueue(struct fake_stream *s, struct op *op) {
-    if (s == &g_legacy) {
-        if (g_ptds.enq > g_ptds.done) push_wait(s, g_ptds.id, g_ptds.enq, op->ep);
+    if (is_legacy(s)) {
+        struct fake_stream *p = &g_ptds[s->ctx->ordinal];
+        if (p->enq > p->done) push_wait(s, p->id, p->enq, op->ep);
         for (struct fake_stream *b = g_streams; b; b = b->next)
-            if (is_blocking(b) && b->enq > b->done) push_wait(s, b->id, b->enq, op->ep);
-    } else if (is_blocking(s) && g_legacy.enq > g_legacy.done) {
-        push_wait(s, g_legacy.id, g_legacy.enq, op->ep);
+            if (b->ctx == s->ctx && is_blocking(b) && b->enq > b->done)
+                push_wait(s, b->id, b->enq, op->ep);
+    } else if (is_blocking(s)) {
+        struct fake_stream *l = legacy_of(s->ctx);
+        if (l->enq > l->done) push_wait(s, l->id, l->enq, op->ep);
     }
     push_raw(s, op);
     if (!g_deferred) flush(s, s->enq);
@@ -825,8 +857,10 @@ static void flush(struct fake_stream *s, uint64_t upto) {
 }
 
 static void flush_all(void) {
-    flush(&g_legacy, g_legacy.enq);
-    flush(&g_ptds, g_ptds.enq);
+    for (int i = 0; i < MAX_DEVICES; i++) {
+        flush(&g_legacy[i], g_legacy[i].enq);
+        flush(&g_ptds[i], g_ptds[i].enq);
+    }
     for (struct fake_stream *s = g_streams; s; s = s->next) flush(s, s->enq);
 }
 
@@ -1395,6 +1429,16 @@ static CUresult check_free(uintptr_t p, int kind_a, int kind_b, struct alloc **o
     return CUDA_SUCCESS;
 }
 
+/* A free ordered in another context than the allocation's (on another
+ * device's stream): the driver accepts it, but it is not ordered after the
+ * work queued in the allocation's own context. Counted and noted. */
+static void note_cross_context_free(const struct alloc *a, const struct fake_ctx *c, int ep) {
+    if (!c || c->ordinal == a->ordinal) return;
+    g_cross_context_frees++;
+    note("%s: memory of device %d freed in the context of device %d (not ordered after its "
+         "own device's work)", g_ep_names[ep], a->ordinal, c->ordinal);
+}
+
 EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
     BEGIN(cuMemFree_v2);
     CUresult r = need_ctx(NULL);
@@ -1403,6 +1447,7 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
     struct alloc *a = NULL;
     r = check_free((uintptr_t)dptr, K_DEVICE, K_MANAGED, &a);
     if (r) RETURN(r);
+    note_cross_context_free(a, current_ctx(), EP_cuMemFree_v2);
     /* cuMemFree implicitly synchronises the device: drain all queues first
      * (not counted as a host sync). */
     flush_all();
@@ -1423,6 +1468,7 @@ EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
     struct alloc *a = NULL;
     r = check_free((uintptr_t)dptr, K_DEVICE, K_MANAGED, &a);
     if (r) RETURN(r);
+    note_cross_context_free(a, s->ctx, EP_cuMemFreeAsync);
     struct op *op = new_op(OP_FREE, EP_cuMemFreeAsync);
     if (!op) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
     a->free_requested = 1;
@@ -1537,9 +1583,10 @@ enum copy_mode { MODE_ASYNC, MODE_SYNC };
 static CUresult do_copy(int ep, int dst_is_dev, uintptr_t dst, int src_is_dev, uintptr_t src,
                         size_t n, CUstream hStream, int mode) {
     struct fake_stream *s = NULL;
-    CUresult r = need_ctx(NULL);
+    struct fake_ctx *c = NULL;
+    CUresult r = need_ctx(&c);
     if (r) return r;
-    if (mode == MODE_SYNC) s = &g_legacy;
+    if (mode == MODE_SYNC) s = legacy_of(c);
     else if ((r = lookup_stream(hStream, &s))) return r;
     if (n == 0) return CUDA_SUCCESS;
     r = dst_is_dev ? check_dev(dst, n, ep) : check_host(dst, ep, "destination");
@@ -1629,9 +1676,10 @@ EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount
 static CUresult do_memset(int ep, CUdeviceptr dst, unsigned value, unsigned elem, size_t count,
                           CUstream hStream, int mode) {
     struct fake_stream *s = NULL;
-    CUresult r = need_ctx(NULL);
+    struct fake_ctx *c = NULL;
+    CUresult r = need_ctx(&c);
     if (r) return r;
-    if (mode == MODE_SYNC) s = &g_legacy;
+    if (mode == MODE_SYNC) s = legacy_of(c);
     else if ((r = lookup_stream(hStream, &s))) return r;
     if (count == 0) return CUDA_SUCCESS;
     if (elem == 4 && (dst & 3u)) return CUDA_ERROR_INVALID_VALUE;
@@ -1835,6 +1883,7 @@ EXPORT void fake_cuda_reset(void) {
     memset(g_faults, 0, sizeof g_faults);
     g_host_syncs = 0;
     g_async_errors = 0;
+    g_cross_context_frees = 0;
     g_async_error = CUDA_SUCCESS;
     g_deferred = g_env_deferred;
     pthread_mutex_unlock(&G);
@@ -1887,10 +1936,13 @@ EXPORT long long fake_cuda_live_streams(void) { return read_locked(&g_live_strea
 EXPORT long long fake_cuda_live_events(void) { return read_locked(&g_live_events); }
 EXPORT long long fake_cuda_host_syncs(void) { return read_locked(&g_host_syncs); }
 EXPORT long long fake_cuda_async_errors(void) { return read_locked(&g_async_errors); }
+EXPORT long long fake_cuda_cross_context_frees(void) { return read_locked(&g_cross_context_frees); }
 
 EXPORT long long fake_cuda_pending_ops(void) {
     pthread_mutex_lock(&G);
-    long long n = (long long)(g_legacy.enq - g_legacy.done) + (long long)(g_ptds.enq - g_ptds.done);
+    long long n = 0;
+    for (int i = 0; i < MAX_DEVICES; i++)
+        n += (long long)(g_legacy[i].enq - g_legacy[i].done) + (long long)(g_ptds[i].enq - g_ptds[i].done);
     for (struct fake_stream *s = g_streams; s; s = s->next) n += (long long)(s->enq - s->done);
     pthread_mutex_unlock(&G);
     return n;

@@ -43,7 +43,8 @@ long long fake_cuda_call_count(const char *name);
  * fake_cuda_set_fault_ex(..., persistent = 1) makes every call from the nth
  * on fail until cleared. nth = 0 clears the fault.
  * Returns 0 on success, -1 for an unknown entry point, -2 when `result` is
- * not a CUresult value of the CUDA 12.8 headers or is CUDA_SUCCESS.
+ * not a CUresult value of the CUDA 12.8 headers (or one of the 13.x codes
+ * 36, 47, 227, 917-919) or is CUDA_SUCCESS.
  */
 int fake_cuda_set_fault(const char *name, unsigned nth, int result);
 int fake_cuda_set_fault_ex(const char *name, unsigned nth, int result, int persistent);
@@ -75,6 +76,13 @@ long long fake_cuda_pending_ops(void);
  * gone (use-after-free / missing ordering). Each also makes the next
  * synchronising call return CUDA_ERROR_ILLEGAL_ADDRESS once. */
 long long fake_cuda_async_errors(void);
+
+/* Frees (cuMemFree_v2, cuMemFreeAsync) ordered in another context than the
+ * allocation's: the calling thread's current context (cuMemFree, or
+ * cuMemFreeAsync on a default stream) or the stream's belongs to another
+ * device. The free is accepted, like the driver does, but is not ordered after
+ * the allocation's own device's work. */
+long long fake_cuda_cross_context_frees(void);
 
 /* Enumerate the entry points the fake counts (for a "counts" dump). */
 unsigned fake_cuda_entry_point_count(void);

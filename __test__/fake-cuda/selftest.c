@@ -512,6 +512,42 @@ int main(int argc, char **argv) {
         CU(cuPointerGetAttribute(&ord, A_DEVICE_ORDINAL, d));
         CHECK(ord == 1);
         CU(cuMemFree_v2(d));
+
+        /* Per-context default streams: with deferred work queued on device 0's
+         * legacy stream, synchronising device 1's legacy stream leaves it
+         * pending; device 0's runs it. */
+        CUcontext ctx0 = NULL, ctx1 = g_context;
+        CUdevice dev0;
+        CU(cuDeviceGet(&dev0, 0));
+        CU(cuDevicePrimaryCtxRetain(&ctx0, dev0));
+        CU(cuCtxSetCurrent(ctx0));
+        CUdeviceptr d0;
+        CU(cuMemAlloc_v2(&d0, 16));
+        fake_cuda_set_deferred(1);
+        CU(cuMemsetD8Async(d0, 0x11, 16, NULL));
+        CHECK(fake_cuda_pending_ops() == 1);
+        CU(cuCtxSetCurrent(ctx1));
+        CU(cuStreamSynchronize(NULL));
+        CHECK(fake_cuda_pending_ops() == 1);
+        /* A free ordered in device 1's context is counted (and, here, runs
+         * before device 0's pending memset: the memset then finds no memory). */
+        long long cross = fake_cuda_cross_context_frees();
+        CU(cuMemFreeAsync(d0, NULL));
+        CHECK(fake_cuda_cross_context_frees() == cross + 1);
+        CU(cuStreamSynchronize(NULL));
+        long long async_errors = fake_cuda_async_errors();
+        CU(cuCtxSetCurrent(ctx0));
+        CHECK(cuStreamSynchronize(NULL) == 700); /* ILLEGAL_ADDRESS: the memset ran after the free */
+        CHECK(fake_cuda_async_errors() == async_errors + 1);
+        CHECK(fake_cuda_pending_ops() == 0);
+        fake_cuda_set_deferred(0);
+        /* The 13.x result codes can be injected. */
+        CHECK(fake_cuda_set_fault("cuMemAlloc_v2", 1, 36) == 0);
+        CHECK(cuMemAlloc_v2(&d0, 16) == 36);
+        const char *name = NULL;
+        CU(cuGetErrorName(919, &name));
+        CHECK(name && strcmp(name, "CUDA_ERROR_FABRIC_NOT_READY") == 0);
+        CHECK(fake_cuda_set_fault("cuMemAlloc_v2", 1, 37) == -2);
     } else {
         fprintf(stderr, "selftest: unknown mode %s\n", mode);
         return 2;

@@ -6,15 +6,24 @@
 //! atomic exchange; the producer's finalizer calls the deleter only if the pointer is still
 //! there. Any addon in the process, written in any language, can produce or consume capsules
 //! from the header alone.
+//!
+//! Capsules made by [`create_capsule`] (and the functions built on it) are released when their
+//! environment (a Worker) ends, in every runtime: Node finalizes the externals left in an
+//! ending environment, but Bun and Deno do not (they run env cleanup hooks instead), so each
+//! environment's unconsumed capsules are also listed here and released by a cleanup hook.
 
 use core::ffi::c_void;
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, Ordering};
+use std::cell::RefCell;
+use std::collections::HashSet;
 
 use napi::sys;
 
+use crate::device::Device;
 use crate::error::{DLPackError, ErrorKind};
 use crate::export::{export, ExportFormat, IntoDLPack};
+use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLPACK_MAJOR_VERSION};
 use crate::import::ForeignTensor;
 use crate::managed::{ManagedPtr, ManagedTensor};
 
@@ -97,31 +106,83 @@ impl CapsulePayload {
     }
   }
 
+  /// Fails with `ERR_DLPACK_CAPSULE_ABI` unless the payload is of the ABI version and a kind
+  /// this crate knows (`docs/protocol.md` §2.3 step 2). Every reader of a payload it did not
+  /// make checks this before touching `tensor`: [`CapsulePayload::take`],
+  /// [`CapsulePayload::peek_device`] and [`is_consumed`] do.
+  pub fn check_abi(&self) -> Result<(), DLPackError> {
+    if self.abi_version == CAPSULE_ABI_VERSION && matches!(self.kind, KIND_LEGACY | KIND_VERSIONED)
+    {
+      return Ok(());
+    }
+    Err(DLPackError::new(
+      ErrorKind::CapsuleAbi,
+      format!(
+        "capsule ABI version {} / kind {} is not supported (expected version {CAPSULE_ABI_VERSION})",
+        self.abi_version, self.kind
+      ),
+    ))
+  }
+
   /// Consumes the payload: takes the tensor out with one atomic exchange. A second call fails
   /// with `ERR_DLPACK_CAPSULE_CONSUMED`; a payload of another ABI version is not touched.
   pub fn take(&self) -> Result<ManagedTensor, DLPackError> {
-    if self.abi_version != CAPSULE_ABI_VERSION || !matches!(self.kind, KIND_LEGACY | KIND_VERSIONED)
-    {
-      return Err(DLPackError::new(
-        ErrorKind::CapsuleAbi,
-        format!(
-          "capsule ABI version {} / kind {} is not supported (expected version {CAPSULE_ABI_VERSION})",
-          self.abi_version, self.kind
-        ),
-      ));
-    }
+    self.check_abi()?;
     let tensor = self.tensor.swap(ptr::null_mut(), Ordering::SeqCst);
-    managed_from_raw(self.kind, tensor).unwrap_or_else(|| {
-      Err(DLPackError::new(
-        ErrorKind::CapsuleConsumed,
-        "the DLPack capsule has already been consumed",
-      ))
-    })
+    managed_from_raw(self.kind, tensor).unwrap_or_else(|| Err(consumed_error()))
   }
 
-  /// Whether the tensor has been taken out.
+  /// Whether the tensor slot is empty (taken out, or not filled yet). This reads `tensor`
+  /// whatever the ABI version: for a payload someone else made, call
+  /// [`CapsulePayload::check_abi`] first, as [`is_consumed`] does.
   pub fn is_consumed(&self) -> bool {
     self.tensor.load(Ordering::SeqCst).is_null()
+  }
+
+  /// The device of the tensor still in the payload, read without consuming it, so that a
+  /// consumer can refuse a capsule on another device and leave it usable (`docs/protocol.md`
+  /// §2.3, "Inspecting without consuming"). `Ok(None)` when the device cannot be read safely or
+  /// is not valid: a misaligned managed pointer, a versioned tensor of another major version
+  /// (only its stable prefix may be read), or an unknown device; consuming then reports the
+  /// problem. Errors as [`CapsulePayload::take`] does for another ABI or a consumed payload.
+  ///
+  /// # Safety
+  /// Must be called on the JS thread that owns the capsule external, while it is alive: every
+  /// consume goes through that external, so nobody can take and release the tensor during this
+  /// call, and the producer keeps an unconsumed tensor alive.
+  pub unsafe fn peek_device(&self) -> Result<Option<Device>, DLPackError> {
+    self.check_abi()?;
+    let tensor = self.tensor.load(Ordering::SeqCst);
+    if tensor.is_null() {
+      return Err(consumed_error());
+    }
+    let align = if self.kind == KIND_VERSIONED {
+      core::mem::align_of::<DLManagedTensorVersioned>()
+    } else {
+      core::mem::align_of::<DLManagedTensor>()
+    };
+    // Section 2.4 refuses a misaligned struct: leave that to the consume. (The reads below
+    // assume no alignment all the same, so a missing check here shows as a wrong answer, not
+    // as undefined behaviour.)
+    if !(tensor as usize).is_multiple_of(align) {
+      return Ok(None);
+    }
+    let raw = if self.kind == KIND_VERSIONED {
+      let managed = tensor.cast::<DLManagedTensorVersioned>();
+      // SAFETY: a live tensor (contract above); `version` is in the prefix every major version
+      // keeps, read through a raw place without a reference to the whole struct.
+      let version = unsafe { (&raw const (*managed).version).read_unaligned() };
+      if version.major != DLPACK_MAJOR_VERSION {
+        return Ok(None);
+      }
+      // SAFETY: major 1, so the struct has this layout and `dl_tensor.device` is readable.
+      unsafe { (&raw const (*managed).dl_tensor.device).read_unaligned() }
+    } else {
+      let managed = tensor.cast::<DLManagedTensor>();
+      // SAFETY: a live legacy tensor (one layout); read through a raw place.
+      unsafe { (&raw const (*managed).dl_tensor.device).read_unaligned() }
+    };
+    Ok(Device::from_dl(raw).ok())
   }
 
   /// What a producer's finalizer does: releases the tensor (runs its deleter) unless it was
@@ -140,6 +201,15 @@ fn kind_and_pointer(tensor: &ManagedTensor) -> (u32, *mut c_void) {
   }
 }
 
+/// A NULL `tensor` in a payload means "consumed": that is all a NULL there ever means, so a
+/// capsule never yields `ERR_DLPACK_NULL_TENSOR` (`docs/protocol.md` §2.1).
+fn consumed_error() -> DLPackError {
+  DLPackError::new(
+    ErrorKind::CapsuleConsumed,
+    "the DLPack capsule has already been consumed",
+  )
+}
+
 fn napi_error(what: &str, status: sys::napi_status) -> DLPackError {
   DLPackError::new(
     ErrorKind::Napi,
@@ -147,11 +217,68 @@ fn napi_error(what: &str, status: sys::napi_status) -> DLPackError {
   )
 }
 
+/// The payloads of this thread's environment made by [`create_capsule`] and not finalized yet.
+struct LiveCapsules {
+  /// The environment whose cleanup hook releases `payloads` (NULL: none registered yet).
+  env: sys::napi_env,
+  /// Payload addresses. Only touched on the JS thread: in `create_capsule`, the finalizer and
+  /// the cleanup hook.
+  payloads: HashSet<usize>,
+}
+
+std::thread_local! {
+  static LIVE_CAPSULES: RefCell<LiveCapsules> = RefCell::new(LiveCapsules {
+    env: ptr::null_mut(),
+    payloads: HashSet::new(),
+  });
+}
+
+/// Lists `payload` with its environment's live capsules, registering the environment's cleanup
+/// hook on first use. If the hook cannot be registered the capsule is not listed (it is then
+/// released by its finalizer only).
+///
+/// # Safety
+/// `env` must be the current, live environment of the calling JS thread.
+unsafe fn list_capsule(env: sys::napi_env, payload: *mut CapsulePayload) {
+  let _ = LIVE_CAPSULES.try_with(|live| {
+    let mut live = live.borrow_mut();
+    if live.env != env {
+      // SAFETY: valid env (caller); the hook takes no argument and runs on this thread.
+      let status =
+        unsafe { sys::napi_add_env_cleanup_hook(env, Some(release_at_teardown), ptr::null_mut()) };
+      if status != sys::Status::napi_ok {
+        return;
+      }
+      live.env = env;
+      live.payloads.clear(); // a previous environment's, all released by its hook
+    }
+    live.payloads.insert(payload as usize);
+  });
+}
+
+/// The cleanup hook: releases the tensors of the capsules still alive in the ending
+/// environment. Their payloads stay for the finalizers, which Node runs afterwards (they then
+/// find the tensor gone) and Bun and Deno never run (16 bytes each, no tensor).
+unsafe extern "C" fn release_at_teardown(_arg: *mut c_void) {
+  let payloads = LIVE_CAPSULES
+    .try_with(|live| {
+      let mut live = live.borrow_mut();
+      live.env = ptr::null_mut();
+      core::mem::take(&mut live.payloads)
+    })
+    .unwrap_or_default();
+  for address in payloads {
+    // SAFETY: listed payloads are alive: the finalizer unlists a payload before freeing it.
+    unsafe { &*(address as *const CapsulePayload) }.release();
+  }
+}
+
 /// The external's finalizer: runs on the JS thread when the capsule is collected.
 unsafe extern "C" fn finalize_capsule(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
   if data.is_null() {
     return;
   }
+  let _ = LIVE_CAPSULES.try_with(|live| live.borrow_mut().payloads.remove(&(data as usize)));
   // SAFETY: `data` is the payload we boxed in `create_capsule`; the finalizer runs once.
   let payload = unsafe { Box::from_raw(data.cast::<CapsulePayload>()) };
   payload.release(); // never consumed: the deleter runs here, exactly once
@@ -181,6 +308,9 @@ pub unsafe fn create_capsule(
   tensor: ManagedTensor,
 ) -> Result<sys::napi_value, DLPackError> {
   let payload = Box::into_raw(Box::new(CapsulePayload::new(tensor)));
+  // SAFETY: valid env (caller); the finalizer unlists the payload before freeing it (also when
+  // `wrap_payload` fails and calls it right away).
+  unsafe { list_capsule(env, payload) };
   // SAFETY: a payload we just allocated, freed only by `finalize_capsule`.
   unsafe { wrap_payload(env, payload.cast(), finalize_capsule) }
 }
@@ -235,8 +365,10 @@ pub unsafe fn export_to_capsule<T: IntoDLPack>(
   unsafe { create_capsule(env, managed) }
 }
 
-/// Returns the payload if `value` is a capsule (right value type and type tag). The payload
-/// lives as long as the external does: at least until the current native call returns.
+/// Returns the payload if `value` is a capsule: an external with the type tag and a non-NULL
+/// data pointer, of any ABI version (`docs/protocol.md` §2.1). Anything else, a tagged external
+/// with a NULL data pointer included, is `ERR_DLPACK_NOT_A_CAPSULE`. The payload lives as long
+/// as the external does: at least until the current native call returns.
 ///
 /// # Safety
 /// `env` must be the current, live environment and `value` a live value of it.
@@ -266,13 +398,18 @@ pub unsafe fn payload_of(
   let mut data = ptr::null_mut();
   // SAFETY: caller contract; `value` is an external.
   let status = unsafe { sys::napi_get_value_external(env, value, &mut data) };
-  if status != sys::Status::napi_ok || data.is_null() {
+  if status != sys::Status::napi_ok {
+    return Err(napi_error("napi_get_value_external", status));
+  }
+  if data.is_null() {
+    // Tagged, but no payload: no producer makes one, and there is no `tensor` to read.
     return Err(not_a_capsule());
   }
   Ok(data.cast())
 }
 
-/// Whether `value` is a capsule (consumed or not).
+/// Whether `value` is a capsule (consumed or not, of any ABI version): what
+/// `napi_dlpack_capsule_check` calls one.
 ///
 /// # Safety
 /// `env` must be the current, live environment and `value` a live value of it.
@@ -281,14 +418,33 @@ pub unsafe fn is_capsule(env: sys::napi_env, value: sys::napi_value) -> bool {
   unsafe { payload_of(env, value) }.is_ok()
 }
 
-/// Whether a capsule has been consumed. Errors if `value` is not a capsule.
+/// Whether a capsule has been consumed. Errors if `value` is not a capsule, and with
+/// `ERR_DLPACK_CAPSULE_ABI` (without reading `tensor`) if its payload is of another ABI
+/// version or kind, as `napi_dlpack_capsule_is_consumed` in the header does.
 ///
 /// # Safety
 /// `env` must be the current, live environment and `value` a live value of it.
 pub unsafe fn is_consumed(env: sys::napi_env, value: sys::napi_value) -> Result<bool, DLPackError> {
   // SAFETY: forwarded contract; the payload lives as long as the external.
   let payload = unsafe { &*payload_of(env, value)? };
+  payload.check_abi()?;
   Ok(payload.is_consumed())
+}
+
+/// The device of a capsule's tensor, without consuming it (see
+/// [`CapsulePayload::peek_device`]).
+///
+/// # Safety
+/// `env` must be the current, live environment and `value` a live value of it (so this runs on
+/// the capsule's JS thread).
+pub unsafe fn peek_device(
+  env: sys::napi_env,
+  value: sys::napi_value,
+) -> Result<Option<Device>, DLPackError> {
+  // SAFETY: forwarded contract; the payload lives as long as the external.
+  let payload = unsafe { &*payload_of(env, value)? };
+  // SAFETY: on the capsule's JS thread (caller), while `value` keeps the external alive.
+  unsafe { payload.peek_device() }
 }
 
 /// Takes ownership of the tensor in a capsule, without validating it. A second consume fails

@@ -1,29 +1,41 @@
-//! CUDA device memory through [cudarc] (feature `cuda`).
+//! CUDA device memory through the driver API, loaded by [cudarc] (feature `cuda`).
 //!
-//! - The driver library (`libcuda.so`, `nvcuda.dll`) is loaded at run time, on first use, so this
-//!   module builds without a CUDA toolkit and a process without a driver keeps working: every
-//!   call then fails with [`ErrorKind::CudaUnavailable`]. cudarc panics where a library or
-//!   symbol is missing; every cudarc call here runs under `catch_unwind`, so those panics become
-//!   errors too and never cross into the host (a Node process, say).
+//! - The driver library (`libcuda.so`, `nvcuda.dll`) is loaded at run time, on first use, by
+//!   cudarc's loader, so this module builds without a CUDA toolkit and a process without a
+//!   driver keeps working: every call then fails with [`ErrorKind::CudaUnavailable`].
+//! - **Raw entry points, raw results.** We call the driver through our own table of entry points
+//!   (`Driver`) whose results are plain integers. cudarc's bindings type `CUresult` as a Rust
+//!   enum generated from one toolkit version (12.8 here); a newer driver returns codes that enum
+//!   lacks (13.x: 36, 47, 227, 917–919), and such a value in an enum is undefined behaviour.
+//!   Error names come from the driver itself (`cuGetErrorName`), so they are right for any
+//!   driver version.
 //! - One primary context per device, retained on first use and kept for the life of the
 //!   process (the primary context is the one the CUDA runtime, PyTorch, CuPy and ONNX Runtime
 //!   use, so pointers are valid across all of them).
+//! - **The caller's context is left alone.** Every driver call we make, the ones in drops and
+//!   DLPack deleters included, runs between `cuCtxPushCurrent` of our context and
+//!   `cuCtxPopCurrent` (`CudaDevice::bind`): the thread's current context afterwards is the
+//!   one it had before, whether that was none, another device's or another library's.
 //! - **Streams.** All work of this module runs on the device's *legacy default stream*
 //!   (DLPack stream value `1`). That is "the stream" of every [`DeviceBuffer`]: its last write
 //!   was enqueued there. Hand-overs to a consumer on another stream record one event on the
 //!   source stream and make the consumer's stream wait on it ([`CudaDevice::sync_to`]); nothing
-//!   blocks the host. cudarc's own per-allocation event tracking is switched off (our single
-//!   stream orders everything), which saves two events per allocation.
-//! - Imported device memory is never freed here: [`validate_foreign`] only reads the driver's
-//!   pointer attributes, and the producer's deleter stays the only way the memory goes.
+//!   blocks the host.
+//! - **Releases.** Our allocations are freed stream-ordered on our stream (`cuMemFreeAsync`);
+//!   without memory pools the free (a stream synchronisation and `cuMemFree`) runs on a
+//!   release thread, so a drop never blocks the thread that drops, and a deleter called from a
+//!   CUDA host function cannot deadlock on it. Imported device memory is never freed here; its
+//!   producer's deleter is delayed until our queued reads of it completed
+//!   ([`release_after_queued_work`]). Failures in these paths are counted
+//!   ([`release_stats`]) and the first one is printed to stderr.
 
-use core::ffi::c_void;
+use core::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use cudarc::driver::{
-  result, sys, CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, DriverError,
-};
+use cudarc::driver::sys;
 
 use crate::device::{Device, DeviceType};
 use crate::dtype::DType;
@@ -41,18 +53,104 @@ pub const STREAM_PER_THREAD: i64 = 2;
 /// DLPack stream value meaning "the producer must not synchronise".
 pub const STREAM_NO_SYNC: i64 = -1;
 
+// ---------------------------------------------------------------------------------------------
+// The driver's entry points, with integer results
+
+/// A driver result as the driver returns it: an integer, never cudarc's enum (see the module
+/// documentation).
+type CuResult = c_int;
+type CuContext = *mut c_void;
+type CuStream = *mut c_void;
+type CuEvent = *mut c_void;
+type CuDevicePtr = u64;
+
+const CUDA_SUCCESS: CuResult = 0;
+const CUDA_ERROR_STUB_LIBRARY: CuResult = 34;
+const CUDA_ERROR_NOT_READY: CuResult = 600;
+const CUDA_ERROR_NOT_PERMITTED: CuResult = 800;
+/// `CU_STREAM_LEGACY`: the legacy default stream of the current context.
+const LEGACY_STREAM: CuStream = 1 as CuStream;
+/// `CU_EVENT_DISABLE_TIMING`.
+const EVENT_DISABLE_TIMING: c_uint = 2;
+/// `CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED`.
+const ATTRIBUTE_MEMORY_POOLS_SUPPORTED: c_int = 115;
+/// `CU_POINTER_ATTRIBUTE_*` values we query.
+const POINTER_MEMORY_TYPE: c_int = 2;
+const POINTER_DEVICE_ORDINAL: c_int = 9;
+const POINTER_RANGE_START_ADDR: c_int = 11;
+const POINTER_RANGE_SIZE: c_int = 12;
+
+/// Declares [`Driver`]: one function pointer per entry point, all resolved when the table is
+/// loaded, so a driver lacking one is reported as unavailable up front instead of failing
+/// (or, in cudarc, panicking) in the middle of an operation.
+macro_rules! driver_table {
+  ($($field:ident = $symbol:literal: fn($($arg:ty),*);)*) => {
+    struct Driver {
+      $($field: unsafe extern "C" fn($($arg),*) -> CuResult,)*
+    }
+
+    impl Driver {
+      /// Resolves every entry point through `resolve` (symbol name with its NUL → address).
+      ///
+      /// # Safety
+      /// `resolve` must look names up in a CUDA driver library: each address is called with
+      /// the signature of the CUDA driver API declared in the table.
+      unsafe fn load(
+        resolve: &dyn Fn(&'static str) -> Result<*mut c_void, String>,
+      ) -> Result<Driver, String> {
+        Ok(Driver {
+          $($field: {
+            let address = resolve(concat!($symbol, "\0"))?;
+            if address.is_null() {
+              return Err(format!("the CUDA driver library has a NULL {}", $symbol));
+            }
+            // SAFETY: a non-NULL address of the driver's entry point of that name, whose
+            // signature is the one declared (the caller's contract).
+            unsafe {
+              core::mem::transmute::<*mut c_void, unsafe extern "C" fn($($arg),*) -> CuResult>(
+                address,
+              )
+            }
+          },)*
+        })
+      }
+    }
+  };
+}
+
+driver_table! {
+  init = "cuInit": fn(c_uint);
+  device_get_count = "cuDeviceGetCount": fn(*mut c_int);
+  device_get = "cuDeviceGet": fn(*mut c_int, c_int);
+  device_get_attribute = "cuDeviceGetAttribute": fn(*mut c_int, c_int, c_int);
+  primary_ctx_retain = "cuDevicePrimaryCtxRetain": fn(*mut CuContext, c_int);
+  ctx_push = "cuCtxPushCurrent_v2": fn(CuContext);
+  ctx_pop = "cuCtxPopCurrent_v2": fn(*mut CuContext);
+  get_error_name = "cuGetErrorName": fn(CuResult, *mut *const c_char);
+  mem_alloc = "cuMemAlloc_v2": fn(*mut CuDevicePtr, usize);
+  mem_alloc_async = "cuMemAllocAsync": fn(*mut CuDevicePtr, usize, CuStream);
+  mem_free = "cuMemFree_v2": fn(CuDevicePtr);
+  mem_free_async = "cuMemFreeAsync": fn(CuDevicePtr, CuStream);
+  memset_d8_async = "cuMemsetD8Async": fn(CuDevicePtr, u8, usize, CuStream);
+  memcpy_htod_async = "cuMemcpyHtoDAsync_v2": fn(CuDevicePtr, *const c_void, usize, CuStream);
+  memcpy_dtoh_async = "cuMemcpyDtoHAsync_v2": fn(*mut c_void, CuDevicePtr, usize, CuStream);
+  memcpy_dtod_async = "cuMemcpyDtoDAsync_v2": fn(CuDevicePtr, CuDevicePtr, usize, CuStream);
+  stream_synchronize = "cuStreamSynchronize": fn(CuStream);
+  stream_wait_event = "cuStreamWaitEvent": fn(CuStream, CuEvent, c_uint);
+  event_create = "cuEventCreate": fn(*mut CuEvent, c_uint);
+  event_record = "cuEventRecord": fn(CuEvent, CuStream);
+  event_query = "cuEventQuery": fn(CuEvent);
+  event_synchronize = "cuEventSynchronize": fn(CuEvent);
+  event_destroy = "cuEventDestroy_v2": fn(CuEvent);
+  pointer_get_attributes = "cuPointerGetAttributes": fn(c_uint, *mut c_int, *mut *mut c_void, CuDevicePtr);
+}
+
 fn cuda_error(message: impl Into<String>) -> DLPackError {
   DLPackError::new(ErrorKind::Cuda, message)
 }
 
 fn unavailable(message: impl Into<String>) -> DLPackError {
   DLPackError::new(ErrorKind::CudaUnavailable, message)
-}
-
-fn driver_error(what: &str, error: DriverError) -> DLPackError {
-  // `{:?}` of the CUresult enum is its name; it does not call into the driver (cudarc's
-  // `Display` of `DriverError` does, through cuGetErrorString).
-  cuda_error(format!("{what} failed: {:?} ({})", error.0, error.0 as u32))
 }
 
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
@@ -65,45 +163,137 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
   }
 }
 
-/// Runs cudarc code, turning its errors and its panics (a missing library or symbol) into
-/// `ERR_CUDA` errors.
-fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T, DriverError>) -> Result<T> {
-  match catch_unwind(AssertUnwindSafe(f)) {
-    Ok(Ok(value)) => Ok(value),
-    Ok(Err(error)) => Err(driver_error(what, error)),
-    Err(payload) => Err(cuda_error(format!(
-      "{what}: the CUDA driver library failed: {}",
-      panic_message(payload.as_ref())
-    ))),
+/// The driver's entry points, loaded once (after the library was found to be present). cudarc
+/// panics when no library can be loaded; that panic is caught and becomes the error.
+fn driver() -> Result<&'static Driver> {
+  static DRIVER: OnceLock<Result<Driver, DLPackError>> = OnceLock::new();
+  DRIVER
+    .get_or_init(|| {
+      // SAFETY: `is_culib_present` only dlopens and dlcloses candidate library names (cudarc
+      // ≥ 0.19.5 resolves no symbol there); a panic is caught.
+      let present = catch_unwind(|| unsafe { sys::is_culib_present() }).unwrap_or(false);
+      if !present {
+        return Err(unavailable(
+          "no CUDA driver library (libcuda.so / nvcuda.dll) could be loaded",
+        ));
+      }
+      let loaded = catch_unwind(|| {
+        // SAFETY: cudarc's loader opens the first candidate library that loads (it is present,
+        // checked above) and keeps it for the life of the process.
+        let library = unsafe { sys::culib() };
+        let resolve = |name: &'static str| -> Result<*mut c_void, String> {
+          // SAFETY: reading a symbol's address (as a data pointer); nothing is called here.
+          unsafe { library.get::<*mut c_void>(name.as_bytes()) }
+            .map(|symbol| *symbol)
+            .map_err(|error| {
+              format!(
+                "the CUDA driver library lacks {}: {error}",
+                name.trim_end_matches('\0')
+              )
+            })
+        };
+        // SAFETY: the library is the CUDA driver library cudarc selected.
+        unsafe { Driver::load(&resolve) }
+      });
+      match loaded {
+        Ok(Ok(driver)) => Ok(driver),
+        Ok(Err(message)) => Err(unavailable(message)),
+        Err(payload) => Err(unavailable(format!(
+          "the CUDA driver library failed: {}",
+          panic_message(payload.as_ref())
+        ))),
+      }
+    })
+    .as_ref()
+    .map_err(Clone::clone)
+}
+
+/// Names of the codes our messages rely on, for when the driver cannot name them (a stub
+/// library, a driver that failed to load).
+const KNOWN_NAMES: [(CuResult, &str); 9] = [
+  (1, "CUDA_ERROR_INVALID_VALUE"),
+  (2, "CUDA_ERROR_OUT_OF_MEMORY"),
+  (3, "CUDA_ERROR_NOT_INITIALIZED"),
+  (CUDA_ERROR_STUB_LIBRARY, "CUDA_ERROR_STUB_LIBRARY"),
+  (35, "CUDA_ERROR_INSUFFICIENT_DRIVER"),
+  (36, "CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER"),
+  (100, "CUDA_ERROR_NO_DEVICE"),
+  (227, "CUDA_ERROR_INSUFFICIENT_LOADER_VERSION"),
+  (999, "CUDA_ERROR_UNKNOWN"),
+];
+
+/// The driver's name for a result code (`cuGetErrorName`, so codes newer than our bindings are
+/// named too), else ours, else a plain description.
+fn error_name(code: CuResult) -> String {
+  if let Ok(driver) = driver() {
+    let mut name: *const c_char = core::ptr::null();
+    // SAFETY: `name` is a valid out-pointer; the driver returns a static string.
+    if unsafe { (driver.get_error_name)(code, &mut name) } == CUDA_SUCCESS && !name.is_null() {
+      // SAFETY: a NUL-terminated static string of the driver.
+      return unsafe { CStr::from_ptr(name) }
+        .to_string_lossy()
+        .into_owned();
+    }
+  }
+  KNOWN_NAMES
+    .iter()
+    .find(|(known, _)| *known == code)
+    .map_or_else(
+      || "an unknown CUresult".to_string(),
+      |(_, name)| name.to_string(),
+    )
+}
+
+/// `Ok(())` for `CUDA_SUCCESS`, else an `ERR_CUDA` error naming the call and the result.
+fn check(what: &str, code: CuResult) -> Result<()> {
+  if code == CUDA_SUCCESS {
+    Ok(())
+  } else {
+    Err(cuda_error(format!(
+      "{what} failed: {} ({code})",
+      error_name(code)
+    )))
   }
 }
 
-/// The availability probe, run once per process: library present, then `cuInit` +
+/// The availability probe, run once per process: library present and complete, then `cuInit` +
 /// `cuDeviceGetCount`. `Ok(count)` with `count > 0`, or why CUDA is unavailable.
 fn probe() -> &'static Result<usize> {
   static PROBE: OnceLock<Result<usize>> = OnceLock::new();
   PROBE.get_or_init(|| {
-    // SAFETY: `is_culib_present` only dlopens and dlcloses candidate library names (cudarc
-    // ≥ 0.19.5 resolves no symbol there); a panic is caught.
-    let present = catch_unwind(|| unsafe { sys::is_culib_present() }).unwrap_or(false);
-    if !present {
-      return Err(unavailable(
-        "no CUDA driver library (libcuda.so / nvcuda.dll) could be loaded",
-      ));
+    let driver = driver()?;
+    // SAFETY: plain driver calls with valid arguments.
+    let code = unsafe { (driver.init)(0) };
+    if code != CUDA_SUCCESS {
+      return Err(unavailable(init_failure(code)));
     }
-    match catch_unwind(CudaContext::device_count) {
-      Ok(Ok(count)) if count > 0 => Ok(count as usize),
-      Ok(Ok(_)) => Err(unavailable("the CUDA driver reports no devices")),
-      Ok(Err(error)) => Err(unavailable(format!(
-        "the CUDA driver cannot be initialised: {:?} ({})",
-        error.0, error.0 as u32
-      ))),
-      Err(payload) => Err(unavailable(format!(
-        "the CUDA driver library failed: {}",
-        panic_message(payload.as_ref())
-      ))),
+    let mut count: c_int = 0;
+    // SAFETY: `count` is a valid out-pointer.
+    let code = unsafe { (driver.device_get_count)(&mut count) };
+    if code != CUDA_SUCCESS {
+      return Err(unavailable(init_failure(code)));
+    }
+    match usize::try_from(count) {
+      Ok(count) if count > 0 => Ok(count),
+      _ => Err(unavailable("the CUDA driver reports no devices")),
     }
   })
+}
+
+/// Why `cuInit` failed, in words; the toolkit's stub library gets an explanation of its own.
+fn init_failure(code: CuResult) -> String {
+  let mut message = format!(
+    "the CUDA driver cannot be initialised: {} ({code})",
+    error_name(code)
+  );
+  if code == CUDA_ERROR_STUB_LIBRARY {
+    message.push_str(
+      ": the libcuda.so found first is the CUDA toolkit's stub library (lib64/stubs), which only \
+       exists for linking; take the stubs directory off LD_LIBRARY_PATH so that the driver's \
+       libcuda.so.1 loads",
+    );
+  }
+  message
 }
 
 /// Whether a CUDA driver with at least one device is usable. Probes once, then cached.
@@ -169,27 +359,39 @@ impl Stream {
 
   /// The `CUstream` to pass to the driver (`CU_STREAM_LEGACY` and `CU_STREAM_PER_THREAD` are
   /// the handles 1 and 2); `None` for [`Stream::NoSync`].
-  fn raw(self) -> Option<sys::CUstream> {
+  fn raw(self) -> Option<CuStream> {
     match self {
       Stream::NoSync => None,
-      Stream::Legacy => Some(1 as sys::CUstream),
-      Stream::PerThread => Some(2 as sys::CUstream),
-      Stream::Handle(handle) => Some(handle as usize as sys::CUstream),
+      Stream::Legacy => Some(LEGACY_STREAM),
+      Stream::PerThread => Some(2 as CuStream),
+      Stream::Handle(handle) => Some(handle as usize as CuStream),
     }
   }
 }
 
-/// One CUDA device: its primary context, the stream all our work goes to, and the event used
-/// for stream hand-overs.
+/// A driver handle (context or event) that may be used from any thread, as driver handles can.
+#[derive(Debug, Clone, Copy)]
+struct Handle(*mut c_void);
+
+// SAFETY: driver handles are process-wide: the driver allows using a context or event from any
+// thread (with the context bound where the call needs it, which `CudaDevice::bind` does).
+unsafe impl Send for Handle {}
+// SAFETY: as above; the handle itself is never written through.
+unsafe impl Sync for Handle {}
+
+/// One CUDA device: its primary context, whether it allocates from memory pools, and the event
+/// used for stream hand-overs.
 pub struct CudaDevice {
   ordinal: i32,
-  ctx: Arc<CudaContext>,
-  /// The context's default stream (the NULL handle, i.e. the legacy default stream).
-  stream: Arc<CudaStream>,
+  /// The device's primary context, retained once and never released.
+  ctx: Handle,
+  /// `CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED`: allocate with `cuMemAllocAsync` and free
+  /// with `cuMemFreeAsync` (stream-ordered), else `cuMemAlloc` / `cuMemFree`.
+  pools: bool,
   /// Created on the first hand-over and reused: an event may be re-recorded once a wait on it
   /// has been enqueued (earlier waits keep what they captured). The lock makes record + wait
   /// one step.
-  event: Mutex<Option<CudaEvent>>,
+  event: Mutex<Option<Handle>>,
 }
 
 impl core::fmt::Debug for CudaDevice {
@@ -227,19 +429,47 @@ pub fn device(ordinal: i32) -> Result<Arc<CudaDevice>> {
   if let Some(device) = &devices[index] {
     return Ok(device.clone());
   }
-  let ctx = guarded("retaining the primary context", || CudaContext::new(index))?;
-  // SAFETY: no slice of this context exists yet. Every operation of this module runs on the
-  // context's default stream, so stream order does what cudarc's per-slice events would do;
-  // cross-stream hand-overs record and wait on an explicit event (`sync_to`, `wait_for`).
-  unsafe { ctx.disable_event_tracking() };
+  let driver = driver()?;
+  let mut handle: c_int = 0;
+  // SAFETY: valid out-pointer, an ordinal below the device count.
+  check("cuDeviceGet", unsafe {
+    (driver.device_get)(&mut handle, ordinal)
+  })?;
+  let mut ctx: CuContext = core::ptr::null_mut();
+  // SAFETY: valid out-pointer and device. Retaining makes no context current anywhere.
+  check("retaining the primary context", unsafe {
+    (driver.primary_ctx_retain)(&mut ctx, handle)
+  })?;
+  let mut pools: c_int = 0;
+  // SAFETY: valid out-pointer, attribute and device.
+  check("cuDeviceGetAttribute", unsafe {
+    (driver.device_get_attribute)(&mut pools, ATTRIBUTE_MEMORY_POOLS_SUPPORTED, handle)
+  })?;
   let device = Arc::new(CudaDevice {
     ordinal,
-    stream: ctx.default_stream(),
-    ctx,
+    ctx: Handle(ctx),
+    pools: pools > 0,
     event: Mutex::new(None),
   });
   devices[index] = Some(device.clone());
   Ok(device)
+}
+
+/// Our context pushed on the calling thread's context stack; popping it on drop gives the
+/// thread back whatever context it had (none included).
+struct Bound {
+  driver: &'static Driver,
+}
+
+impl Drop for Bound {
+  fn drop(&mut self) {
+    let mut popped: CuContext = core::ptr::null_mut();
+    // SAFETY: pops the context `CudaDevice::bind` pushed on this thread.
+    let code = unsafe { (self.driver.ctx_pop)(&mut popped) };
+    if code != CUDA_SUCCESS {
+      release_failed("cuCtxPopCurrent", code);
+    }
+  }
 }
 
 impl CudaDevice {
@@ -252,14 +482,24 @@ impl CudaDevice {
     Device::cuda(self.ordinal)
   }
 
-  /// The cudarc context (the device's primary context).
-  pub fn context(&self) -> &Arc<CudaContext> {
-    &self.ctx
-  }
-
   /// The stream our buffers' work is enqueued on: the legacy default stream.
   pub fn stream(&self) -> Stream {
     Stream::Legacy
+  }
+
+  /// Whether allocations come from the device's memory pool (stream-ordered free).
+  pub fn has_memory_pools(&self) -> bool {
+    self.pools
+  }
+
+  /// Makes our context current on this thread until the guard drops, then restores the
+  /// thread's previous one (`cuCtxPushCurrent` / `cuCtxPopCurrent`: the raw driver calls,
+  /// nothing cached or sticky in between).
+  fn bind(&self) -> Result<Bound> {
+    let driver = driver()?;
+    // SAFETY: our retained primary context, valid for the life of the process.
+    check("cuCtxPushCurrent", unsafe { (driver.ctx_push)(self.ctx.0) })?;
+    Ok(Bound { driver })
   }
 
   /// Producer side of a hand-over: makes `consumer` wait for everything enqueued so far on our
@@ -287,37 +527,43 @@ impl CudaDevice {
       return Ok(());
     };
     let mut slot = lock(&self.event);
-    if slot.is_none() {
-      *slot = Some(guarded("cuEventCreate", || self.ctx.new_event(None))?);
-    }
-    let Some(event) = slot.as_ref() else {
-      return Err(cuda_error("no event"));
+    let bound = self.bind()?;
+    let event = match *slot {
+      Some(event) => event,
+      None => {
+        let mut event: CuEvent = core::ptr::null_mut();
+        // SAFETY: valid out-pointer; our context is current.
+        check("cuEventCreate", unsafe {
+          (bound.driver.event_create)(&mut event, EVENT_DISABLE_TIMING)
+        })?;
+        *slot = Some(Handle(event));
+        Handle(event)
+      }
     };
-    let raw_event = event.cu_event();
-    guarded("binding the CUDA context", || self.ctx.bind_to_thread())?;
-    // SAFETY: the event is alive (held by `slot`, under the lock) and belongs to this
-    // context; `from` is our stream or a stream the caller vouched for as alive, in this
-    // context. A bad handle is reported by the driver as an error.
-    guarded("cuEventRecord", || unsafe {
-      result::event::record(raw_event, from)
+    // SAFETY: the event is alive (held by `slot`, under the lock) and belongs to this context;
+    // `from` is our stream or a stream the caller vouched for as alive, in this context. A
+    // bad handle is undefined behaviour in a real driver (only the fake reports it).
+    check("cuEventRecord", unsafe {
+      (bound.driver.event_record)(event.0, from)
     })?;
     // SAFETY: as above; the event may come from another context than `to`.
-    guarded("cuStreamWaitEvent", || unsafe {
-      result::stream::wait_event(
-        to,
-        raw_event,
-        sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
-      )
+    check("cuStreamWaitEvent", unsafe {
+      (bound.driver.stream_wait_event)(to, event.0, 0)
     })
   }
 
   /// Blocks the host until everything enqueued on our stream has run.
   pub fn synchronize(&self) -> Result<()> {
-    guarded("cuStreamSynchronize", || self.stream.synchronize())
+    let bound = self.bind()?;
+    // SAFETY: the legacy stream of our (bound) context.
+    check("cuStreamSynchronize", unsafe {
+      (bound.driver.stream_synchronize)(LEGACY_STREAM)
+    })
   }
 
   /// Enqueues a host → device copy of `src` to `dst` on our stream. The driver stages pageable
-  /// host memory before it returns, so `src` may be reused right away.
+  /// host memory before it returns, so `src` may be reused right away (the staging may also
+  /// make the call wait for the stream on a real driver: see docs/cuda.md).
   ///
   /// # Safety
   /// `dst .. dst + src.len()` must be device memory of this device that stays allocated until
@@ -326,10 +572,10 @@ impl CudaDevice {
     if src.is_empty() {
       return Ok(());
     }
-    guarded("cuMemcpyHtoDAsync", || {
-      self.ctx.bind_to_thread()?;
-      // SAFETY: the caller's contract; `src` is readable host memory.
-      unsafe { result::memcpy_htod_async(dst, src, self.stream.cu_stream()) }
+    let bound = self.bind()?;
+    // SAFETY: the caller's contract; `src` is readable host memory for the call.
+    check("cuMemcpyHtoDAsync", unsafe {
+      (bound.driver.memcpy_htod_async)(dst, src.as_ptr().cast(), src.len(), LEGACY_STREAM)
     })
   }
 
@@ -341,12 +587,15 @@ impl CudaDevice {
     if dst.is_empty() {
       return Ok(());
     }
-    guarded("cuMemcpyDtoHAsync", || {
-      self.ctx.bind_to_thread()?;
-      // SAFETY: the caller's contract; `dst` is writable host memory that outlives the copy,
-      // because we synchronise before returning.
-      unsafe { result::memcpy_dtoh_async(dst, src, self.stream.cu_stream()) }?;
-      self.stream.synchronize()
+    let bound = self.bind()?;
+    // SAFETY: the caller's contract; `dst` is writable host memory that outlives the copy,
+    // because we synchronise before returning.
+    check("cuMemcpyDtoHAsync", unsafe {
+      (bound.driver.memcpy_dtoh_async)(dst.as_mut_ptr().cast(), src, dst.len(), LEGACY_STREAM)
+    })?;
+    // SAFETY: the legacy stream of our (bound) context.
+    check("cuStreamSynchronize", unsafe {
+      (bound.driver.stream_synchronize)(LEGACY_STREAM)
     })
   }
 
@@ -358,19 +607,271 @@ impl CudaDevice {
     if len == 0 {
       return Ok(());
     }
-    guarded("cuMemcpyDtoDAsync", || {
-      self.ctx.bind_to_thread()?;
-      // SAFETY: the caller's contract.
-      unsafe { result::memcpy_dtod_async(dst, src, len, self.stream.cu_stream()) }
+    let bound = self.bind()?;
+    // SAFETY: the caller's contract.
+    check("cuMemcpyDtoDAsync", unsafe {
+      (bound.driver.memcpy_dtod_async)(dst, src, len, LEGACY_STREAM)
     })
+  }
+
+  /// Frees an allocation of ours (from [`DeviceBuffer::alloc`]) in stream order. With memory
+  /// pools: `cuMemFreeAsync` on our stream, here. Without: a stream synchronisation and
+  /// `cuMemFree` on the release thread. Never blocks; failures are counted.
+  fn free(self: &Arc<Self>, ptr: u64) {
+    if !self.pools {
+      defer(Job::Free {
+        device: self.clone(),
+        ptr,
+      });
+      return;
+    }
+    let code = match self.bind() {
+      // SAFETY: our allocation, freed once; later work on our stream cannot reach it.
+      Ok(bound) => unsafe { (bound.driver.mem_free_async)(ptr, LEGACY_STREAM) },
+      Err(_) => CUDA_ERROR_NOT_PERMITTED,
+    };
+    match code {
+      CUDA_SUCCESS => {}
+      // Called from a CUDA host function (where the driver forbids calls) or similar: the
+      // release thread frees it instead.
+      CUDA_ERROR_NOT_PERMITTED => defer(Job::Free {
+        device: self.clone(),
+        ptr,
+      }),
+      code => release_failed("cuMemFreeAsync", code),
+    }
+  }
+
+  /// The release thread's (blocking) free.
+  fn free_blocking(&self, ptr: u64) {
+    let bound = match self.bind() {
+      Ok(bound) => bound,
+      Err(_) => return release_failed("cuCtxPushCurrent (free)", CUDA_ERROR_NOT_PERMITTED),
+    };
+    // SAFETY: the legacy stream of our (bound) context; then our allocation, freed once, after
+    // the work queued on it (stream-ordered with pools, after the synchronisation without).
+    unsafe {
+      let code = if self.pools {
+        (bound.driver.mem_free_async)(ptr, LEGACY_STREAM)
+      } else {
+        let code = (bound.driver.stream_synchronize)(LEGACY_STREAM);
+        if code != CUDA_SUCCESS {
+          release_failed("cuStreamSynchronize (free)", code);
+        }
+        (bound.driver.mem_free)(ptr)
+      };
+      if code != CUDA_SUCCESS {
+        release_failed("freeing device memory", code);
+      }
+    }
   }
 }
 
-/// Device memory we allocated (through cudarc, on the device's stream). Freed, stream-ordered,
-/// when dropped, on any thread.
+// ---------------------------------------------------------------------------------------------
+// Releases off the caller's thread
+
+/// Work for the release thread.
+enum Job {
+  /// Free one of our allocations (blocking driver calls).
+  Free { device: Arc<CudaDevice>, ptr: u64 },
+  /// Drop `owner` (a producer's tensor: its deleter runs) once `event` has completed.
+  Release {
+    device: Arc<CudaDevice>,
+    event: Handle,
+    owner: Box<dyn Send>,
+  },
+  /// Drop `owner` once everything enqueued on the device's stream so far has run (when no
+  /// event could be recorded where the release started, e.g. in a CUDA host function).
+  ReleaseAfterStream {
+    device: Arc<CudaDevice>,
+    owner: Box<dyn Send>,
+  },
+}
+
+/// Jobs handed to the release thread and not finished yet.
+static PENDING_RELEASES: AtomicUsize = AtomicUsize::new(0);
+/// Driver failures in release paths (drops and deleters), which have no caller to report to.
+static RELEASE_ERRORS: AtomicUsize = AtomicUsize::new(0);
+
+/// What the release paths did, for tests and diagnostics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReleaseStats {
+  /// Frees and producer deleters waiting on the release thread.
+  pub pending: usize,
+  /// Driver failures in drops and deleters since the process started (each leaks what it was
+  /// releasing, or runs a deleter without the wait it should have had).
+  pub errors: usize,
+}
+
+/// Counters of the release paths.
+pub fn release_stats() -> ReleaseStats {
+  ReleaseStats {
+    pending: PENDING_RELEASES.load(Ordering::SeqCst),
+    errors: RELEASE_ERRORS.load(Ordering::SeqCst),
+  }
+}
+
+/// Counts a failure in a release path and prints the first one (a drop cannot return it).
+fn release_failed(what: &str, code: CuResult) {
+  static PRINTED: AtomicBool = AtomicBool::new(false);
+  RELEASE_ERRORS.fetch_add(1, Ordering::SeqCst);
+  if !PRINTED.swap(true, Ordering::SeqCst) {
+    eprintln!(
+      "napi-dlpack: releasing CUDA memory failed: {what}: {} ({code}). Later failures are \
+       only counted (native cudaReleaseStats().errors).",
+      error_name(code)
+    );
+  }
+}
+
+fn run_job(job: Job) {
+  match job {
+    Job::Free { device, ptr } => device.free_blocking(ptr),
+    Job::Release {
+      device,
+      event,
+      owner,
+    } => {
+      match device.bind() {
+        Ok(bound) => {
+          // SAFETY: our event, recorded on our stream; destroyed once, here.
+          unsafe {
+            let code = (bound.driver.event_synchronize)(event.0);
+            if code != CUDA_SUCCESS {
+              release_failed("cuEventSynchronize (deferred deleter)", code);
+            }
+            let code = (bound.driver.event_destroy)(event.0);
+            if code != CUDA_SUCCESS {
+              release_failed("cuEventDestroy (deferred deleter)", code);
+            }
+          }
+        }
+        Err(_) => release_failed(
+          "cuCtxPushCurrent (deferred deleter)",
+          CUDA_ERROR_NOT_PERMITTED,
+        ),
+      }
+      // With no context of ours current any more: the producer's deleter binds its own.
+      drop(owner);
+    }
+    Job::ReleaseAfterStream { device, owner } => {
+      match device.bind() {
+        // SAFETY: the legacy stream of our (bound) context.
+        Ok(bound) => match unsafe { (bound.driver.stream_synchronize)(LEGACY_STREAM) } {
+          CUDA_SUCCESS => {}
+          code => release_failed("cuStreamSynchronize (deferred deleter)", code),
+        },
+        Err(_) => release_failed(
+          "cuCtxPushCurrent (deferred deleter)",
+          CUDA_ERROR_NOT_PERMITTED,
+        ),
+      }
+      drop(owner);
+    }
+  }
+}
+
+/// Runs a job handed to [`defer`] and marks it finished, even if a deleter panics.
+fn finish(job: Job) {
+  let outcome = catch_unwind(AssertUnwindSafe(|| run_job(job)));
+  PENDING_RELEASES.fetch_sub(1, Ordering::SeqCst);
+  if outcome.is_err() {
+    RELEASE_ERRORS.fetch_add(1, Ordering::SeqCst);
+  }
+}
+
+/// Hands `job` to the release thread (started on first use); runs it here if there is none.
+fn defer(job: Job) {
+  static SENDER: OnceLock<Option<Mutex<Sender<Job>>>> = OnceLock::new();
+  PENDING_RELEASES.fetch_add(1, Ordering::SeqCst);
+  let sender = SENDER.get_or_init(|| {
+    let (sender, receiver) = mpsc::channel::<Job>();
+    std::thread::Builder::new()
+      .name("napi-dlpack-cuda-release".into())
+      .spawn(move || {
+        // A panicking deleter does not end the thread (`finish` catches it).
+        for job in receiver {
+          finish(job);
+        }
+      })
+      .ok()
+      .map(|_| Mutex::new(sender))
+  });
+  let job = match sender {
+    Some(sender) => match lock(sender).send(job) {
+      Ok(()) => return,
+      Err(mpsc::SendError(job)) => job,
+    },
+    None => job,
+  };
+  finish(job);
+}
+
+/// Drops `owner` (an imported tensor: its producer's deleter runs) once the work enqueued so
+/// far on `device`'s stream has completed, so that a producer that reuses the memory at once
+/// (a caching allocator, `cuMemFreeAsync` on its own stream) cannot overwrite what our queued
+/// copies still read. One event record and query here; when the work is still running the
+/// wait and the deleter happen on the release thread, never blocking this one.
+pub fn release_after_queued_work<T: Send + 'static>(device: &Arc<CudaDevice>, owner: T) {
+  let Ok(bound) = device.bind() else {
+    // Driver calls are refused here (a CUDA host function): the release thread waits for
+    // everything on our stream instead, which includes the reads.
+    return defer(Job::ReleaseAfterStream {
+      device: device.clone(),
+      owner: Box::new(owner),
+    });
+  };
+  let mut event: CuEvent = core::ptr::null_mut();
+  // SAFETY: valid out-pointer; our context is current. Then the new event on our stream.
+  let recorded = unsafe {
+    let code = (bound.driver.event_create)(&mut event, EVENT_DISABLE_TIMING);
+    if code == CUDA_SUCCESS {
+      let code = (bound.driver.event_record)(event, LEGACY_STREAM);
+      if code != CUDA_SUCCESS {
+        (bound.driver.event_destroy)(event);
+      }
+      code
+    } else {
+      code
+    }
+  };
+  if recorded != CUDA_SUCCESS {
+    // No event: wait here instead (rare: the driver is failing anyway).
+    release_failed("recording the release event", recorded);
+    // SAFETY: the legacy stream of our (bound) context.
+    let code = unsafe { (bound.driver.stream_synchronize)(LEGACY_STREAM) };
+    if code != CUDA_SUCCESS {
+      release_failed("cuStreamSynchronize (deleter)", code);
+    }
+    drop(bound);
+    return drop(owner);
+  }
+  // SAFETY: the event just recorded.
+  let query = unsafe { (bound.driver.event_query)(event) };
+  if query != CUDA_SUCCESS {
+    drop(bound);
+    if query != CUDA_ERROR_NOT_READY {
+      release_failed("cuEventQuery (deleter)", query);
+    }
+    return defer(Job::Release {
+      device: device.clone(),
+      event: Handle(event),
+      owner: Box::new(owner),
+    });
+  }
+  // SAFETY: completed, ours, destroyed once.
+  let code = unsafe { (bound.driver.event_destroy)(event) };
+  if code != CUDA_SUCCESS {
+    release_failed("cuEventDestroy (deleter)", code);
+  }
+  drop(bound);
+  drop(owner);
+}
+
+/// Device memory we allocated (on the device's stream). Freed, stream-ordered, when dropped,
+/// on any thread.
 pub struct DeviceBuffer {
-  /// `None` for zero bytes (no allocation; the pointer is 0).
-  slice: Option<CudaSlice<u8>>,
+  /// The device address; 0 for zero bytes (no allocation).
   ptr: u64,
   len: usize,
   device: Arc<CudaDevice>,
@@ -392,35 +893,34 @@ impl DeviceBuffer {
   pub fn alloc(device: &Arc<CudaDevice>, len: usize, zeroed: bool) -> Result<DeviceBuffer> {
     if len == 0 {
       return Ok(DeviceBuffer {
-        slice: None,
         ptr: 0,
         len: 0,
         device: device.clone(),
       });
     }
-    let stream = &device.stream;
-    let slice = if zeroed {
-      guarded("allocating zeroed device memory", || {
-        stream.alloc_zeros::<u8>(len)
-      })?
-    } else {
-      // SAFETY: bytes have no invalid bit patterns; the memory is written before it is read
-      // (or handed out as `empty`, whose contents are documented as undefined).
-      guarded("allocating device memory", || unsafe {
-        stream.alloc::<u8>(len)
-      })?
-    };
-    // With event tracking off, the guard records nothing.
-    let ptr = {
-      let (ptr, _no_event) = slice.device_ptr(stream);
-      ptr
-    };
-    Ok(DeviceBuffer {
-      slice: Some(slice),
+    let bound = device.bind()?;
+    let mut ptr: CuDevicePtr = 0;
+    // SAFETY: valid out-pointer; our context is current.
+    check("allocating device memory", unsafe {
+      if device.pools {
+        (bound.driver.mem_alloc_async)(&mut ptr, len, LEGACY_STREAM)
+      } else {
+        (bound.driver.mem_alloc)(&mut ptr, len)
+      }
+    })?;
+    // From here on, dropping the buffer frees the allocation.
+    let buffer = DeviceBuffer {
       ptr,
       len,
       device: device.clone(),
-    })
+    };
+    if zeroed {
+      // SAFETY: `len` bytes of our new allocation, on our stream; our context is current.
+      let code = unsafe { (bound.driver.memset_d8_async)(ptr, 0, len, LEGACY_STREAM) };
+      check("allocating zeroed device memory (cuMemsetD8Async)", code)?;
+    }
+    drop(bound);
+    Ok(buffer)
   }
 
   /// A new buffer holding a copy of `bytes` (enqueued; no host synchronisation).
@@ -460,17 +960,10 @@ impl DeviceBuffer {
 
 impl Drop for DeviceBuffer {
   fn drop(&mut self) {
-    if let Some(slice) = self.slice.take() {
-      let ctx = self.device.ctx.clone();
-      // cudarc frees on the slice's stream (cuMemFreeAsync, or a stream sync + cuMemFree)
-      // without binding the context, and the last owner may be on any thread: bind first.
-      // Errors cannot be reported from a drop; clear them so they do not resurface on an
-      // unrelated later call (cudarc keeps them "sticky" in the context).
-      let _ = catch_unwind(AssertUnwindSafe(move || {
-        let _ = ctx.bind_to_thread();
-        drop(slice);
-        let _ = ctx.check_err();
-      }));
+    if self.ptr != 0 {
+      // Binds our context itself (the raw push/pop, whatever the thread's state), frees in
+      // stream order, and counts a failure instead of swallowing it.
+      self.device.free(self.ptr);
     }
   }
 }
@@ -541,21 +1034,20 @@ pub struct PointerInfo {
 }
 
 /// `CU_MEMORYTYPE_DEVICE`.
-pub const MEMORY_TYPE_DEVICE: u32 = sys::CUmemorytype_enum::CU_MEMORYTYPE_DEVICE as u32;
+pub const MEMORY_TYPE_DEVICE: u32 = 2;
 
 /// Queries the driver's pointer attributes of `address` (in `device`'s context). Unknown
 /// addresses are not an error: they come back with `memory_type == 0`.
 pub fn pointer_info(device: &CudaDevice, address: u64) -> Result<PointerInfo> {
-  use sys::CUpointer_attribute_enum as Attribute;
   let mut memory_type: u32 = 0;
   let mut device_ordinal: i32 = -2;
-  let mut range_start: sys::CUdeviceptr = 0;
+  let mut range_start: CuDevicePtr = 0;
   let mut range_size: usize = 0;
-  let mut attributes = [
-    Attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-    Attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-    Attribute::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-    Attribute::CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+  let mut attributes: [c_int; 4] = [
+    POINTER_MEMORY_TYPE,
+    POINTER_DEVICE_ORDINAL,
+    POINTER_RANGE_START_ADDR,
+    POINTER_RANGE_SIZE,
   ];
   let mut data: [*mut c_void; 4] = [
     (&raw mut memory_type).cast(),
@@ -563,20 +1055,18 @@ pub fn pointer_info(device: &CudaDevice, address: u64) -> Result<PointerInfo> {
     (&raw mut range_start).cast(),
     (&raw mut range_size).cast(),
   ];
-  guarded("cuPointerGetAttributes", || {
-    device.ctx.bind_to_thread()?;
-    // SAFETY: four attributes, each with a pointer to storage of the size the driver writes
-    // (unsigned int, int, CUdeviceptr, size_t), all alive for the call.
-    unsafe {
-      sys::cuPointerGetAttributes(
-        attributes.len() as u32,
-        attributes.as_mut_ptr(),
-        data.as_mut_ptr(),
-        address,
-      )
-    }
-    .result()
+  let bound = device.bind()?;
+  // SAFETY: four attributes, each with a pointer to storage of the size the driver writes
+  // (unsigned int, int, CUdeviceptr, size_t), all alive for the call; our context is current.
+  check("cuPointerGetAttributes", unsafe {
+    (bound.driver.pointer_get_attributes)(
+      attributes.len() as c_uint,
+      attributes.as_mut_ptr(),
+      data.as_mut_ptr(),
+      address,
+    )
   })?;
+  drop(bound);
   Ok(PointerInfo {
     memory_type,
     device_ordinal,

@@ -66,6 +66,9 @@ pub enum ErrorKind {
   Cuda,
   /// A stream value the protocol forbids for this device.
   Stream,
+  /// The memory is larger than the runtime's largest ArrayBuffer, so it cannot be viewed (or
+  /// copied) as one; export still works, and windows of it can be viewed.
+  TooLarge,
 }
 
 impl ErrorKind {
@@ -101,6 +104,7 @@ impl ErrorKind {
       ErrorKind::CudaUnavailable => "ERR_CUDA_UNAVAILABLE",
       ErrorKind::Cuda => "ERR_CUDA",
       ErrorKind::Stream => "ERR_DLPACK_STREAM",
+      ErrorKind::TooLarge => "ERR_DLPACK_TOO_LARGE",
     }
   }
 }

@@ -125,3 +125,142 @@ fn misaligned_tensor_in_a_foreign_payload_is_refused_and_released_once() {
     assert_eq!(count(&producer.calls), before + 1);
   }
 }
+
+#[test]
+fn abi_is_checked_before_tensor_is_read() {
+  let (managed, calls) = versioned_tensor();
+  let mut payload = CapsulePayload::new(managed);
+  assert!(payload.check_abi().is_ok());
+  for (abi_version, kind) in [(2, KIND_VERSIONED), (CAPSULE_ABI_VERSION, 9)] {
+    payload.abi_version = abi_version;
+    payload.kind = kind;
+    assert_eq!(
+      payload.check_abi().unwrap_err().kind(),
+      ErrorKind::CapsuleAbi
+    );
+    // SAFETY: no JS thread involved; nothing else can consume this payload.
+    let peeked = unsafe { payload.peek_device() };
+    assert_eq!(peeked.unwrap_err().kind(), ErrorKind::CapsuleAbi);
+  }
+  payload.abi_version = CAPSULE_ABI_VERSION;
+  payload.kind = KIND_VERSIONED;
+  drop(payload.take().unwrap());
+  assert_eq!(count(&calls), 1);
+}
+
+#[test]
+fn peek_device_reads_without_consuming() {
+  use napi_dlpack::ffi::{DLDevice, DLPackVersion};
+  use napi_dlpack::{Device, DeviceType};
+  let rocm = DLDevice {
+    device_type: DeviceType::Rocm as u32,
+    device_id: 3,
+  };
+  let mut spec = Spec::f32(&[2]);
+  spec.device = rocm;
+  let (ptr, calls) = versioned(spec);
+  // SAFETY: a fresh tensor whose ownership moves into the payload.
+  let payload = CapsulePayload::new(unsafe { ManagedTensor::from_raw_versioned(ptr) }.unwrap());
+  // SAFETY: no JS thread involved; nothing else can consume this payload.
+  let device = unsafe { payload.peek_device() }.unwrap();
+  assert_eq!(
+    device,
+    Some(Device {
+      device_type: DeviceType::Rocm,
+      id: 3
+    })
+  );
+  assert!(!payload.is_consumed());
+  assert_eq!(count(&calls), 0, "peeking runs no deleter");
+  drop(payload.take().unwrap());
+  assert_eq!(count(&calls), 1);
+  // SAFETY: as above.
+  let consumed = unsafe { payload.peek_device() }.unwrap_err();
+  assert_eq!(consumed.kind(), ErrorKind::CapsuleConsumed);
+
+  // Legacy: one layout, always readable.
+  let (ptr, legacy_calls) = legacy(Spec::f32(&[1]));
+  // SAFETY: a fresh tensor whose ownership moves into the payload.
+  let payload = CapsulePayload::new(unsafe { ManagedTensor::from_raw_legacy(ptr) }.unwrap());
+  // SAFETY: as above.
+  assert_eq!(unsafe { payload.peek_device() }.unwrap(), Some(Device::CPU));
+  assert_eq!(count(&legacy_calls), 0);
+  drop(payload.take().unwrap());
+  assert_eq!(count(&legacy_calls), 1);
+
+  // Another major version: nothing past the prefix is read, so no device.
+  let mut spec = Spec::f32(&[2]);
+  spec.version = DLPackVersion { major: 2, minor: 0 };
+  let (ptr, major_calls) = versioned(spec);
+  // SAFETY: a fresh tensor whose ownership moves into the payload.
+  let payload = CapsulePayload::new(unsafe { ManagedTensor::from_raw_versioned(ptr) }.unwrap());
+  // SAFETY: as above.
+  assert_eq!(unsafe { payload.peek_device() }.unwrap(), None);
+  payload.release();
+  assert_eq!(count(&major_calls), 1);
+
+  // An unknown device type: not a device to compare with.
+  let mut spec = Spec::f32(&[2]);
+  spec.device = DLDevice {
+    device_type: 5,
+    device_id: 0,
+  };
+  let (ptr, unknown_calls) = versioned(spec);
+  // SAFETY: a fresh tensor whose ownership moves into the payload.
+  let payload = CapsulePayload::new(unsafe { ManagedTensor::from_raw_versioned(ptr) }.unwrap());
+  // SAFETY: as above.
+  assert_eq!(unsafe { payload.peek_device() }.unwrap(), None);
+  payload.release();
+  assert_eq!(count(&unknown_calls), 1);
+
+  // A misaligned managed pointer is never dereferenced by a peek.
+  let mut producer = Misaligned::new();
+  let payload = CapsulePayload {
+    abi_version: CAPSULE_ABI_VERSION,
+    kind: KIND_VERSIONED,
+    tensor: std::sync::atomic::AtomicPtr::new(producer.versioned().cast()),
+  };
+  // SAFETY: as above.
+  assert_eq!(unsafe { payload.peek_device() }.unwrap(), None);
+  assert!(!payload.is_consumed());
+  drop(payload.take().unwrap_err());
+}
+
+/// What every major version keeps of `DLManagedTensorVersioned`, and all a producer of
+/// another major need allocate.
+#[repr(C)]
+struct StablePrefix {
+  version: napi_dlpack::ffi::DLPackVersion,
+  manager_ctx: *mut std::ffi::c_void,
+  deleter: Option<unsafe extern "C" fn(*mut napi_dlpack::ffi::DLManagedTensorVersioned)>,
+}
+
+static PREFIX_DELETES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+unsafe extern "C" fn delete_prefix(managed: *mut napi_dlpack::ffi::DLManagedTensorVersioned) {
+  PREFIX_DELETES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+  // SAFETY: made by Box::into_raw below, released once.
+  drop(unsafe { Box::from_raw(managed.cast::<StablePrefix>()) });
+}
+
+#[test]
+fn peek_device_of_another_major_reads_only_the_stable_prefix() {
+  use napi_dlpack::ffi::DLPackVersion;
+  // Allocated as the 24-byte prefix only: a read past `deleter` would leave the allocation,
+  // which Miri (`npm run test:miri`) reports.
+  let prefix = Box::into_raw(Box::new(StablePrefix {
+    version: DLPackVersion { major: 2, minor: 0 },
+    manager_ctx: std::ptr::null_mut(),
+    deleter: Some(delete_prefix),
+  }));
+  let payload = CapsulePayload {
+    abi_version: CAPSULE_ABI_VERSION,
+    kind: KIND_VERSIONED,
+    tensor: std::sync::atomic::AtomicPtr::new(prefix.cast()),
+  };
+  // SAFETY: no JS thread involved; nothing else can consume this payload.
+  assert_eq!(unsafe { payload.peek_device() }.unwrap(), None);
+  assert!(!payload.is_consumed());
+  payload.release(); // the producer's finalizer: the deleter, read from the prefix
+  assert_eq!(PREFIX_DELETES.load(std::sync::atomic::Ordering::SeqCst), 1);
+}

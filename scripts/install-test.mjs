@@ -1,0 +1,312 @@
+// The install test: what a user gets from npm, checked before it is published.
+//
+//  1. pack the main package as `napi prepublish` publishes it (optionalDependencies on every
+//     platform package) and the host's platform package (npm/<platform> with the built .node);
+//  2. install both from the tarballs OFFLINE (empty npm cache, clean HOME) into a temporary
+//     project, with only node and npm on PATH: no Rust, no C compiler, no install script;
+//  3. use it from a CommonJS script, an ES module and `tsc --strict` against the published
+//     types: TypeScript 5.9 and 5.0, `lib: ["es2022"]`, `skipLibCheck: false`, no @types/node,
+//     module nodenext (CJS and ESM files), node10 and bundler;
+//  4. install the main package alone: the error must name the platform package to install;
+//  5. publint and @arethetypeswrong/cli on the main tarball, publint and `npm publish --dry-run`
+//     of every package whose files exist here, and (CI=true only: it compiles the packaged crate, about
+//     two minutes) `cargo publish --dry-run -p napi-dlpack`.
+// Needs the addon and dist/ built (scripts/ensure-built.mjs). Exits 1 when any check fails.
+import { execFileSync } from 'node:child_process'
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { delimiter, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+import { isCI } from './test-prerequisites.mjs'
+
+const root = fileURLToPath(new URL('..', import.meta.url))
+const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'))
+const { name, version } = manifest
+const { hostSuffix } = await import(join(root, 'dist', 'loader.js'))
+const suffix = hostSuffix()
+const platformName = `${name}-${suffix}`
+const work = mkdtempSync(join(tmpdir(), 'napi-dlpack-install-'))
+const failures = []
+
+/** Runs one named check; a thrown error fails it (and is printed), the rest go on. */
+function check(label, body) {
+  const started = Date.now()
+  try {
+    body()
+    console.log(`ok   ${label} (${((Date.now() - started) / 1000).toFixed(1)} s)`)
+  } catch (error) {
+    failures.push(label)
+    console.log(`FAIL ${label}\n${String(error?.stderr ?? '')}${String(error?.stdout ?? '')}${error?.message ?? error}`)
+  }
+}
+
+function run(cmd, args, options = {}) {
+  return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], ...options })
+}
+
+/** Where `command` is on this process's PATH, or undefined. */
+function which(command) {
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    if (dir && existsSync(join(dir, command))) return join(dir, command)
+  }
+  return undefined
+}
+
+// ---- the sandbox: only node and npm on PATH, a clean HOME and an empty npm cache ------------
+const bin = join(work, 'bin')
+const home = join(work, 'home')
+mkdirSync(bin)
+mkdirSync(home)
+const npmCli = which('npm')
+if (!npmCli) throw new Error('npm not found on PATH')
+symlinkSync(process.execPath, join(bin, 'node'))
+symlinkSync(realpathSync(npmCli), join(bin, 'npm'))
+const sandboxEnv = {
+  PATH: bin,
+  HOME: home,
+  npm_config_cache: join(work, 'npm-cache'),
+  npm_config_userconfig: join(home, '.npmrc'),
+  npm_config_update_notifier: 'false',
+  npm_config_fund: 'false',
+  npm_config_audit: 'false',
+  LANG: 'C',
+}
+const npm = (args, cwd) => run(join(bin, 'npm'), args, { cwd, env: sandboxEnv })
+const node = (args, cwd) => run(join(bin, 'node'), args, { cwd, env: sandboxEnv })
+const toolchain = ['cc', 'gcc', 'g++', 'clang', 'cargo', 'rustc', 'make', 'ld']
+
+// ---- 1. pack ----------------------------------------------------------------------------------
+const tarballs = join(work, 'tarballs')
+const stage = join(work, 'stage')
+mkdirSync(tarballs)
+mkdirSync(stage)
+const packInto = (dir) => {
+  const [{ filename }] = JSON.parse(run('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', tarballs], { cwd: dir }))
+  return join(tarballs, filename)
+}
+/** The suffix of each declared target, as the loader names platform packages. */
+const targetDirs = readdirSync(join(root, 'npm')).filter((dir) => existsSync(join(root, 'npm', dir, 'package.json')))
+
+let mainTarball
+let platformTarball
+check(`pack ${name} as published (optionalDependencies on ${targetDirs.length} platform packages)`, () => {
+  // npm pack of the repository, unpacked, then given the optionalDependencies that
+  // `napi prepublish` writes before publishing, and packed again.
+  const raw = packInto(root)
+  const dir = join(stage, 'main')
+  mkdirSync(dir)
+  run('tar', ['xzf', raw, '-C', dir, '--strip-components=1'])
+  rmSync(raw)
+  const staged = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'))
+  staged.optionalDependencies = Object.fromEntries(
+    targetDirs.map((target) => [JSON.parse(readFileSync(join(root, 'npm', target, 'package.json'), 'utf8')).name, version]),
+  )
+  writeFileSync(join(dir, 'package.json'), `${JSON.stringify(staged, null, 2)}\n`)
+  for (const required of ['LICENSE', 'README.md', 'dist/index.js', 'dist/index.mjs', 'dist/index.d.ts', 'dist/index.d.mts', 'index.js', 'include/napi_dlpack.h', 'include/index.js']) {
+    if (!existsSync(join(dir, required))) throw new Error(`the packed package lacks ${required}`)
+  }
+  mainTarball = packInto(dir)
+})
+
+/**
+ * A platform package staged as `napi artifacts` + `napi prepublish` leave it: its npm/<target>
+ * dir, its binary (as `napi build --platform` left it in the root, else as `napi artifacts`
+ * moved it into npm/<target>), and LICENSE. Undefined when the binary was not built here.
+ */
+function stagePlatform(target) {
+  const platformManifest = JSON.parse(readFileSync(join(root, 'npm', target, 'package.json'), 'utf8'))
+  const binary = platformManifest.main
+  const built = [join(root, binary), join(root, 'npm', target, binary)].find((path) => existsSync(path))
+  if (!built) return undefined
+  const dir = join(stage, target)
+  cpSync(join(root, 'npm', target), dir, { recursive: true })
+  cpSync(built, join(dir, binary))
+  cpSync(join(root, 'LICENSE'), join(dir, 'LICENSE'))
+  return dir
+}
+
+check(`pack ${platformName} (npm/${suffix} with the built addon)`, () => {
+  if (!targetDirs.includes(suffix)) throw new Error(`no npm/${suffix}: ${suffix} is not a declared target`)
+  const dir = stagePlatform(suffix)
+  if (!dir) throw new Error(`the addon for ${suffix} is not built (run scripts/ensure-built.mjs)`)
+  platformTarball = packInto(dir)
+})
+
+// ---- 2. install offline, no toolchain -----------------------------------------------------
+const app = join(work, 'app')
+mkdirSync(app)
+writeFileSync(join(app, 'package.json'), `${JSON.stringify({ name: 'app', version: '1.0.0', private: true }, null, 2)}\n`)
+
+check('install both tarballs offline, only node and npm on PATH', () => {
+  if (!mainTarball || !platformTarball) throw new Error('nothing to install (packing failed)')
+  for (const tool of toolchain) {
+    if (existsSync(join(bin, tool))) throw new Error(`${tool} is reachable from the sandbox PATH`)
+  }
+  npm(['install', '--offline', '--no-package-lock', mainTarball, platformTarball], app)
+  const installed = JSON.parse(readFileSync(join(app, 'node_modules', name, 'package.json'), 'utf8'))
+  if (installed.version !== version) throw new Error(`installed ${name}@${installed.version}`)
+  if (!existsSync(join(app, 'node_modules', platformName))) throw new Error(`${platformName} not installed`)
+})
+
+// ---- 3. CJS, ESM and TypeScript consumers -----------------------------------------------------
+writeFileSync(
+  join(app, 'use.cjs'),
+  `'use strict'
+const assert = require('node:assert/strict')
+const { existsSync } = require('node:fs')
+const { join } = require('node:path')
+const { Tensor, fromDLPack, DLPackError } = require('${name}')
+assert.ok(require.resolve('${name}').startsWith(__dirname), 'resolved from the installed package')
+const t = Tensor.from(new Float32Array([1, 2, 3, 4]), [2, 2])
+const back = fromDLPack(t)
+assert.equal(back.dataPointer, t.dataPointer, 'zero-copy: same data pointer')
+back.data[3] = 42
+assert.equal(t.data[3], 42, 'a write through one is seen through the other')
+assert.throws(() => fromDLPack(42), (error) => error instanceof DLPackError && typeof error.code === 'string')
+const include = require('${name}/include')
+assert.ok(existsSync(join(include.dir, 'napi_dlpack.h')), 'include dir holds the header')
+assert.equal(require.resolve('${name}/include/napi_dlpack.h'), include.header)
+assert.equal(include.include, JSON.stringify(include.dir))
+console.log('cjs ok', include.dir)
+`,
+)
+writeFileSync(
+  join(app, 'use.mjs'),
+  `import assert from 'node:assert/strict'
+import { createRequire } from 'node:module'
+import { Tensor, fromDLPack } from '${name}'
+import { dir } from '${name}/include'
+const require = createRequire(import.meta.url)
+assert.equal(Tensor, require('${name}').Tensor, 'import and require share one module instance')
+const t = Tensor.zeros([3], 'float64')
+const back = fromDLPack(t.__dlpack__())
+back.data[1] = 7
+assert.deepEqual([...t.data], [0, 7, 0])
+assert.equal(dir, require('${name}/include').dir)
+console.log('esm ok')
+`,
+)
+check('CommonJS: require, zero-copy round trip, errors, napi-dlpack/include', () => node(['use.cjs'], app))
+check('ES module: import, one instance with require, zero-copy round trip', () => node(['use.mjs'], app))
+
+// The TypeScript consumers: an ESM and a CJS file under nodenext, one file per other setting.
+const typesDir = join(app, 'types')
+mkdirSync(typesDir)
+const consumerSource = `import { Tensor, fromDLPack, DLPackError, type DataArray, type DType, type Float16View } from '${name}'
+import { dir, header } from '${name}/include'
+
+const t: Tensor<'float32'> = Tensor.from(new Float32Array([1, 2, 3]))
+const data: Float32Array = t.data
+const viaProtocol: Tensor = fromDLPack(t)
+const pointer: bigint = viaProtocol.dataPointer
+const names: DType[] = ['float32', 'int64']
+const wide: DataArray<'int64'> = new BigInt64Array(1)
+const half: Float16View = new Uint16Array(1)
+// @ts-expect-error: not a dtype
+Tensor.zeros([2], 'float33')
+t[Symbol.dispose]()
+function codeOf(error: unknown): string | undefined {
+  return error instanceof DLPackError ? error.code : undefined
+}
+export const used = [data, pointer, names, wide, half, codeOf, dir.length, header.length]
+`
+writeFileSync(join(typesDir, 'consumer.mts'), consumerSource)
+writeFileSync(join(typesDir, 'consumer.cts'), consumerSource)
+writeFileSync(join(typesDir, 'consumer.ts'), consumerSource)
+writeFileSync(
+  join(typesDir, 'float16.ts'),
+  `import type { Float16View } from '${name}'
+// With a lib that declares Float16Array, the float16 view type includes it.
+export const half: Float16View = new Float16Array(1)
+`,
+)
+const compilerBase = { strict: true, noEmit: true, skipLibCheck: false, types: [], target: 'es2022', lib: ['es2022'] }
+const tsConfigs = [
+  { label: 'nodenext, ESM and CJS files', files: ['consumer.mts', 'consumer.cts'], options: { module: 'nodenext', moduleResolution: 'nodenext' } },
+  { label: 'node10 (CommonJS)', files: ['consumer.ts'], options: { module: 'commonjs', moduleResolution: 'node' } },
+  { label: 'bundler', files: ['consumer.ts'], options: { module: 'esnext', moduleResolution: 'bundler' } },
+]
+const compilers = [
+  { label: 'TypeScript 5.9', tsc: join(root, 'node_modules', 'typescript', 'bin', 'tsc') },
+  { label: 'TypeScript 5.0', tsc: join(root, 'node_modules', 'typescript-5.0', 'bin', 'tsc') },
+]
+for (const { label: compiler, tsc } of compilers) {
+  const tscVersion = run(process.execPath, [tsc, '--version']).trim()
+  for (const { label, files, options } of tsConfigs) {
+    check(`tsc --strict (${tscVersion.replace('Version', 'TypeScript')}), lib es2022, skipLibCheck false, ${label}`, () => {
+      const config = join(typesDir, `tsconfig.${compiler.replace(/\W+/g, '')}.${label.replace(/\W+/g, '-')}.json`)
+      writeFileSync(config, JSON.stringify({ compilerOptions: { ...compilerBase, ...options }, files }, null, 2))
+      node([tsc, '-p', config], typesDir)
+    })
+  }
+}
+check('tsc --strict (TypeScript 5.9), lib esnext: Float16View includes Float16Array', () => {
+  const config = join(typesDir, 'tsconfig.float16.json')
+  const compilerOptions = { ...compilerBase, lib: ['esnext'], module: 'nodenext', moduleResolution: 'nodenext' }
+  writeFileSync(config, JSON.stringify({ compilerOptions, files: ['float16.ts', 'consumer.mts'] }, null, 2))
+  node([compilers[0].tsc, '-p', config], typesDir)
+})
+
+// ---- 4. the main package without its platform package -----------------------------------------
+check(`without ${platformName}: the error's first line says to install it; a broken one says why`, () => {
+  const bare = join(work, 'bare')
+  mkdirSync(bare)
+  writeFileSync(join(bare, 'package.json'), `${JSON.stringify({ name: 'bare', version: '1.0.0', private: true }, null, 2)}\n`)
+  // --omit=optional: the same main tarball, installed as `npm install --omit=optional` leaves it.
+  npm(['install', '--offline', '--no-package-lock', '--omit=optional', mainTarball], bare)
+  if (existsSync(join(bare, 'node_modules', platformName))) throw new Error(`${platformName} was installed`)
+  const script = `try { require('${name}'); console.log('loaded') } catch (error) { console.log(JSON.stringify({ code: error.code, message: error.message })) }`
+  const { code, message } = JSON.parse(node(['-e', script], bare))
+  const first = message.split('\n')[0]
+  if (code !== 'ERR_DLPACK_ADDON_NOT_INSTALLED') throw new Error(`code ${code}: ${first}`)
+  if (!first.includes(`npm install ${platformName}@${version}`)) throw new Error(`first line does not name ${platformName}: ${first}`)
+  if (/wasm32|wasi/.test(first)) throw new Error(`first line names a WASI package: ${first}`)
+
+  // A platform package that is there but cannot load (here: not an ELF file; in the field, a
+  // libc too old): the error says so and quotes the OS loader's reason.
+  const broken = join(bare, 'node_modules', platformName)
+  const platformManifest = JSON.parse(readFileSync(join(root, 'npm', suffix, 'package.json'), 'utf8'))
+  mkdirSync(broken)
+  writeFileSync(join(broken, 'package.json'), JSON.stringify(platformManifest))
+  writeFileSync(join(broken, platformManifest.main), 'not a shared object')
+  const loadFailure = JSON.parse(node(['-e', script], bare))
+  if (loadFailure.code !== 'ERR_DLPACK_ADDON_LOAD') throw new Error(`code ${loadFailure.code}: ${loadFailure.message}`)
+  const reason = loadFailure.message.split('\n')[0]
+  if (!reason.includes(platformName) || !reason.includes(platformManifest.main)) throw new Error(`no package or OS reason in: ${reason}`)
+})
+
+// ---- 5. linters and publish dry runs ----------------------------------------------------------
+check('publint (--strict) on the main tarball', () => {
+  node([join(root, 'node_modules', 'publint', 'src', 'cli.js'), 'run', '--strict', mainTarball], work)
+})
+check('@arethetypeswrong/cli on the main tarball (offline: no @types lookup)', () => {
+  // napi_dlpack.h is exported for require.resolve, and is not a module for attw to type-check.
+  const attw = join(root, 'node_modules', '@arethetypeswrong', 'cli', 'dist', 'index.js')
+  node([attw, '--no-definitely-typed', '--no-emoji', '--no-color', '--exclude-entrypoints', './include/napi_dlpack.h', '--', mainTarball], work)
+})
+check(`npm publish --dry-run: ${name}`, () => {
+  npm(['publish', '--dry-run', '--offline', '--ignore-scripts', mainTarball], work)
+})
+for (const target of targetDirs) {
+  const dir = target === suffix ? join(stage, target) : stagePlatform(target)
+  if (!dir) {
+    console.log(`note npm publish --dry-run: npm/${target} has no built binary here (built on its own platform or by cross-compilation)`)
+    continue
+  }
+  check(`publint (--strict) and npm publish --dry-run: npm/${target}`, () => {
+    node([join(root, 'node_modules', 'publint', 'src', 'cli.js'), 'run', '--strict', '--pack', 'npm', dir], work)
+    npm(['publish', '--dry-run', '--offline', '--ignore-scripts'], dir)
+  })
+}
+if (isCI(process.env)) {
+  check('cargo publish --dry-run -p napi-dlpack', () => {
+    run('cargo', ['publish', '--dry-run', '-p', 'napi-dlpack', '--allow-dirty'], { cwd: root, stdio: ['ignore', 'inherit', 'inherit'] })
+  })
+} else {
+  console.log('note cargo publish --dry-run -p napi-dlpack: runs with CI=true only (it compiles the packaged crate)')
+}
+
+rmSync(work, { recursive: true, force: true })
+console.log(failures.length ? `install test: ${failures.length} check(s) failed: ${failures.join('; ')}` : 'install test: every check passed')
+process.exit(failures.length ? 1 : 0)

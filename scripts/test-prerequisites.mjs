@@ -1,0 +1,87 @@
+// What the peer suites of `npm test` need from the machine, and the report of what was skipped.
+// scripts/test.mjs runs every suite whose prerequisites exist; a suite whose prerequisites are
+// missing is switched off through its own variable (so it reports its tests as skipped rather
+// than failing), and listed loudly at the end. Under CI (CI=true, as .ci/run sets it, after
+// installing everything) a skip fails the run.
+import { existsSync } from 'node:fs'
+import { join } from 'node:path'
+
+/** True when `env.CI` says this is a CI run (CI=true or CI=1, as CI services set it). */
+export function isCI(env) {
+  return ['1', 'true'].includes((env.CI ?? '').toLowerCase())
+}
+
+function onPath(command, env) {
+  if (command.includes('/')) return existsSync(command)
+  return (env.PATH ?? '').split(':').some((dir) => dir && existsSync(join(dir, command)))
+}
+
+/**
+ * The suites to skip on this machine: `{ name, reason, remedy, env }` each, where `env` holds
+ * the variables that switch the suite off. `env` is the environment the tests will run in.
+ */
+export function peerSkips(env) {
+  const skips = []
+
+  // The libtorch peer (__test__/torch-addon/build.sh, __test__/torch.spec.ts): Debian's
+  // libtorch-dev (torch 1.13, CPU) and g++, found where build.sh looks for them.
+  const torch = 'libtorch peer (fixture torch-addon, __test__/torch.spec.ts)'
+  if (env.NAPI_DLPACK_SKIP_TORCH === '1') {
+    skips.push({ name: torch, reason: 'NAPI_DLPACK_SKIP_TORCH=1 is set', remedy: 'unset NAPI_DLPACK_SKIP_TORCH', env: {} })
+  } else {
+    const multiarch = { x64: 'x86_64-linux-gnu', arm64: 'aarch64-linux-gnu' }[process.arch] ?? ''
+    const headers = join(env.TORCH_INCLUDE_DIR ?? '/usr/include', 'ATen', 'dlpack.h')
+    const library = join(env.TORCH_LIB_DIR ?? join('/usr/lib', multiarch), 'libtorch_cpu.so')
+    const cxx = env.CXX ?? 'g++'
+    const missing = [
+      ...(existsSync(headers) ? [] : [`${headers} (libtorch headers)`]),
+      ...(existsSync(library) ? [] : [`${library} (libtorch)`]),
+      ...(onPath(cxx, env) ? [] : [`${cxx} (C++ compiler)`]),
+    ]
+    if (missing.length) {
+      skips.push({
+        name: torch,
+        reason: `missing ${missing.join(', ')}`,
+        remedy: 'sudo bash __test__/torch-addon/install-deps.sh (Debian/Ubuntu: libtorch-dev, g++)',
+        env: { NAPI_DLPACK_SKIP_TORCH: '1' },
+      })
+    }
+  }
+
+  // The install test's `cargo publish --dry-run` compiles the packaged crate (about two
+  // minutes), so it runs in CI only.
+  if (!isCI(env)) {
+    skips.push({
+      name: 'cargo publish --dry-run -p napi-dlpack (install test)',
+      reason: 'runs only with CI=true: it compiles the packaged crate (about 2 minutes)',
+      remedy: 'CI=true npm test, or cargo publish --dry-run -p napi-dlpack --allow-dirty',
+      env: {},
+    })
+  }
+
+  // Switches a developer may set for quick local runs: still skips, so CI refuses them.
+  if (env.NAPI_DLPACK_SKIP_NODE_MATRIX) {
+    skips.push({ name: 'ava on Node 22 and 24', reason: 'NAPI_DLPACK_SKIP_NODE_MATRIX is set', remedy: 'unset it', env: {} })
+  }
+  if (env.NAPI_DLPACK_SKIP_RUNTIMES) {
+    skips.push({ name: 'Bun and Deno smoke tests', reason: 'NAPI_DLPACK_SKIP_RUNTIMES is set', remedy: 'unset it', env: {} })
+  }
+  return skips
+}
+
+/** The closing skip report: one line per suite, loud; returns whether the skips fail the run. */
+export function reportSkips(skips, ci) {
+  if (!skips.length) return false
+  const rule = '!'.repeat(96)
+  const lines = [
+    rule,
+    `!!! ${skips.length} TEST SUITE${skips.length === 1 ? '' : 'S'} SKIPPED: they did not run`,
+    ...skips.flatMap(({ name, reason, remedy }) => [`!!!   ${name}`, `!!!     why: ${reason}`, `!!!     to run it: ${remedy}`]),
+    ci
+      ? '!!! CI=true: every suite must run in CI, so these skips FAIL the run.'
+      : '!!! The run can pass without them, but they did NOT run: this is not a full test.',
+    rule,
+  ]
+  console.log(`\n${lines.join('\n')}`)
+  return ci
+}

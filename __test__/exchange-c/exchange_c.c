@@ -161,6 +161,14 @@ static napi_value borrow_status(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/* Whether object[name] exists with the given type (its value in *out). */
+static int has_type(napi_env env, napi_value object, const char* name, napi_valuetype want,
+                    napi_value* out) {
+  napi_valuetype type;
+  return napi_get_named_property(env, object, name, out) == napi_ok &&
+         napi_typeof(env, *out, &type) == napi_ok && type == want;
+}
+
 /* extentOf({ shape, strides, byteOffset, data, bits }) -> code or extent:
  * napi_dlpack_tensor_extent on a hand-made DLTensor (no memory behind it). */
 static napi_value extent_of(napi_env env, napi_callback_info info) {
@@ -188,11 +196,13 @@ static napi_value extent_of(napi_env env, napi_callback_info info) {
       CHECK_NAPI(env, napi_get_value_bigint_int64(env, field, &strides[i], &lossless));
     }
   }
-  if (napi_get_named_property(env, argv[0], "data", &field) == napi_ok)
+  /* Optional fields: read only when present with the right type (runtimes differ in what a
+   * conversion of `undefined` returns). */
+  if (has_type(env, argv[0], "data", napi_bigint, &field))
     napi_get_value_bigint_uint64(env, field, &data, &lossless);
-  if (napi_get_named_property(env, argv[0], "byteOffset", &field) == napi_ok)
+  if (has_type(env, argv[0], "byteOffset", napi_bigint, &field))
     napi_get_value_bigint_uint64(env, field, &byte_offset, &lossless);
-  if (napi_get_named_property(env, argv[0], "bits", &field) == napi_ok)
+  if (has_type(env, argv[0], "bits", napi_number, &field))
     napi_get_value_uint32(env, field, &bits);
   memset(&t, 0, sizeof t);
   t.data = (void*)(uintptr_t)data;

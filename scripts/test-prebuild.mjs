@@ -7,7 +7,7 @@
 // the C test addon). Exit status 1 on any failure.
 import { execFileSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { basename, dirname, join } from 'node:path'
+import { basename, dirname, join, resolve } from 'node:path'
 
 import { PREBUILD_SPECS, binaryName, root } from './cross-targets.mjs'
 
@@ -27,7 +27,9 @@ if (!native) throw new Error('dist/native.js exports no binding')
 const loaded = process.report.getReport().sharedObjects.filter((file) => file.endsWith('.node'))
 const ours = loaded.filter((file) => basename(file).startsWith(`${binaryName}.`))
 console.log(`${process.platform}-${process.arch} node ${process.version}: loaded ${ours.join(', ') || '(none)'}`)
-if (ours.length !== 1 || dirname(ours[0]) !== root.replace(/[\\/]$/, '')) {
+// Windows paths compare without regard to case.
+const samePath = (a, b) => (process.platform === 'win32' ? resolve(a).toLowerCase() === resolve(b).toLowerCase() : resolve(a) === resolve(b))
+if (ours.length !== 1 || !samePath(dirname(ours[0]), root)) {
   console.log(`FAIL: expected one ${binaryName}.*.node from ${root}`)
   failed = true
 }

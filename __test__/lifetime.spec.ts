@@ -58,10 +58,13 @@ test.serial('tensors created in a worker are released when the worker exits', as
   const worker = new Worker(fileURLToPath(new URL('./fixtures/worker-tensors.mjs', import.meta.url)), {
     workerData: { count: 20 },
   })
+  // Listen for 'exit' now: a worker that posts and exits while this thread is busy has both
+  // events emitted in one turn, before a listener added after `await once(worker, 'message')`.
+  const exited = once(worker, 'exit')
   const [message] = (await once(worker, 'message')) as [{ made: number; live: number }]
   t.is(message.made, 20)
   t.true(message.live >= before + 20, 'the worker holds its storages while it runs')
-  await once(worker, 'exit')
+  await exited
   t.true(await gcUntil(() => native.nativeStats().liveStorages <= before), `live: ${native.nativeStats().liveStorages}`)
 })
 

@@ -287,7 +287,15 @@ test.serial('JS memory past the limit: Tensor.empty and Tensor.from throw ERR_DL
   if (over4G) {
     // V8 makes ArrayBuffers a little past Node 20's view limit (lazily zeroed), but no view of
     // them: Tensor.from said "Invalid typed array length" without a code.
-    throwsCode(t, () => Tensor.from(new ArrayBuffer(GiB4 + 1)), 'ERR_DLPACK_TOO_LARGE', BufferError)
+    // Bun's ArrayBuffer constructor itself refuses this size (RangeError: Out of memory):
+    // then there is nothing to wrap, and nothing of ours to check.
+    let past: ArrayBuffer | undefined
+    try {
+      past = new ArrayBuffer(GiB4 + 1)
+    } catch (error) {
+      t.log(`this runtime makes no ArrayBuffer of 4 GiB + 1: ${String(error)}`)
+    }
+    if (past) throwsCode(t, () => Tensor.from(past), 'ERR_DLPACK_TOO_LARGE', BufferError)
   }
 })
 

@@ -173,6 +173,17 @@ if (!process.env.NAPI_DLPACK_SKIP_RUNTIMES) {
   if (existsSync(bin('deno'))) step('large tensors under Deno', bin('deno'), ['run', '-A', '--v8-flags=--expose-gc', large])
 }
 
+// Linux prebuilds cross-built with zig (`npm run build:cross` puts them in artifacts/; not run
+// here: about 6 minutes on 2 cores). When they exist: their ELF checks (the glibc 2.17 floor of
+// the gnu builds, no glibc in the musl builds), and the package loading each one and passing the
+// smoke test where it runs here (x64 natively, arm64 under qemu-user; x64 musl in the musl
+// loader). `npm run test:cross` adds the ava specs on each (arm64 under qemu: about 6 minutes).
+if (existsSync(join(root, 'artifacts'))) {
+  step('prebuilds: ELF checks and smoke runs (scripts/cross-test.mjs --quick)', process.execPath, [join(root, 'scripts', 'cross-test.mjs'), '--quick'])
+} else {
+  console.log('\n### prebuilds: not checked (no artifacts/; `npm run build:cross` builds them)')
+}
+
 // The install test: main and host platform package packed, installed from the tarballs offline
 // with only node and npm on PATH, used from CJS, ESM and tsc; publint, attw, publish dry runs.
 step('install test (packed tarballs, offline, no toolchain on PATH)', process.execPath, [join(root, 'scripts', 'install-test.mjs')])

@@ -129,6 +129,13 @@ export interface HandleView {
  */
 export declare function handleWindow(handle: unknown, offset: number, length: number): HandleView
 
+/**
+ * Installs the exchange table for this environment (called once by `lib/tensor.ts`):
+ * `prototype` (`Tensor.prototype`) and `globalThis` get the table, `handleKey` is the symbol
+ * under which each tensor keeps its handle, `makeTensor(handle)` wraps a handle in a `Tensor`.
+ */
+export declare function installExchangeApi(prototype: object, handleKey: unknown, makeTensor: unknown): void
+
 export declare function isCapsule(value: unknown): boolean
 
 /**

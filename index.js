@@ -852,6 +852,7 @@ module.exports.handleDevice = nativeBinding.handleDevice
 module.exports.handleInfo = nativeBinding.handleInfo
 module.exports.handleView = nativeBinding.handleView
 module.exports.handleWindow = nativeBinding.handleWindow
+module.exports.installExchangeApi = nativeBinding.installExchangeApi
 module.exports.isCapsule = nativeBinding.isCapsule
 module.exports.isExternal = nativeBinding.isExternal
 module.exports.nativeStats = nativeBinding.nativeStats

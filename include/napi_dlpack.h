@@ -42,6 +42,7 @@
 #include <stdint.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h> /* memset */
 #include <node_api.h>
 #if defined(_MSC_VER) && !defined(__clang__) && !defined(__GNUC__)
 #include <intrin.h> /* _InterlockedExchangePointer */
@@ -401,7 +402,12 @@ typedef enum {
   NAPI_DLPACK_ERR_ABI_VERSION = 3,   /* abi_version or kind not understood */
   NAPI_DLPACK_ERR_NAPI = 4,          /* a Node-API call failed */
   NAPI_DLPACK_ERR_NO_MEMORY = 5,     /* allocation failed */
-  NAPI_DLPACK_ERR_INVALID_ARG = 6    /* NULL pointer or bad kind passed in */
+  NAPI_DLPACK_ERR_INVALID_ARG = 6,   /* NULL pointer or bad kind passed in */
+  /* Part 3 (the exchange table): */
+  NAPI_DLPACK_ERR_VERSION = 7,       /* exchange table of an unknown major */
+  NAPI_DLPACK_ERR_NO_EXCHANGE = 8,   /* the value exposes no (usable) table */
+  NAPI_DLPACK_ERR_PRODUCER = 9       /* the producer's function failed; its JS
+                                        exception is pending: return NULL */
 } napi_dlpack_status;
 
 /* ---- atomics ------------------------------------------------------------
@@ -608,8 +614,380 @@ static inline const char* napi_dlpack_status_code(napi_dlpack_status status) {
     case NAPI_DLPACK_ERR_NAPI: return "ERR_DLPACK_NAPI";
     case NAPI_DLPACK_ERR_NO_MEMORY: return "ERR_DLPACK_NO_MEMORY";
     case NAPI_DLPACK_ERR_INVALID_ARG: return "ERR_DLPACK_INVALID_ARGUMENT";
+    case NAPI_DLPACK_ERR_VERSION: return "ERR_DLPACK_VERSION";
+    case NAPI_DLPACK_ERR_NO_EXCHANGE: return "ERR_DLPACK_INVALID_ARGUMENT";
+    case NAPI_DLPACK_ERR_PRODUCER: return "ERR_DLPACK_NAPI";
   }
   return "ERR_DLPACK_UNKNOWN";
+}
+
+
+/* ===========================================================================
+ * Part 3: the exchange table (docs/protocol.md section 5)
+ * ===========================================================================
+ *
+ * The Node counterpart of DLPack 1.3's DLPackExchangeAPI: a producer's
+ * process-lifetime table of C functions that any addon can call given a JS
+ * object, without a capsule:
+ *
+ *  - dltensor_from_value: fill a caller-provided DLTensor that BORROWS the
+ *    object's tensor, plus its DLPack flags (READ_ONLY, IS_COPIED: a bare
+ *    DLTensor cannot carry them). No allocation, no finalizer, no stream
+ *    synchronisation. Valid until the calling native callback returns,
+ *    provided the consumer runs no JS meanwhile (JS could dispose the tensor
+ *    or transfer its ArrayBuffer). Shape and strides are filled (strides
+ *    non-NULL for ndim > 0) and must not be written. May be NULL.
+ *  - managed_tensor_from_value: a new OWNING DLManagedTensorVersioned* (the
+ *    caller calls its deleter once), without stream synchronisation.
+ *  - managed_tensor_to_value: takes ownership of a DLManagedTensorVersioned*
+ *    (ALWAYS: on failure the producer has called its deleter) and returns a
+ *    new JS object of the producer's kind viewing it, as its fromDLPack
+ *    would: how an addon returns, e.g., a napi-dlpack Tensor without linking
+ *    napi-dlpack.
+ *  - current_work_stream: the producer's current stream for a device (the
+ *    stream its kernels run on); NULL for the CPU and devices without
+ *    streams. napi-dlpack answers CU_STREAM_LEGACY ((void*)1) for CUDA.
+ *
+ * Every function returns 0 on success, and -1 on failure with a JS exception
+ * pending (an Error whose `code` is stable): a consumer simply returns NULL
+ * from its callback to pass it on. They are called on the JS thread of `env`
+ * and must not throw C++ exceptions or unwind.
+ *
+ * Discovery. A producer makes the table reachable from its objects by
+ * defining, on their prototype, the property NAPI_DLPACK_EXCHANGE_API_PROPERTY
+ * whose value is a napi_external pointing to the table's header and tagged
+ * with NAPI_DLPACK_EXCHANGE_API_TAG (napi_dlpack_exchange_api_install does
+ * this). The tag proves the external's data is a table header; no other
+ * property of the object is read. Because the table lives on the prototype,
+ * a consumer may cache (prototype -> table). napi-dlpack also installs its
+ * table on globalThis: the environment's default importer, for
+ * managed_tensor_to_value when there is no object at hand.
+ *
+ * Versions. header.version is the TABLE's version (not DLPack's): a consumer
+ * uses a table whose major it knows, else walks prev_api to an older one,
+ * else fails (napi_dlpack_exchange_api_select). Minor versions only append
+ * functions at the end of the struct.
+ */
+
+#define NAPI_DLPACK_EXCHANGE_API_MAJOR 1u
+#define NAPI_DLPACK_EXCHANGE_API_MINOR 0u
+#define NAPI_DLPACK_EXCHANGE_API_PROPERTY "__dlpack_napi_exchange_api__"
+#define NAPI_DLPACK_EXCHANGE_API_TAG_LOWER 0x3f0d9a51c4e24b87ULL
+#define NAPI_DLPACK_EXCHANGE_API_TAG_UPPER 0xa6b152e87d094c3eULL
+
+typedef struct napi_dlpack_exchange_api_header {
+  DLPackVersion version; /* of the table: {NAPI_DLPACK_EXCHANGE_API_MAJOR, ..} */
+  const struct napi_dlpack_exchange_api_header* prev_api; /* older, or NULL */
+} napi_dlpack_exchange_api_header;
+
+typedef int (*napi_dlpack_dltensor_from_value_fn)(napi_env env,
+                                                  napi_value value,
+                                                  DLTensor* out,
+                                                  uint64_t* out_flags);
+typedef int (*napi_dlpack_managed_tensor_from_value_fn)(
+    napi_env env, napi_value value, DLManagedTensorVersioned** out);
+typedef int (*napi_dlpack_managed_tensor_to_value_fn)(
+    napi_env env, DLManagedTensorVersioned* tensor, napi_value* out);
+typedef int (*napi_dlpack_current_work_stream_fn)(napi_env env,
+                                                  int32_t device_type,
+                                                  int32_t device_id,
+                                                  void** out_stream);
+
+/* Major version 1. Any function may be NULL (unsupported). */
+typedef struct napi_dlpack_exchange_api {
+  napi_dlpack_exchange_api_header header;
+  napi_dlpack_dltensor_from_value_fn dltensor_from_value;
+  napi_dlpack_managed_tensor_from_value_fn managed_tensor_from_value;
+  napi_dlpack_managed_tensor_to_value_fn managed_tensor_to_value;
+  napi_dlpack_current_work_stream_fn current_work_stream;
+} napi_dlpack_exchange_api;
+
+NAPI_DLPACK_STATIC_ASSERT(offsetof(napi_dlpack_exchange_api,
+                                   dltensor_from_value) ==
+                              sizeof(napi_dlpack_exchange_api_header),
+                          exchange_api_first_function);
+NAPI_DLPACK_STATIC_ASSERT(sizeof(napi_dlpack_exchange_api) ==
+                              sizeof(napi_dlpack_exchange_api_header) +
+                                  4 * sizeof(void*),
+                          exchange_api_size);
+
+/* The type tag of the external holding a table. */
+static inline const napi_type_tag* napi_dlpack_exchange_api_tag(void) {
+  static const napi_type_tag tag = {NAPI_DLPACK_EXCHANGE_API_TAG_LOWER,
+                                    NAPI_DLPACK_EXCHANGE_API_TAG_UPPER};
+  return &tag;
+}
+
+/* The table of `header`'s chain with major NAPI_DLPACK_EXCHANGE_API_MAJOR, or
+ * NULL when there is none (at most 16 links are followed). */
+static inline const napi_dlpack_exchange_api* napi_dlpack_exchange_api_select(
+    const napi_dlpack_exchange_api_header* header) {
+  int links;
+  for (links = 0; header != NULL && links < 16; links++) {
+    if (header->version.major == NAPI_DLPACK_EXCHANGE_API_MAJOR)
+      return (const napi_dlpack_exchange_api*)header;
+    header = header->prev_api;
+  }
+  return NULL;
+}
+
+/*
+ * Producer: makes the table starting with `header` (static, process lifetime;
+ * pass &api.header) discoverable on `target` (a prototype): defines
+ * NAPI_DLPACK_EXCHANGE_API_PROPERTY as a non-enumerable, read-only data
+ * property holding a tagged external.
+ */
+static inline napi_dlpack_status napi_dlpack_exchange_api_install(
+    napi_env env, napi_value target,
+    const napi_dlpack_exchange_api_header* header) {
+  napi_value external;
+  napi_property_descriptor descriptor;
+  if (env == NULL || target == NULL || header == NULL)
+    return NAPI_DLPACK_ERR_INVALID_ARG;
+  /* No finalizer: the table outlives every environment. */
+  if (napi_create_external(env, (void*)header, NULL, NULL, &external) !=
+      napi_ok)
+    return NAPI_DLPACK_ERR_NAPI;
+  if (napi_type_tag_object(env, external, napi_dlpack_exchange_api_tag()) !=
+      napi_ok)
+    return NAPI_DLPACK_ERR_NAPI;
+  memset(&descriptor, 0, sizeof descriptor);
+  descriptor.utf8name = NAPI_DLPACK_EXCHANGE_API_PROPERTY;
+  descriptor.value = external;
+  descriptor.attributes = napi_default;
+  if (napi_define_properties(env, target, 1, &descriptor) != napi_ok)
+    return NAPI_DLPACK_ERR_NAPI;
+  return NAPI_DLPACK_OK;
+}
+
+/*
+ * Consumer: finds the table of `value`. NAPI_DLPACK_OK with *api set;
+ * NAPI_DLPACK_ERR_NO_EXCHANGE when the value has none (primitives, plain
+ * objects: fall back to a capsule or __dlpack__); NAPI_DLPACK_ERR_VERSION
+ * when its table (and every older one it chains to) has an unknown major;
+ * NAPI_DLPACK_ERR_NAPI when a Node-API call failed (a getter may have thrown:
+ * an exception is then pending).
+ */
+static inline napi_dlpack_status napi_dlpack_exchange_api_find(
+    napi_env env, napi_value value, const napi_dlpack_exchange_api** api) {
+  napi_valuetype type;
+  napi_value property;
+  bool tagged = false;
+  void* data = NULL;
+  const napi_dlpack_exchange_api* found;
+  if (env == NULL || value == NULL || api == NULL)
+    return NAPI_DLPACK_ERR_INVALID_ARG;
+  if (napi_typeof(env, value, &type) != napi_ok) return NAPI_DLPACK_ERR_NAPI;
+  if (type != napi_object && type != napi_function)
+    return NAPI_DLPACK_ERR_NO_EXCHANGE;
+  if (napi_get_named_property(env, value, NAPI_DLPACK_EXCHANGE_API_PROPERTY,
+                              &property) != napi_ok)
+    return NAPI_DLPACK_ERR_NAPI;
+  if (napi_typeof(env, property, &type) != napi_ok) return NAPI_DLPACK_ERR_NAPI;
+  if (type != napi_external) return NAPI_DLPACK_ERR_NO_EXCHANGE;
+  if (napi_check_object_type_tag(env, property, napi_dlpack_exchange_api_tag(),
+                                 &tagged) != napi_ok)
+    return NAPI_DLPACK_ERR_NAPI;
+  if (!tagged) return NAPI_DLPACK_ERR_NO_EXCHANGE;
+  if (napi_get_value_external(env, property, &data) != napi_ok)
+    return NAPI_DLPACK_ERR_NAPI;
+  if (data == NULL) return NAPI_DLPACK_ERR_NO_EXCHANGE;
+  found = napi_dlpack_exchange_api_select(
+      (const napi_dlpack_exchange_api_header*)data);
+  if (found == NULL) return NAPI_DLPACK_ERR_VERSION;
+  *api = found;
+  return NAPI_DLPACK_OK;
+}
+
+/*
+ * Consumer: borrows the tensor of `value` for the current native call into
+ * *out (and its DLPack flags into *flags). NAPI_DLPACK_ERR_PRODUCER means the
+ * producer threw (pass the pending exception on by returning NULL);
+ * NAPI_DLPACK_ERR_NO_EXCHANGE that the value (or its table) cannot lend.
+ * Validate the result (napi_dlpack_tensor_extent) before touching data.
+ */
+static inline napi_dlpack_status napi_dlpack_exchange_borrow(
+    napi_env env, napi_value value, DLTensor* out, uint64_t* flags) {
+  const napi_dlpack_exchange_api* api = NULL;
+  napi_dlpack_status st;
+  if (out == NULL || flags == NULL) return NAPI_DLPACK_ERR_INVALID_ARG;
+  st = napi_dlpack_exchange_api_find(env, value, &api);
+  if (st != NAPI_DLPACK_OK) return st;
+  if (api->dltensor_from_value == NULL) return NAPI_DLPACK_ERR_NO_EXCHANGE;
+  if (api->dltensor_from_value(env, value, out, flags) != 0)
+    return NAPI_DLPACK_ERR_PRODUCER;
+  return NAPI_DLPACK_OK;
+}
+
+/*
+ * Consumer: a new owning export of `value` in *out. Release it with
+ * napi_dlpack_tensor_release(NAPI_DLPACK_KIND_VERSIONED, *out) exactly once.
+ */
+static inline napi_dlpack_status napi_dlpack_exchange_export(
+    napi_env env, napi_value value, DLManagedTensorVersioned** out) {
+  const napi_dlpack_exchange_api* api = NULL;
+  napi_dlpack_status st;
+  if (out == NULL) return NAPI_DLPACK_ERR_INVALID_ARG;
+  st = napi_dlpack_exchange_api_find(env, value, &api);
+  if (st != NAPI_DLPACK_OK) return st;
+  if (api->managed_tensor_from_value == NULL) return NAPI_DLPACK_ERR_NO_EXCHANGE;
+  if (api->managed_tensor_from_value(env, value, out) != 0)
+    return NAPI_DLPACK_ERR_PRODUCER;
+  return NAPI_DLPACK_OK;
+}
+
+/*
+ * Producer side of a return value: hands `tensor` (always: on every status
+ * but NAPI_DLPACK_ERR_INVALID_ARG for a NULL env/out, ownership has passed,
+ * and on failure its deleter has run) to the environment's default importer
+ * (napi-dlpack's table on globalThis, present when napi-dlpack is loaded in
+ * this environment), which returns a napi-dlpack Tensor in *out. Without an
+ * importer the tensor is released and NAPI_DLPACK_ERR_NO_EXCHANGE returned:
+ * wrap it in a capsule instead (napi_dlpack_capsule_create) if you prefer.
+ */
+static inline napi_dlpack_status napi_dlpack_exchange_to_value(
+    napi_env env, DLManagedTensorVersioned* tensor, napi_value* out) {
+  napi_value global;
+  const napi_dlpack_exchange_api* api = NULL;
+  napi_dlpack_status st;
+  if (env == NULL || out == NULL) return NAPI_DLPACK_ERR_INVALID_ARG;
+  if (tensor == NULL) return NAPI_DLPACK_ERR_INVALID_ARG;
+  if (napi_get_global(env, &global) != napi_ok) {
+    napi_dlpack_tensor_release(NAPI_DLPACK_KIND_VERSIONED, tensor);
+    return NAPI_DLPACK_ERR_NAPI;
+  }
+  st = napi_dlpack_exchange_api_find(env, global, &api);
+  if (st == NAPI_DLPACK_OK && api->managed_tensor_to_value == NULL)
+    st = NAPI_DLPACK_ERR_NO_EXCHANGE;
+  if (st != NAPI_DLPACK_OK) {
+    napi_dlpack_tensor_release(NAPI_DLPACK_KIND_VERSIONED, tensor);
+    return st;
+  }
+  if (api->managed_tensor_to_value(env, tensor, out) != 0)
+    return NAPI_DLPACK_ERR_PRODUCER;
+  return NAPI_DLPACK_OK;
+}
+
+/* ---- validation of a borrowed or imported DLTensor ----------------------
+ * What a consumer must check before reading a tensor it did not make, with
+ * every multiplication and addition checked for overflow, so that C authors
+ * do not re-derive it. */
+
+typedef struct napi_dlpack_extent {
+  int64_t numel;       /* product of the shape */
+  int64_t itemsize;    /* bytes per element: bits * lanes / 8 */
+  int64_t min_offset;  /* lowest element offset, in elements, <= 0 */
+  int64_t max_offset;  /* highest element offset, in elements, >= 0 */
+  uint64_t span_bytes; /* lowest element to end of highest; 0 when empty */
+  int c_contiguous;    /* row-major dense (size-1 dims ignored) */
+} napi_dlpack_extent;
+
+#define NAPI_DLPACK_MAX_NDIM 64
+
+/* a * b into *out, or 0 on int64 overflow (a, b >= 0). */
+static inline int napi_dlpack_mul_i64_(int64_t a, int64_t b, int64_t* out) {
+  if (a != 0 && b > INT64_MAX / a) return 0;
+  *out = a * b;
+  return 1;
+}
+
+/* a + b into *out, or 0 on int64 overflow. */
+static inline int napi_dlpack_add_i64_(int64_t a, int64_t b, int64_t* out) {
+  if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b)) return 0;
+  *out = a + b;
+  return 1;
+}
+
+/*
+ * Checks `t` (with its DLPack `flags`, 0 for legacy tensors) and computes its
+ * extent. Returns NULL when the tensor is well-formed, else the stable error
+ * code napi-dlpack would throw ("ERR_DLPACK_NDIM", "ERR_DLPACK_SHAPE",
+ * "ERR_DLPACK_OVERFLOW", "ERR_DLPACK_NULL_SHAPE", "ERR_DLPACK_NULL_DATA",
+ * "ERR_DLPACK_DTYPE", "ERR_DLPACK_BYTE_OFFSET"). Strides NULL means
+ * row-major. For host memory (kDLCPU, kDLCUDAHost, kDLROCMHost, kDLCUDAManaged)
+ * it also checks that the whole span lies inside the address space: then the
+ * elements are the bytes [data + byte_offset + min_offset * itemsize,
+ * + span_bytes). It cannot check that the memory is really there.
+ */
+static inline const char* napi_dlpack_tensor_extent(const DLTensor* t,
+                                                    uint64_t flags,
+                                                    napi_dlpack_extent* out) {
+  int64_t numel = 1, itemsize, min_off = 0, max_off = 0, expected = 1, span;
+  int32_t i;
+  int contiguous = 1, host;
+  uint64_t bits;
+  (void)flags;
+  if (t == NULL || out == NULL) return "ERR_DLPACK_INVALID_ARGUMENT";
+  if (t->ndim < 0 || t->ndim > NAPI_DLPACK_MAX_NDIM) return "ERR_DLPACK_NDIM";
+  if (t->ndim > 0 && t->shape == NULL) return "ERR_DLPACK_NULL_SHAPE";
+  bits = (uint64_t)t->dtype.bits * (uint64_t)t->dtype.lanes;
+  if (bits == 0 || bits % 8 != 0) return "ERR_DLPACK_DTYPE";
+  itemsize = (int64_t)(bits / 8);
+  for (i = 0; i < t->ndim; i++) {
+    if (t->shape[i] < 0) return "ERR_DLPACK_SHAPE";
+    if (!napi_dlpack_mul_i64_(numel, t->shape[i], &numel))
+      return "ERR_DLPACK_OVERFLOW";
+  }
+  /* Row-major check and offsets, last axis first. */
+  for (i = t->ndim - 1; i >= 0; i--) {
+    int64_t dim = t->shape[i];
+    int64_t stride = t->strides != NULL ? t->strides[i] : expected;
+    int64_t reach;
+    if (dim > 1 && stride != expected) contiguous = 0;
+    if (dim > 0) {
+      if (stride == INT64_MIN) return "ERR_DLPACK_OVERFLOW";
+      if (!napi_dlpack_mul_i64_(dim - 1, stride < 0 ? -stride : stride, &reach))
+        return "ERR_DLPACK_OVERFLOW";
+      if (stride < 0) {
+        if (!napi_dlpack_add_i64_(min_off, -reach, &min_off))
+          return "ERR_DLPACK_OVERFLOW";
+      } else if (!napi_dlpack_add_i64_(max_off, reach, &max_off)) {
+        return "ERR_DLPACK_OVERFLOW";
+      }
+    }
+    if (!napi_dlpack_mul_i64_(expected, dim > 1 ? dim : 1, &expected))
+      expected = INT64_MAX; /* only compared with strides of larger dims */
+  }
+  if (numel == 0) {
+    min_off = 0;
+    max_off = 0;
+    span = 0;
+  } else {
+    if (!napi_dlpack_add_i64_(max_off, -min_off, &span) ||
+        !napi_dlpack_add_i64_(span, 1, &span) ||
+        !napi_dlpack_mul_i64_(span, itemsize, &span))
+      return "ERR_DLPACK_OVERFLOW";
+  }
+  /* kDLCPU, kDLCUDAHost, kDLROCMHost, kDLCUDAManaged, by value: a dlpack.h
+   * brought with NAPI_DLPACK_NO_DLPACK_TYPES may predate some names. */
+  host = (int)t->device.device_type == 1 || (int)t->device.device_type == 3 ||
+         (int)t->device.device_type == 11 || (int)t->device.device_type == 13;
+  if (numel > 0 && t->data == NULL) return "ERR_DLPACK_NULL_DATA";
+  if (host && numel > 0) {
+    /* first = data + byte_offset; [first + min_off*itemsize, + span) must
+     * not wrap around the address space. */
+    uintptr_t first, low, low_bytes;
+    int64_t low_delta;
+    if (t->byte_offset > (uint64_t)(UINTPTR_MAX - (uintptr_t)t->data))
+      return "ERR_DLPACK_BYTE_OFFSET";
+    first = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
+    if (!napi_dlpack_mul_i64_(-min_off, itemsize, &low_delta))
+      return "ERR_DLPACK_OVERFLOW";
+    low_bytes = (uintptr_t)low_delta;
+    if ((uint64_t)low_delta > (uint64_t)UINTPTR_MAX || low_bytes > first)
+      return "ERR_DLPACK_OVERFLOW";
+    low = first - low_bytes;
+    if ((uint64_t)span > (uint64_t)(UINTPTR_MAX - low))
+      return "ERR_DLPACK_OVERFLOW";
+  }
+  if (numel <= 1) contiguous = 1;
+  out->numel = numel;
+  out->itemsize = itemsize;
+  out->min_offset = min_off;
+  out->max_offset = max_off;
+  out->span_bytes = (uint64_t)span;
+  out->c_contiguous = contiguous;
+  return NULL;
 }
 
 #ifdef __cplusplus

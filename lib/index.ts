@@ -32,6 +32,13 @@ export {
   TensorDisposedError,
 } from './errors'
 export {
+  EXCHANGE_API_PROPERTY,
+  type HasExchangeApi,
+  type OwnedTensorArg,
+  type TensorArg,
+  type TensorResult,
+} from './exchange'
+export {
   type CanDLPack,
   type CanDLPackDevice,
   type DLPackSource,

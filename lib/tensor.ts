@@ -172,6 +172,17 @@ function readInfo(handle: unknown): TensorInfo {
 
 const internal = Symbol('napi-dlpack.internal')
 
+/**
+ * @internal Where each `Tensor` keeps its native handle for the exchange table (src/exchange.rs,
+ * installed by lib/exchange.ts): native consumers borrow the tensor through it. Cleared by
+ * `dispose()`.
+ */
+export const exchangeHandle = Symbol('napi-dlpack.exchangeHandle')
+
+function setExchangeHandle(tensor: object, handle: unknown): void {
+  ;(tensor as Record<symbol, unknown>)[exchangeHandle] = handle
+}
+
 function call<T>(fn: () => T): T {
   try {
     return fn()
@@ -288,6 +299,7 @@ export class Tensor<D extends DType = DType> {
       )
     }
     this.#shared = shared
+    setExchangeHandle(this, shared.handle)
   }
 
   /** @internal A new tensor over a fresh native handle. */
@@ -642,6 +654,7 @@ export class Tensor<D extends DType = DType> {
     if (shared === null) return
     this.#shared = null
     this.#data = undefined
+    setExchangeHandle(this, undefined)
     shared.refs -= 1
     if (shared.refs === 0) call(() => native.releaseHandle(shared.handle))
   }

@@ -7,6 +7,7 @@
 #![cfg_attr(test, allow(dead_code))]
 
 mod cuda;
+mod exchange;
 mod fast;
 mod js_memory;
 mod own_capsule;

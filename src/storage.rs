@@ -162,47 +162,43 @@ unsafe impl IntoDLPack for ExportOwner {
   }
 }
 
+/// The DLPack `data` and `byte_offset` of `meta` over `storage`, as every export (owning, or
+/// borrowed through the exchange table) describes them.
+pub fn export_address(storage: &Storage, meta: &Meta) -> (*mut c_void, u64) {
+  match storage.memory() {
+    // Re-exports of address-valued memory point `data` at the first element with
+    // byte_offset 0: consumers that ignore byte_offset (torch 1.13's at::fromDLPack, for one)
+    // then still read the right elements.
+    Memory::Foreign(tensor) if tensor.device().device_type.data_is_address() => {
+      (tensor.data_ptr().cast(), 0)
+    }
+    // Handle-valued devices (OpenCL, Metal, ...) keep the producer's handle and offset: `data`
+    // is not an address, so the offset cannot be folded into it.
+    Memory::Foreign(tensor) => (tensor.raw_data(), tensor.byte_offset()),
+    // Our device memory: the first element's device address (integer arithmetic only).
+    Memory::Cuda(buffer) => (
+      (buffer.device_ptr() as usize).wrapping_add(meta.first_byte) as *mut c_void,
+      0,
+    ),
+    // Our own memory: data points at the first element, byte_offset 0, which every consumer
+    // reads correctly (including those that ignore byte_offset).
+    Memory::Js { .. } | Memory::Owned(_) => (
+      // SAFETY: first_byte lies inside the storage region (checked at construction).
+      unsafe { storage.base().add(meta.first_byte) }.cast::<c_void>(),
+      0,
+    ),
+  }
+}
+
 impl ExportOwner {
   /// Describes `meta` over `storage` for export.
   pub fn new(storage: Arc<Storage>, meta: Arc<Meta>) -> ExportOwner {
-    let info = match storage.memory() {
-      // Re-exports of address-valued memory point `data` at the first element with
-      // byte_offset 0: consumers that ignore byte_offset (torch 1.13's at::fromDLPack, for one)
-      // then still read the right elements.
-      Memory::Foreign(tensor) if tensor.device().device_type.data_is_address() => {
-        TensorInfo::strided(
-          tensor.data_ptr().cast(),
-          meta.dtype,
-          &meta.shape,
-          &meta.strides,
-        )
-      }
-      // Handle-valued devices (OpenCL, Metal, ...) keep the producer's handle and offset: `data`
-      // is not an address, so the offset cannot be folded into it.
-      Memory::Foreign(tensor) => {
-        TensorInfo::strided(tensor.raw_data(), meta.dtype, &meta.shape, &meta.strides)
-          .byte_offset(tensor.byte_offset())
-      }
-      // Our device memory: the first element's device address (integer arithmetic only).
-      Memory::Cuda(buffer) => TensorInfo::strided(
-        (buffer.device_ptr() as usize).wrapping_add(meta.first_byte) as *mut c_void,
-        meta.dtype,
-        &meta.shape,
-        &meta.strides,
-      ),
-      // Our own memory: data points at the first element, byte_offset 0, which every consumer
-      // reads correctly (including those that ignore byte_offset).
-      Memory::Js { .. } | Memory::Owned(_) => TensorInfo::strided(
-        // SAFETY: first_byte lies inside the storage region (checked at construction).
-        unsafe { storage.base().add(meta.first_byte) }.cast::<c_void>(),
-        meta.dtype,
-        &meta.shape,
-        &meta.strides,
-      ),
-    }
-    .device(meta.device)
-    .read_only(meta.readonly)
-    .copied(meta.is_copy && matches!(storage.memory(), Memory::Owned(_)));
+    let (data, byte_offset) = export_address(&storage, &meta);
+    let info = TensorInfo::strided(data, meta.dtype, &meta.shape, &meta.strides)
+      .byte_offset(byte_offset)
+      .device(meta.device)
+      .read_only(meta.readonly)
+      .copied(meta.is_copy && matches!(storage.memory(), Memory::Owned(_)));
     ExportOwner {
       storage,
       meta,

@@ -27,7 +27,7 @@ use crate::own_capsule;
 use crate::storage::{copy_bytes, try_zeroed_vec, ExportOwner, Memory, Meta, Storage};
 
 /// Type tag of handle externals (private to this addon, unlike the capsule tag).
-const HANDLE_TAG: sys::napi_type_tag = sys::napi_type_tag {
+pub(crate) const HANDLE_TAG: sys::napi_type_tag = sys::napi_type_tag {
   lower: 0x5a1e_77c4_d2b9_4f0e,
   upper: 0x9e3c_61a8_0b7d_42f5,
 };
@@ -354,6 +354,12 @@ pub fn import_capsule<'env>(
     }
   };
   from_foreign(env, ForeignTensor::new(managed)?, copy_mode, stream)
+}
+
+/// A handle for a validated tensor handed over by native code (the exchange table's
+/// `managed_tensor_to_value`): what `importCapsule` makes of it, copying only if needed.
+pub(crate) fn import_foreign<'env>(env: &'env Env, tensor: ForeignTensor) -> Result<Unknown<'env>> {
+  from_foreign(env, tensor, COPY_IF_NEEDED, None)
 }
 
 fn foreign_meta(tensor: &ForeignTensor) -> Meta {

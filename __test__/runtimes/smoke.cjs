@@ -51,5 +51,33 @@ source.dispose()
 check(() => assert.throws(() => source.shape, (e) => e.code === 'ERR_TENSOR_DISPOSED'))
 check(() => assert.equal(back.data[0], 42)) // the shared import keeps the memory
 
+// --- The exchange table (include/napi_dlpack.h part 3): a C addon borrows a Tensor for a call
+// (no capsule), a C tensor comes back as a Tensor through the default importer, and the Rust
+// example's typed arguments borrow too. Table functions run with the caller's env and report
+// errors on it: this is where runtimes could differ.
+const x = require(path.join(root, 'target', 'exchange-c', 'exchange_c.node'))
+const typed = require(path.join(root, 'target', 'consumer-addon', 'consumer_addon.node'))
+const lent = Tensor.from(new Float32Array([1, 2, 3, 4, 5, 6]), [3, 2], { strides: [1, 3] })
+check(() => assert.equal(x.borrowSum(lent).pointer, lent.dataPointer))
+check(() => assert.equal(x.borrowSum(lent).sum, 21))
+x.borrowScale(lent, 2)
+check(() => assert.deepEqual(lent.toArray(), [[2, 8], [4, 10], [6, 12]]))
+const gone = Tensor.from(new Float32Array(1))
+gone.dispose()
+check(() => assert.throws(() => x.borrowSum(gone), (e) => e.code === 'ERR_TENSOR_DISPOSED'))
+check(() => assert.equal(x.borrowStatus(new x.BadVersionTensor()), 'ERR_DLPACK_VERSION'))
+const deleters = x.deleterCalls()
+const made = x.makeTensor(4, false)
+check(() => assert.ok(made instanceof Tensor))
+check(() => assert.deepEqual(Array.from(made.toTypedArray()), [0, 1, 2, 3]))
+made.dispose()
+check(() => assert.equal(x.deleterCalls(), deleters + 1))
+check(() => assert.equal(typed.inspect(lent).borrowed, true))
+check(() => assert.equal(typed.inspect(lent).dataPointer, lent.dataPointer))
+typed.scaleInPlace(lent, 0.5)
+check(() => assert.deepEqual(lent.toArray(), [[1, 4], [2, 5], [3, 6]]))
+check(() => assert.throws(() => typed.inspect(gone), (e) => e.code === 'ERR_TENSOR_DISPOSED'))
+check(() => assert.ok(typed.matrix(2, 2, 'float32') instanceof Tensor))
+
 console.log(`${runtime}: external buffers ${externalBuffersAllowed() ? 'allowed' : 'refused'}`)
 console.log(`smoke: ${checks} passed, 0 failed`)

@@ -48,9 +48,10 @@ pub unsafe trait IntoDLPack: Send + 'static {
 }
 
 /// Which owning struct to produce.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ExportFormat {
   /// `DLManagedTensorVersioned` (DLPack ≥ 1.0), carrying flags. The default.
+  #[default]
   Versioned,
   /// The legacy `DLManagedTensor`, for consumers that can only read DLPack 0.x.
   Legacy,

@@ -2,9 +2,11 @@
 
 use core::marker::PhantomData;
 
-use crate::dtype::Element;
+use crate::device::Device;
+use crate::dtype::{DType, Element};
 use crate::error::{DLPackError, ErrorKind};
 use crate::import::ForeignTensor;
+use crate::validation::Layout;
 
 /// Conversion from a borrowed imported tensor.
 pub trait FromDLPack<'a>: Sized {
@@ -41,10 +43,63 @@ impl ForeignTensor {
   pub fn view<T: Element>(&self) -> Result<StridedView<'_, T>, DLPackError> {
     StridedView::from_dlpack(self)
   }
+
+  /// Strided element writes (any strides; refused for READ_ONLY tensors).
+  pub fn view_mut<T: Element>(&mut self) -> Result<StridedViewMut<'_, T>, DLPackError> {
+    strided_mut_of(self)
+  }
+}
+
+/// What the typed views need from a validated tensor: an owned import ([`ForeignTensor`]) or a
+/// tensor borrowed for a native call (`crate::arg`). Crate-internal: only validated tensors
+/// may implement it, since the views trust the layout.
+pub(crate) trait ViewSource {
+  /// The layout established by validation.
+  fn layout(&self) -> &Layout;
+  fn shape(&self) -> &[i64];
+  /// In elements; row-major when the producer sent none.
+  fn strides(&self) -> &[i64];
+  /// Address of the first element, with the producer pointer's provenance.
+  fn data_ptr(&self) -> *mut u8;
+  fn is_read_only(&self) -> bool;
+
+  fn dtype(&self) -> DType {
+    self.layout().dtype()
+  }
+  fn device(&self) -> Device {
+    self.layout().device()
+  }
+  fn numel(&self) -> usize {
+    self.layout().numel()
+  }
+  fn span_bytes(&self) -> usize {
+    self.layout().span_bytes()
+  }
+  fn is_contiguous(&self) -> bool {
+    self.layout().is_c_contiguous()
+  }
+}
+
+impl ViewSource for ForeignTensor {
+  fn layout(&self) -> &Layout {
+    ForeignTensor::layout(self)
+  }
+  fn shape(&self) -> &[i64] {
+    ForeignTensor::shape(self)
+  }
+  fn strides(&self) -> &[i64] {
+    ForeignTensor::strides(self)
+  }
+  fn data_ptr(&self) -> *mut u8 {
+    ForeignTensor::data_ptr(self)
+  }
+  fn is_read_only(&self) -> bool {
+    ForeignTensor::is_read_only(self)
+  }
 }
 
 /// Checks that `T` matches the tensor and the memory is host-readable and aligned.
-fn check_readable<T: Element>(tensor: &ForeignTensor) -> Result<(), DLPackError> {
+fn check_readable<T: Element>(tensor: &impl ViewSource) -> Result<(), DLPackError> {
   if tensor.dtype() != T::DTYPE {
     return Err(DLPackError::new(
       ErrorKind::DtypeMismatch,
@@ -72,7 +127,7 @@ fn check_readable<T: Element>(tensor: &ForeignTensor) -> Result<(), DLPackError>
   Ok(())
 }
 
-fn check_contiguous(tensor: &ForeignTensor) -> Result<(), DLPackError> {
+fn check_contiguous(tensor: &impl ViewSource) -> Result<(), DLPackError> {
   if tensor.is_contiguous() {
     Ok(())
   } else {
@@ -103,49 +158,65 @@ fn check_bits<T: Element>(bytes: &[u8]) -> Result<(), DLPackError> {
 
 impl<'a, T: Element> FromDLPack<'a> for &'a [T] {
   fn from_dlpack(tensor: &'a ForeignTensor) -> Result<&'a [T], DLPackError> {
-    check_readable::<T>(tensor)?;
-    check_contiguous(tensor)?;
-    if tensor.numel() == 0 {
-      return Ok(&[]);
-    }
-    // SAFETY: validated layout: contiguous, `numel` elements of `T` starting at the aligned,
-    // host-accessible first element, span within the address space; the producer keeps the
-    // memory alive while `tensor` (which we borrow) owns it.
-    let bytes = unsafe { core::slice::from_raw_parts(tensor.data_ptr(), tensor.span_bytes()) };
-    check_bits::<T>(bytes)?;
-    // SAFETY: as above; bit validity checked for types that need it.
-    Ok(unsafe { core::slice::from_raw_parts(tensor.data_ptr().cast::<T>(), tensor.numel()) })
+    slice_of(tensor)
   }
+}
+
+/// The elements of a contiguous host tensor (the checks of `&[T]: FromDLPack`).
+pub(crate) fn slice_of<T: Element, S: ViewSource>(tensor: &S) -> Result<&[T], DLPackError> {
+  check_readable::<T>(tensor)?;
+  check_contiguous(tensor)?;
+  if tensor.numel() == 0 {
+    return Ok(&[]);
+  }
+  // SAFETY: validated layout: contiguous, `numel` elements of `T` starting at the aligned,
+  // host-accessible first element, span within the address space; the producer keeps the
+  // memory alive while `tensor` (which we borrow) owns it.
+  let bytes = unsafe { core::slice::from_raw_parts(tensor.data_ptr(), tensor.span_bytes()) };
+  check_bits::<T>(bytes)?;
+  // SAFETY: as above; bit validity checked for types that need it.
+  Ok(unsafe { core::slice::from_raw_parts(tensor.data_ptr().cast::<T>(), tensor.numel()) })
 }
 
 impl<'a, T: Element> FromDLPackMut<'a> for &'a mut [T] {
   fn from_dlpack_mut(tensor: &'a mut ForeignTensor) -> Result<&'a mut [T], DLPackError> {
-    if tensor.is_read_only() {
-      return Err(DLPackError::new(
-        ErrorKind::ReadOnly,
-        "tensor is flagged READ_ONLY",
-      ));
-    }
-    // The checks of the shared conversion; the mutable slice is then made from the tensor's
-    // own data pointer, since one derived from a shared slice would only permit reads.
-    let len = <&[T]>::from_dlpack(tensor)?.len();
-    if len == 0 {
-      return Ok(&mut []);
-    }
-    // SAFETY: the memory the shared conversion checked; `&mut ForeignTensor` guarantees no
-    // other borrow through this handle, and the producer granted write access (not READ_ONLY).
-    Ok(unsafe { core::slice::from_raw_parts_mut(tensor.data_ptr().cast::<T>(), len) })
+    mut_slice_of(tensor)
   }
+}
+
+/// The elements of a contiguous, writable host tensor (the checks of `&mut [T]`).
+pub(crate) fn mut_slice_of<T: Element, S: ViewSource>(
+  tensor: &mut S,
+) -> Result<&mut [T], DLPackError> {
+  if tensor.is_read_only() {
+    return Err(DLPackError::new(
+      ErrorKind::ReadOnly,
+      "tensor is flagged READ_ONLY",
+    ));
+  }
+  // The checks of the shared conversion; the mutable slice is then made from the tensor's
+  // own data pointer, since one derived from a shared slice would only permit reads.
+  let len = slice_of::<T, S>(tensor)?.len();
+  if len == 0 {
+    return Ok(&mut []);
+  }
+  // SAFETY: the memory the shared conversion checked; `&mut S` guarantees no other borrow
+  // through this handle, and the producer granted write access (not READ_ONLY).
+  Ok(unsafe { core::slice::from_raw_parts_mut(tensor.data_ptr().cast::<T>(), len) })
 }
 
 impl<'a, T: Element> FromDLPack<'a> for Vec<T> {
   fn from_dlpack(tensor: &'a ForeignTensor) -> Result<Vec<T>, DLPackError> {
-    if tensor.is_contiguous() {
-      return <&[T]>::from_dlpack(tensor).map(<[T]>::to_vec);
-    }
-    let view = StridedView::<T>::from_dlpack(tensor)?;
-    Ok(view.iter().collect())
+    vec_of(tensor)
   }
+}
+
+/// A row-major copy of the elements, whatever the strides.
+pub(crate) fn vec_of<T: Element, S: ViewSource>(tensor: &S) -> Result<Vec<T>, DLPackError> {
+  if tensor.is_contiguous() {
+    return slice_of::<T, S>(tensor).map(<[T]>::to_vec);
+  }
+  Ok(strided_of::<T, S>(tensor)?.iter().collect())
 }
 
 /// Read access to any strided host tensor (negative, zero and non-contiguous strides).
@@ -160,32 +231,39 @@ pub struct StridedView<'a, T> {
 
 impl<'a, T: Element> FromDLPack<'a> for StridedView<'a, T> {
   fn from_dlpack(tensor: &'a ForeignTensor) -> Result<StridedView<'a, T>, DLPackError> {
-    check_readable::<T>(tensor)?;
-    let view = StridedView {
-      first: tensor.data_ptr() as *const T,
-      shape: tensor.shape(),
-      strides: tensor.strides(),
-      numel: tensor.numel(),
-      _tensor: PhantomData,
-    };
-    if T::NEEDS_BIT_CHECK {
-      let itemsize = size_of::<T>();
-      let all_valid = element_offsets(view.shape, view.strides, view.numel).all(|offset| {
-        // SAFETY: every offset lies within the validated span; read the raw bytes only.
-        let bytes = unsafe {
-          core::slice::from_raw_parts(view.first.offset(offset as isize).cast::<u8>(), itemsize)
-        };
-        T::is_valid_bits(bytes)
-      });
-      if !all_valid {
-        return Err(DLPackError::new(
-          ErrorKind::InvalidBool,
-          "bool tensor holds bytes other than 0 and 1",
-        ));
-      }
-    }
-    Ok(view)
+    strided_of(tensor)
   }
+}
+
+/// Strided read access (the checks of `StridedView: FromDLPack`).
+pub(crate) fn strided_of<T: Element, S: ViewSource>(
+  tensor: &S,
+) -> Result<StridedView<'_, T>, DLPackError> {
+  check_readable::<T>(tensor)?;
+  let view = StridedView {
+    first: tensor.data_ptr() as *const T,
+    shape: tensor.shape(),
+    strides: tensor.strides(),
+    numel: tensor.numel(),
+    _tensor: PhantomData,
+  };
+  if T::NEEDS_BIT_CHECK {
+    let itemsize = size_of::<T>();
+    let all_valid = element_offsets(view.shape, view.strides, view.numel).all(|offset| {
+      // SAFETY: every offset lies within the validated span; read the raw bytes only.
+      let bytes = unsafe {
+        core::slice::from_raw_parts(view.first.offset(offset as isize).cast::<u8>(), itemsize)
+      };
+      T::is_valid_bits(bytes)
+    });
+    if !all_valid {
+      return Err(DLPackError::new(
+        ErrorKind::InvalidBool,
+        "bool tensor holds bytes other than 0 and 1",
+      ));
+    }
+  }
+  Ok(view)
 }
 
 /// Element offsets (in elements, from the first element) in row-major order.
@@ -254,5 +332,128 @@ impl<'a, T: Element> StridedView<'a, T> {
       // SAFETY: offsets of in-bounds indices lie within the validated span.
       unsafe { first.offset(offset as isize).read() }
     })
+  }
+}
+
+/// Write access to any strided host tensor: in-place ops on transposed, sliced or broadcast
+/// (stride 0) tensors. Elements are read and written by value, never lent out as `&mut T`,
+/// because with zero or overlapping strides two indices may name the same element.
+#[derive(Debug)]
+pub struct StridedViewMut<'a, T> {
+  first: *mut T,
+  shape: &'a [i64],
+  strides: &'a [i64],
+  numel: usize,
+  _tensor: PhantomData<&'a mut T>,
+}
+
+/// Strided write access: the checks of [`StridedView`], and not READ_ONLY.
+pub(crate) fn strided_mut_of<T: Element, S: ViewSource>(
+  tensor: &mut S,
+) -> Result<StridedViewMut<'_, T>, DLPackError> {
+  if tensor.is_read_only() {
+    return Err(DLPackError::new(
+      ErrorKind::ReadOnly,
+      "tensor is flagged READ_ONLY",
+    ));
+  }
+  let numel = strided_of::<T, S>(tensor)?.len();
+  Ok(StridedViewMut {
+    // The tensor's own pointer, not one derived from the shared view, so writes are allowed.
+    first: tensor.data_ptr().cast::<T>(),
+    shape: tensor.shape(),
+    strides: tensor.strides(),
+    numel,
+    _tensor: PhantomData,
+  })
+}
+
+impl<'a, T: Element> StridedViewMut<'a, T> {
+  pub fn shape(&self) -> &[i64] {
+    self.shape
+  }
+
+  pub fn strides(&self) -> &[i64] {
+    self.strides
+  }
+
+  pub fn len(&self) -> usize {
+    self.numel
+  }
+
+  pub fn is_empty(&self) -> bool {
+    self.numel == 0
+  }
+
+  /// Offset of `index` in elements from the first element, or `None` when out of bounds.
+  fn offset_of(&self, index: &[usize]) -> Option<isize> {
+    if index.len() != self.shape.len() {
+      return None;
+    }
+    let mut offset = 0i64;
+    for ((&i, &dim), &stride) in index.iter().zip(self.shape).zip(self.strides) {
+      if i as u64 >= dim as u64 {
+        return None;
+      }
+      offset += i as i64 * stride; // within [min_offset, max_offset], checked at validation
+    }
+    Some(offset as isize)
+  }
+
+  /// The element at `index`, or `None` when out of bounds.
+  pub fn get(&self, index: &[usize]) -> Option<T> {
+    let offset = self.offset_of(index)?;
+    // SAFETY: an in-bounds index lies within the validated span.
+    Some(unsafe { self.first.offset(offset).read() })
+  }
+
+  /// Writes `value` at `index`; `false` (nothing written) when out of bounds.
+  pub fn set(&mut self, index: &[usize], value: T) -> bool {
+    match self.offset_of(index) {
+      Some(offset) => {
+        // SAFETY: in bounds, within the validated, writable span; `&mut self` is the only
+        // access through this view.
+        unsafe { self.first.offset(offset).write(value) };
+        true
+      }
+      None => false,
+    }
+  }
+
+  /// Replaces every element, in row-major order, by `f(element)`. With overlapping strides an
+  /// element is visited once per index naming it.
+  pub fn map_in_place(&mut self, mut f: impl FnMut(T) -> T) {
+    let first = self.first;
+    for offset in element_offsets(self.shape, self.strides, self.numel) {
+      // SAFETY: offsets of in-bounds indices lie within the validated, writable span.
+      unsafe {
+        let element = first.offset(offset as isize);
+        element.write(f(element.read()));
+      }
+    }
+  }
+
+  /// Calls `f(row-major index, element)` and stores its result: in-place ops that depend on
+  /// the position (the row-major index counts from 0 to `len() - 1`).
+  pub fn map_indexed(&mut self, mut f: impl FnMut(usize, T) -> T) {
+    let first = self.first;
+    for (position, offset) in element_offsets(self.shape, self.strides, self.numel).enumerate() {
+      // SAFETY: as in `map_in_place`.
+      unsafe {
+        let element = first.offset(offset as isize);
+        element.write(f(position, element.read()));
+      }
+    }
+  }
+
+  /// A read-only view of the same elements.
+  pub fn as_view(&self) -> StridedView<'_, T> {
+    StridedView {
+      first: self.first,
+      shape: self.shape,
+      strides: self.strides,
+      numel: self.numel,
+      _tensor: PhantomData,
+    }
   }
 }

@@ -14,6 +14,8 @@ use std::ffi::c_void;
 use std::ops::{Add, Sub};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+pub mod typed;
+
 use napi::bindgen_prelude::{BigInt, Unknown};
 use napi::Env;
 use napi_derive::napi;

@@ -1,0 +1,299 @@
+// The exchange table (include/napi_dlpack.h part 3, docs/protocol.md §5) against a plain C addon
+// built from the header only (__test__/exchange-c): borrowing a napi-dlpack Tensor for a call
+// (no capsule), owning exports, C memory returned to JS as a Tensor through the default importer,
+// the work stream, a third-party class with its own table, unknown table majors, and the
+// header's validation helper. Pointer identity, writes seen on both sides, deleter counts.
+// Runs in both modes (with NAPI_DLPACK_NO_EXTERNAL_BUFFERS=1: the Electron path).
+import { execFileSync } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { Worker } from 'node:worker_threads'
+
+import test from 'ava'
+
+import { native } from '../dist/native.js'
+import { EXCHANGE_API_PROPERTY, Tensor, externalBuffersAllowed, fromDLPack } from '../dist/index.js'
+import { drainGarbage, gcUntil } from './helpers.js'
+
+interface BorrowedSum {
+  sum: number
+  pointer: bigint
+  flags: number
+  numel: number
+  contiguous: boolean
+  spanBytes: number
+}
+
+interface CTensorInstance {
+  pointer(): bigint
+  values(): number[]
+}
+type CTensorClass = new (readonly?: boolean) => CTensorInstance
+
+interface ExchangeC {
+  borrowSum(value: unknown): BorrowedSum
+  borrowScale(value: unknown, factor: number): void
+  borrowStatus(value: unknown): string
+  extentOf(spec: { shape: bigint[]; strides?: bigint[] | null; data?: bigint; byteOffset?: bigint; bits?: number }):
+    | string
+    | { numel: bigint; minOffset: bigint; maxOffset: bigint; spanBytes: bigint; contiguous: boolean }
+  exportHold(value: unknown): bigint
+  heldFlags(index: number): number
+  releaseHeld(): number
+  makeTensor(n: number, readonly: boolean): Tensor
+  makeBadTensor(): Tensor
+  deleterCalls(): number
+  lastMadePointer(): bigint
+  currentStream(value: unknown, deviceType: number): bigint | null
+  liveCTensors(): number
+  CTensor: CTensorClass
+  BadVersionTensor: CTensorClass
+  ChainedTensor: CTensorClass
+}
+
+const here = dirname(fileURLToPath(import.meta.url))
+const addonPath = join(here, '..', 'target', 'exchange-c', 'exchange_c.node')
+// `npm test` builds every fixture first; build it here too when run on its own.
+if (!existsSync(addonPath)) execFileSync('bash', [join(here, 'exchange-c', 'build.sh')], { stdio: 'inherit' })
+const c = createRequire(import.meta.url)(addonPath) as ExchangeC
+
+const zeroCopy = externalBuffersAllowed()
+const READ_ONLY = 1
+const live = () => native.nativeStats().liveStorages
+const codeOf = (fn: () => unknown): string | undefined => {
+  try {
+    fn()
+  } catch (error) {
+    return (error as { code?: string }).code
+  }
+  return undefined
+}
+
+test('Tensor.prototype exposes the table as a tagged external; the C helper finds it', (t) => {
+  const tensor = Tensor.from(new Float32Array([1, 2]))
+  t.true(EXCHANGE_API_PROPERTY in Tensor.prototype)
+  t.false(Object.prototype.hasOwnProperty.call(tensor, EXCHANGE_API_PROPERTY), 'on the prototype, not per object')
+  t.false(Object.keys(Tensor.prototype).includes(EXCHANGE_API_PROPERTY), 'not enumerable')
+  t.is(c.borrowStatus(tensor), 'OK')
+  // globalThis carries the table too: the environment's default importer.
+  t.is(c.currentStream(globalThis, 2), 1n)
+})
+
+test('loading napi-dlpack installs the table without leaving an exception pending (node -e, fresh global)', (t) => {
+  // The first install finds no table on globalThis: the lookup must not tag-check `undefined`
+  // (which throws a TypeError that stays pending and fails the load).
+  const dist = join(here, '..', 'dist', 'index.js')
+  const out = execFileSync(process.execPath, ['-e', `const m = require(${JSON.stringify(dist)}); process.stdout.write(String(m.EXCHANGE_API_PROPERTY in globalThis))`], {
+    encoding: 'utf8',
+  })
+  t.is(out, 'true')
+})
+
+test('borrowing a Tensor: same memory, values, strides, no storage made or kept', (t) => {
+  const data = new Float32Array([1, 2, 3, 4, 5, 6])
+  const tensor = Tensor.from(data, [2, 3])
+  const before = live()
+  const borrowed = c.borrowSum(tensor)
+  t.is(live(), before, 'a borrow creates no storage')
+  t.is(borrowed.pointer, tensor.dataPointer, 'zero-copy: the same first-element address')
+  t.is(borrowed.sum, 21)
+  t.is(borrowed.numel, 6)
+  t.true(borrowed.contiguous)
+  t.is(borrowed.flags, 0)
+  // A transposed view over the same buffer: strides travel as they are.
+  const transposed = Tensor.from(data, [3, 2], { strides: [1, 3] })
+  const view = c.borrowSum(transposed)
+  t.is(view.pointer, tensor.dataPointer)
+  t.false(view.contiguous)
+  t.is(view.sum, 21)
+  // An offset view: data + byte_offset is the first element.
+  const tail = Tensor.from(data, [2], { offset: 4 })
+  t.is(c.borrowSum(tail).sum, 11)
+  t.is(c.borrowSum(tail).pointer, tensor.dataPointer + 16n)
+})
+
+test('writes through a borrowed tensor are seen in JS, strided included', (t) => {
+  const data = new Float32Array([1, 2, 3, 4, 5, 6])
+  const transposed = Tensor.from(data, [3, 2], { strides: [1, 3] })
+  c.borrowScale(transposed, 10)
+  t.deepEqual([...data], [10, 20, 30, 40, 50, 60])
+  t.deepEqual(transposed.toArray(), [
+    [10, 40],
+    [20, 50],
+    [30, 60],
+  ])
+})
+
+test('a read-only tensor lends READ_ONLY; the C consumer refuses to write', (t) => {
+  const data = new Float32Array([1, 2])
+  const tensor = Tensor.from(data, [2], { readonly: true })
+  t.is(c.borrowSum(tensor).flags & READ_ONLY, READ_ONLY)
+  t.is(codeOf(() => c.borrowScale(tensor, 2)), 'ERR_DLPACK_READ_ONLY')
+  t.deepEqual([...data], [1, 2])
+})
+
+test('disposed tensors and detached buffers are coded errors from the producer', (t) => {
+  const tensor = Tensor.from(new Float32Array([1]))
+  const shared = fromDLPack(tensor) // a second Tensor over the same handle
+  tensor.dispose()
+  t.is(codeOf(() => c.borrowSum(tensor)), 'ERR_TENSOR_DISPOSED')
+  t.is(c.borrowSum(shared).sum, 1, 'another tensor over the same handle still lends')
+  const buffer = new ArrayBuffer(8)
+  const over = Tensor.from(buffer, [2], { dtype: 'float32' })
+  structuredClone(buffer, { transfer: [buffer] })
+  t.is(codeOf(() => c.borrowSum(over)), 'ERR_TENSOR_DETACHED')
+  // An object that merely inherits the prototype has no handle.
+  t.is(codeOf(() => c.borrowSum(Object.create(Tensor.prototype))), 'ERR_TENSOR_DISPOSED')
+})
+
+test('values without a table: NO_EXCHANGE (the consumer falls back to capsules)', (t) => {
+  for (const value of [{}, 3, 'x', null, undefined, [], () => 1, Tensor.from(new Float32Array(1)).__dlpack__()]) {
+    t.is(c.borrowStatus(value), 'ERR_DLPACK_INVALID_ARGUMENT', typeof value)
+  }
+  // A property that is not a tagged external is not a table.
+  t.is(c.borrowStatus({ [EXCHANGE_API_PROPERTY]: 42 }), 'ERR_DLPACK_INVALID_ARGUMENT')
+  t.is(c.borrowStatus({ [EXCHANGE_API_PROPERTY]: Tensor.from(new Float32Array(1)).__dlpack__() }), 'ERR_DLPACK_INVALID_ARGUMENT')
+})
+
+test('tables of an unknown major: refused alone, the older table behind it used', (t) => {
+  t.is(c.borrowStatus(new c.BadVersionTensor()), 'ERR_DLPACK_VERSION')
+  const chained = new c.ChainedTensor()
+  t.is(c.borrowStatus(chained), 'OK')
+  t.is(c.borrowSum(chained).sum, 15)
+})
+
+test.serial('owning exports keep the memory after dispose; each deleter runs once', async (t) => {
+  await drainGarbage()
+  const before = live()
+  const data = new Float32Array([1, 2, 3])
+  ;(() => {
+    const tensor = Tensor.from(data)
+    t.is(c.exportHold(tensor), tensor.dataPointer)
+    const readonly = Tensor.from(data, [3], { readonly: true })
+    c.exportHold(readonly)
+    t.is(c.heldFlags(1) & READ_ONLY, READ_ONLY)
+    tensor.dispose()
+    readonly.dispose()
+  })()
+  await gcUntil(() => false, 4)
+  t.true(live() > before, 'the held exports keep their storages')
+  t.is(c.releaseHeld(), 2)
+  t.true(await gcUntil(() => live() <= before), `live ${live()} before ${before}`)
+})
+
+test.serial('C memory returned as a Tensor through the default importer: zero-copy, deleter once', async (t) => {
+  await drainGarbage()
+  const deleters = c.deleterCalls()
+  const before = live()
+  ;(() => {
+    const tensor = c.makeTensor(5, false)
+    t.true(tensor instanceof Tensor)
+    t.deepEqual(tensor.toArray(), [0, 1, 2, 3, 4])
+    t.is(tensor.dtype, 'float32')
+    if (zeroCopy) {
+      t.is(tensor.dataPointer, c.lastMadePointer(), 'the Tensor views the C memory')
+      t.false(tensor.isCopy)
+      t.is(c.deleterCalls(), deleters, 'the C memory is alive while the Tensor is')
+      // And it is a napi-dlpack Tensor in every respect: it lends itself back to C.
+      t.is(c.borrowSum(tensor).pointer, c.lastMadePointer())
+      tensor.data[0] = 7
+      t.is(c.borrowSum(tensor).sum, 17)
+    } else {
+      t.true(tensor.isCopy, 'Electron mode: copied into V8 memory')
+      t.is(c.deleterCalls(), deleters + 1, 'and the C deleter ran at once')
+    }
+    const readonly = c.makeTensor(2, true)
+    t.true(readonly.readonly)
+    readonly.dispose()
+    tensor.dispose()
+  })()
+  t.true(await gcUntil(() => c.deleterCalls() === deleters + 2 && live() <= before), `deleters ${c.deleterCalls() - deleters}`)
+  t.is(c.deleterCalls(), deleters + 2, 'exactly once each')
+})
+
+test.serial('a tensor the importer refuses is a coded error and its deleter runs once', (t) => {
+  const deleters = c.deleterCalls()
+  t.is(codeOf(() => c.makeBadTensor()), 'ERR_DLPACK_NDIM')
+  t.is(c.deleterCalls(), deleters + 1)
+})
+
+test('current_work_stream: NULL on the CPU, the legacy default stream for CUDA', (t) => {
+  const tensor = Tensor.from(new Float32Array(1))
+  t.is(c.currentStream(tensor, 1), null)
+  t.is(c.currentStream(tensor, 2), 1n)
+  t.is(c.currentStream(new c.CTensor(), 1), null)
+})
+
+test.serial('a third-party class exposing its own table lends to C; its owning exports keep it alive', async (t) => {
+  await drainGarbage()
+  const deleters = c.deleterCalls()
+  const liveC = c.liveCTensors()
+  ;(() => {
+    const producer = new c.CTensor()
+    const borrowed = c.borrowSum(producer)
+    t.is(borrowed.pointer, producer.pointer())
+    t.is(borrowed.sum, 15)
+    // An owning export outlives the JS object.
+    t.is(c.exportHold(producer), producer.pointer())
+  })()
+  await gcUntil(() => c.liveCTensors() === liveC, 6)
+  t.is(c.liveCTensors(), liveC + 1, 'the held export keeps the C tensor alive')
+  t.is(c.releaseHeld(), 1)
+  t.is(c.deleterCalls(), deleters + 1)
+  t.is(c.liveCTensors(), liveC)
+})
+
+test('fromDLPack of a Tensor is unaffected (the table is an addition)', (t) => {
+  const tensor = Tensor.from(new Float32Array([1, 2]))
+  t.is(fromDLPack(tensor).dataPointer, tensor.dataPointer)
+})
+
+test('the header validation helper: extent, overflow and shape checks', (t) => {
+  const ok = c.extentOf({ shape: [2n, 3n], strides: [3n, 1n] })
+  t.deepEqual(ok, { numel: 6n, minOffset: 0n, maxOffset: 5n, spanBytes: 24n, contiguous: true })
+  t.deepEqual(c.extentOf({ shape: [2n, 3n], strides: null }), ok, 'NULL strides are row-major')
+  t.deepEqual(c.extentOf({ shape: [3n, 2n], strides: [1n, 3n] }), { numel: 6n, minOffset: 0n, maxOffset: 5n, spanBytes: 24n, contiguous: false })
+  t.deepEqual(c.extentOf({ shape: [4n], strides: [-1n], data: 0x1000n, byteOffset: 12n }), { numel: 4n, minOffset: -3n, maxOffset: 0n, spanBytes: 16n, contiguous: false })
+  t.deepEqual(c.extentOf({ shape: [0n, 5n], strides: [5n, 1n] }), { numel: 0n, minOffset: 0n, maxOffset: 0n, spanBytes: 0n, contiguous: true })
+  t.is(c.extentOf({ shape: [-1n] }), 'ERR_DLPACK_SHAPE')
+  t.is(c.extentOf({ shape: [1n << 62n, 4n] }), 'ERR_DLPACK_OVERFLOW', 'numel overflows int64')
+  t.is(c.extentOf({ shape: [2n], strides: [1n << 62n] }), 'ERR_DLPACK_OVERFLOW', 'span bytes overflow')
+  t.is(c.extentOf({ shape: [2n], strides: [-(1n << 63n)] }), 'ERR_DLPACK_OVERFLOW', 'INT64_MIN stride')
+  t.is(c.extentOf({ shape: [4n], strides: [-1n], data: 0x4n }), 'ERR_DLPACK_OVERFLOW', 'below address 0')
+  t.is(c.extentOf({ shape: [4n], data: 0xffff_ffff_ffff_fff0n }), 'ERR_DLPACK_OVERFLOW', 'past the address space')
+  t.is(c.extentOf({ shape: [1n], data: 0x10n, byteOffset: 0xffff_ffff_ffff_fff8n }), 'ERR_DLPACK_BYTE_OFFSET')
+  t.is(c.extentOf({ shape: [1n], data: 0n }), 'ERR_DLPACK_NULL_DATA')
+  t.is(c.extentOf({ shape: [2n], bits: 4 }), 'ERR_DLPACK_DTYPE')
+  t.is(c.extentOf({ shape: new Array(65).fill(1n) }), 'ERR_DLPACK_NDIM')
+})
+
+test('workers: each thread installs its own table; borrowing, returning and typed arguments work there and at exit', async (t) => {
+  const code = `
+    const { parentPort } = require('node:worker_threads')
+    const { Tensor } = require(${JSON.stringify(join(here, '..', 'dist', 'index.js'))})
+    const c = require(${JSON.stringify(addonPath)})
+    const typed = require(${JSON.stringify(join(here, '..', 'target', 'consumer-addon', 'consumer_addon.node'))})
+    const tensor = Tensor.from(new Float32Array([1, 2, 3]))
+    const made = c.makeTensor(3, false)
+    parentPort.postMessage({
+      sum: c.borrowSum(tensor).sum,
+      same: c.borrowSum(tensor).pointer === tensor.dataPointer,
+      made: made instanceof Tensor ? Array.from(made.toTypedArray()) : null,
+      borrowed: typed.inspect(tensor).borrowed,
+      result: typed.matrix(1, 2, 'float32') instanceof Tensor,
+    })`
+  for (let i = 0; i < 2; i++) {
+    const worker = new Worker(code, { eval: true })
+    const exited = new Promise((resolve) => worker.once('exit', resolve))
+    const message = await new Promise((resolve, reject) => {
+      worker.once('message', resolve)
+      worker.once('error', reject)
+    })
+    t.deepEqual(message, { sum: 6, same: true, made: [0, 1, 2], borrowed: true, result: true })
+    t.is(await exited, 0)
+  }
+  // The main thread's table still works after the workers' environments went away.
+  t.is(c.borrowSum(Tensor.from(new Float32Array([4]))).sum, 4)
+})

@@ -1,0 +1,602 @@
+//! Typed tensor arguments and results for `#[napi]` functions.
+//!
+//! The crate docs ("Writing an addon") walk through a complete addon built on these types.
+//!
+//! - [`TensorArg`] lives for the call. It takes, cheapest first: an object whose prototype
+//!   exposes the exchange table (napi-dlpack's `Tensor`: borrowed through
+//!   `dltensor_from_value`, no capsule, no allocation); a capsule from any producer (consumed:
+//!   the argument owns the tensor); any object with `__dlpack__` (called with
+//!   `{ maxVersion: [1, 3] }`, then consumed).
+//! - [`OwnedTensorArg`] owns its tensor, so it may outlive the call (an `AsyncTask`, another
+//!   thread): exchange-table producers are asked for an owning export
+//!   (`managed_tensor_from_value`), capsules and `__dlpack__` objects are consumed.
+//! - [`TensorResult`] returns an export: a napi-dlpack `Tensor` when napi-dlpack is loaded in
+//!   the calling environment (through the table it installs on `globalThis`), else a capsule.
+//!
+//! All three name themselves in the generated `index.d.ts` (`TensorArg`, `OwnedTensorArg`,
+//! `TensorResult`); napi-dlpack exports TypeScript types of the same names, so an addon's
+//! `index.d.ts` is complete with `dtsHeader: "import type { TensorArg, OwnedTensorArg,
+//! TensorResult } from 'napi-dlpack'"` in its `package.json`'s `napi` section.
+
+use core::marker::PhantomData;
+use core::ops::{Deref, DerefMut};
+use core::ptr;
+
+use napi::bindgen_prelude::{FromNapiValue, ToNapiValue, TypeName, ValidateNapiValue};
+use napi::{sys, ValueType};
+
+use crate::capsule;
+use crate::device::Device;
+use crate::dtype::{DType, Element};
+use crate::error::{DLPackError, ErrorKind};
+use crate::exchange::{self, coded_error, take_exception, ExchangeApi};
+use crate::export::{export_versioned, IntoDLPack};
+use crate::ffi::{DLTensor, DLPACK_FLAG_BITMASK_READ_ONLY};
+use crate::import::ForeignTensor;
+use crate::managed::{ManagedPtr, ManagedTensor};
+use crate::validation::{validate, Layout};
+use crate::view::{
+  mut_slice_of, slice_of, strided_mut_of, strided_of, vec_of, StridedView, StridedViewMut,
+  ViewSource,
+};
+
+/// A tensor argument, valid for the duration of the native call (see the module docs).
+#[derive(Debug)]
+pub struct TensorArg<'call> {
+  inner: Inner<'call>,
+}
+
+#[derive(Debug)]
+enum Inner<'call> {
+  /// Filled by the producer's `dltensor_from_value`; points into the producer's memory, which
+  /// the JS argument keeps alive until the call returns.
+  Borrowed(Borrowed<'call>),
+  /// Consumed from a capsule: released (deleter) when the argument drops.
+  Owned(ForeignTensor),
+}
+
+#[derive(Debug)]
+struct Borrowed<'call> {
+  tensor: DLTensor,
+  flags: u64,
+  layout: Layout,
+  _call: PhantomData<&'call ()>,
+}
+
+impl ViewSource for Borrowed<'_> {
+  fn layout(&self) -> &Layout {
+    &self.layout
+  }
+
+  fn shape(&self) -> &[i64] {
+    if self.layout.ndim() == 0 {
+      return &[];
+    }
+    // SAFETY: validated: non-NULL, aligned, `ndim` long, alive for the call.
+    unsafe { core::slice::from_raw_parts(self.tensor.shape, self.layout.ndim()) }
+  }
+
+  fn strides(&self) -> &[i64] {
+    if self.layout.ndim() == 0 {
+      return &[];
+    }
+    // SAFETY: non-NULL (checked in `borrow`), aligned, `ndim` long, alive for the call.
+    unsafe { core::slice::from_raw_parts(self.tensor.strides, self.layout.ndim()) }
+  }
+
+  fn data_ptr(&self) -> *mut u8 {
+    // `data + byte_offset` was checked not to wrap during validation.
+    self
+      .tensor
+      .data
+      .cast::<u8>()
+      .wrapping_add(self.tensor.byte_offset as usize)
+  }
+
+  fn is_read_only(&self) -> bool {
+    self.flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0
+  }
+}
+
+impl ViewSource for TensorArg<'_> {
+  fn layout(&self) -> &Layout {
+    match &self.inner {
+      Inner::Borrowed(tensor) => tensor.layout(),
+      Inner::Owned(tensor) => tensor.layout(),
+    }
+  }
+
+  fn shape(&self) -> &[i64] {
+    match &self.inner {
+      Inner::Borrowed(tensor) => tensor.shape(),
+      Inner::Owned(tensor) => tensor.shape(),
+    }
+  }
+
+  fn strides(&self) -> &[i64] {
+    match &self.inner {
+      Inner::Borrowed(tensor) => tensor.strides(),
+      Inner::Owned(tensor) => tensor.strides(),
+    }
+  }
+
+  fn data_ptr(&self) -> *mut u8 {
+    match &self.inner {
+      Inner::Borrowed(tensor) => tensor.data_ptr(),
+      Inner::Owned(tensor) => tensor.data_ptr(),
+    }
+  }
+
+  fn is_read_only(&self) -> bool {
+    match &self.inner {
+      Inner::Borrowed(tensor) => tensor.is_read_only(),
+      Inner::Owned(tensor) => tensor.is_read_only(),
+    }
+  }
+}
+
+impl<'call> TensorArg<'call> {
+  /// Whether the tensor was borrowed through an exchange table (no capsule, nothing owned).
+  pub fn is_borrowed(&self) -> bool {
+    matches!(self.inner, Inner::Borrowed(_))
+  }
+
+  pub fn layout(&self) -> &Layout {
+    ViewSource::layout(self)
+  }
+
+  pub fn dtype(&self) -> DType {
+    ViewSource::dtype(self)
+  }
+
+  pub fn device(&self) -> Device {
+    ViewSource::device(self)
+  }
+
+  pub fn ndim(&self) -> usize {
+    self.layout().ndim()
+  }
+
+  pub fn numel(&self) -> usize {
+    ViewSource::numel(self)
+  }
+
+  pub fn shape(&self) -> &[i64] {
+    ViewSource::shape(self)
+  }
+
+  /// Strides in elements (row-major ones for producers that sent none).
+  pub fn strides(&self) -> &[i64] {
+    ViewSource::strides(self)
+  }
+
+  /// Address of the first element (`data + byte_offset`).
+  pub fn data_ptr(&self) -> *mut u8 {
+    ViewSource::data_ptr(self)
+  }
+
+  pub fn is_read_only(&self) -> bool {
+    ViewSource::is_read_only(self)
+  }
+
+  /// Row-major contiguous (size-1 dimensions and empty tensors tolerated).
+  pub fn is_contiguous(&self) -> bool {
+    ViewSource::is_contiguous(self)
+  }
+
+  /// The elements of a contiguous host tensor.
+  pub fn as_slice<T: Element>(&self) -> Result<&[T], DLPackError> {
+    slice_of(self)
+  }
+
+  /// The elements of a contiguous, writable host tensor (refused for READ_ONLY).
+  pub fn as_mut_slice<T: Element>(&mut self) -> Result<&mut [T], DLPackError> {
+    mut_slice_of(self)
+  }
+
+  /// Strided read access.
+  pub fn view<T: Element>(&self) -> Result<StridedView<'_, T>, DLPackError> {
+    strided_of(self)
+  }
+
+  /// Strided write access (refused for READ_ONLY).
+  pub fn view_mut<T: Element>(&mut self) -> Result<StridedViewMut<'_, T>, DLPackError> {
+    strided_mut_of(self)
+  }
+
+  /// A row-major copy of the elements.
+  pub fn to_vec<T: Element>(&self) -> Result<Vec<T>, DLPackError> {
+    vec_of(self)
+  }
+}
+
+/// A tensor argument that owns its tensor: `Send`, usable after the call returns (move it into
+/// an `AsyncTask` or a thread). It dereferences to [`ForeignTensor`] for typed access.
+#[derive(Debug)]
+pub struct OwnedTensorArg {
+  tensor: ForeignTensor,
+}
+
+impl OwnedTensorArg {
+  pub fn into_inner(self) -> ForeignTensor {
+    self.tensor
+  }
+}
+
+impl Deref for OwnedTensorArg {
+  type Target = ForeignTensor;
+  fn deref(&self) -> &ForeignTensor {
+    &self.tensor
+  }
+}
+
+impl DerefMut for OwnedTensorArg {
+  fn deref_mut(&mut self) -> &mut ForeignTensor {
+    &mut self.tensor
+  }
+}
+
+fn invalid_argument(env: sys::napi_env, message: &str) -> napi::Error {
+  // SAFETY: called from `from_napi_value`, whose env is the live env of this thread.
+  unsafe {
+    coded_error(
+      env,
+      &DLPackError::new(ErrorKind::InvalidArgument, message.to_string()),
+    )
+  }
+}
+
+/// Runs `body`, turning a crate error into a JS error with its code.
+///
+/// # Safety
+/// `env` must be the current, live environment of the calling JS thread.
+unsafe fn coded<T>(env: sys::napi_env, result: Result<T, DLPackError>) -> napi::Result<T> {
+  // SAFETY: forwarded contract.
+  result.map_err(|error| unsafe { coded_error(env, &error) })
+}
+
+fn type_of(env: sys::napi_env, value: sys::napi_value) -> napi::Result<sys::napi_valuetype> {
+  let mut value_type = 0;
+  // SAFETY: from_napi_value's contract: live env and value.
+  let status = unsafe { sys::napi_typeof(env, value, &mut value_type) };
+  if status != sys::Status::napi_ok {
+    return Err(napi::Error::new(
+      napi::Status::from(status),
+      "napi_typeof failed",
+    ));
+  }
+  Ok(value_type)
+}
+
+const EXPECTED: &str = "expected a tensor: an object exposing the DLPack exchange table (a napi-dlpack Tensor), a DLPack capsule, or an object with __dlpack__";
+
+/// Borrows through `dltensor_from_value` and validates.
+///
+/// # Safety
+/// `env` live, `value` a live value of it, `fill` its producer's table function.
+unsafe fn borrow<'call>(
+  env: sys::napi_env,
+  value: sys::napi_value,
+  fill: exchange::DLTensorFromValue,
+) -> napi::Result<TensorArg<'call>> {
+  let mut tensor = DLTensor::zeroed();
+  let mut flags = 0u64;
+  // SAFETY: the producer's function, called on its env's thread with valid out pointers.
+  if unsafe { fill(env, value, &mut tensor, &mut flags) } != 0 {
+    // SAFETY: forwarded contract.
+    return Err(unsafe { take_exception(env) });
+  }
+  // SAFETY: the producer filled shape/strides for `ndim` entries that stay readable during
+  // the call (the table's contract).
+  let layout = unsafe { coded(env, validate(&tensor, flags))? };
+  if layout.strides_were_null() && layout.ndim() > 0 {
+    // The table postdates DLPack 1.2, which made strides mandatory for ndim > 0.
+    // SAFETY: forwarded contract.
+    return Err(unsafe {
+      coded_error(
+        env,
+        &DLPackError::new(
+          ErrorKind::InvalidLayout,
+          "the exchange table returned NULL strides (required since DLPack 1.2)",
+        ),
+      )
+    });
+  }
+  Ok(TensorArg {
+    inner: Inner::Borrowed(Borrowed {
+      tensor,
+      flags,
+      layout,
+      _call: PhantomData,
+    }),
+  })
+}
+
+/// Consumes a capsule (from any producer) and validates its tensor.
+///
+/// # Safety
+/// `env` live, `value` a live external of it.
+unsafe fn consume_capsule(
+  env: sys::napi_env,
+  value: sys::napi_value,
+) -> napi::Result<ForeignTensor> {
+  // SAFETY: forwarded contract.
+  unsafe { coded(env, capsule::import_capsule(env, value)) }
+}
+
+/// Owning export through `managed_tensor_from_value`, validated.
+///
+/// # Safety
+/// `env` live, `value` a live value of it.
+unsafe fn export_from(
+  env: sys::napi_env,
+  value: sys::napi_value,
+  export: exchange::ManagedTensorFromValue,
+) -> napi::Result<ForeignTensor> {
+  let mut managed = ptr::null_mut();
+  // SAFETY: the producer's function with a valid out pointer.
+  if unsafe { export(env, value, &mut managed) } != 0 {
+    // SAFETY: forwarded contract.
+    return Err(unsafe { take_exception(env) });
+  }
+  // SAFETY: the producer handed us ownership of `managed` (or NULL, refused).
+  unsafe { coded(env, ForeignTensor::from_raw_versioned(managed)) }
+}
+
+/// The JS protocol: `value.__dlpack__({ maxVersion: [1, 3] })`, then the capsule.
+///
+/// # Safety
+/// `env` live, `value` a live object of it.
+unsafe fn from_protocol(env: sys::napi_env, value: sys::napi_value) -> napi::Result<ForeignTensor> {
+  let mut method = ptr::null_mut();
+  // SAFETY: a live object of this env.
+  let status =
+    unsafe { sys::napi_get_named_property(env, value, c"__dlpack__".as_ptr(), &mut method) };
+  if status != sys::Status::napi_ok {
+    // SAFETY: a getter threw: pass its exception on.
+    return Err(unsafe { take_exception(env) });
+  }
+  if type_of(env, method)? != sys::ValueType::napi_function {
+    return Err(invalid_argument(env, EXPECTED));
+  }
+  // SAFETY: forwarded contract.
+  let options = unsafe { max_version_options(env)? };
+  let mut capsule_value = ptr::null_mut();
+  // SAFETY: live values of this env; one argument.
+  let status =
+    unsafe { sys::napi_call_function(env, value, method, 1, &options, &mut capsule_value) };
+  if status != sys::Status::napi_ok {
+    // SAFETY: `__dlpack__` threw: pass its exception (and code) on.
+    return Err(unsafe { take_exception(env) });
+  }
+  if type_of(env, capsule_value)? != sys::ValueType::napi_external {
+    return Err(invalid_argument(
+      env,
+      "__dlpack__ did not return a DLPack capsule",
+    ));
+  }
+  // SAFETY: a live external of this env.
+  unsafe { consume_capsule(env, capsule_value) }
+}
+
+/// `{ maxVersion: [1, 3] }`.
+///
+/// # Safety
+/// `env` must be the live env of this thread.
+unsafe fn max_version_options(env: sys::napi_env) -> napi::Result<sys::napi_value> {
+  let failed =
+    |what: &str, status| napi::Error::new(napi::Status::from(status), format!("{what} failed"));
+  let (mut options, mut array, mut major, mut minor) = (
+    ptr::null_mut(),
+    ptr::null_mut(),
+    ptr::null_mut(),
+    ptr::null_mut(),
+  );
+  // SAFETY: live env; out pointers valid.
+  unsafe {
+    let steps = [
+      (
+        "napi_create_object",
+        sys::napi_create_object(env, &mut options),
+      ),
+      (
+        "napi_create_array",
+        sys::napi_create_array_with_length(env, 2, &mut array),
+      ),
+      (
+        "napi_create_uint32",
+        sys::napi_create_uint32(env, crate::ffi::DLPACK_MAJOR_VERSION, &mut major),
+      ),
+      (
+        "napi_create_uint32",
+        sys::napi_create_uint32(env, crate::ffi::DLPACK_MINOR_VERSION, &mut minor),
+      ),
+    ];
+    for (what, status) in steps {
+      if status != sys::Status::napi_ok {
+        return Err(failed(what, status));
+      }
+    }
+    for (index, element) in [(0, major), (1, minor)] {
+      let status = sys::napi_set_element(env, array, index, element);
+      if status != sys::Status::napi_ok {
+        return Err(failed("napi_set_element", status));
+      }
+    }
+    let status = sys::napi_set_named_property(env, options, c"maxVersion".as_ptr(), array);
+    if status != sys::Status::napi_ok {
+      return Err(failed("napi_set_named_property", status));
+    }
+  }
+  Ok(options)
+}
+
+/// Rejects what no path accepts, before any work (`ValidateNapiValue`).
+fn check_kind(env: sys::napi_env, value: sys::napi_value) -> napi::Result<sys::napi_valuetype> {
+  let value_type = type_of(env, value)?;
+  match value_type {
+    sys::ValueType::napi_object | sys::ValueType::napi_function | sys::ValueType::napi_external => {
+      Ok(value_type)
+    }
+    _ => Err(invalid_argument(env, EXPECTED)),
+  }
+}
+
+impl FromNapiValue for TensorArg<'_> {
+  unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi::Result<Self> {
+    if check_kind(env, value)? == sys::ValueType::napi_external {
+      // SAFETY: a live external of this env.
+      let tensor = unsafe { consume_capsule(env, value)? };
+      return Ok(TensorArg {
+        inner: Inner::Owned(tensor),
+      });
+    }
+    // SAFETY: live env and object (napi-rs's contract for this call; `check_kind` said object
+    // or function).
+    if let Some(api) = unsafe { coded(env, exchange::find_api_of_object(env, value))? } {
+      if let Some(fill) = api.dltensor_from_value {
+        // SAFETY: as above.
+        return unsafe { borrow(env, value, fill) };
+      }
+      if let Some(export) = api.managed_tensor_from_value {
+        // SAFETY: as above.
+        let tensor = unsafe { export_from(env, value, export)? };
+        return Ok(TensorArg {
+          inner: Inner::Owned(tensor),
+        });
+      }
+      // A table with neither: fall back to the JS protocol.
+    }
+    // SAFETY: as above.
+    let tensor = unsafe { from_protocol(env, value)? };
+    Ok(TensorArg {
+      inner: Inner::Owned(tensor),
+    })
+  }
+}
+
+impl FromNapiValue for OwnedTensorArg {
+  unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi::Result<Self> {
+    let tensor = if check_kind(env, value)? == sys::ValueType::napi_external {
+      // SAFETY: a live external of this env.
+      unsafe { consume_capsule(env, value)? }
+    } else {
+      // SAFETY: live env and object (`check_kind`).
+      match unsafe { coded(env, exchange::find_api_of_object(env, value))? } {
+        Some(ExchangeApi {
+          managed_tensor_from_value: Some(export),
+          ..
+        }) => {
+          // SAFETY: as above.
+          unsafe { export_from(env, value, *export)? }
+        }
+        // SAFETY: as above.
+        _ => unsafe { from_protocol(env, value)? },
+      }
+    };
+    Ok(OwnedTensorArg { tensor })
+  }
+}
+
+macro_rules! object_like_type {
+  ($ty:ty, $name:literal) => {
+    impl TypeName for $ty {
+      fn type_name() -> &'static str {
+        $name
+      }
+
+      fn value_type() -> ValueType {
+        ValueType::Object
+      }
+    }
+
+    impl ValidateNapiValue for $ty {
+      unsafe fn validate(
+        env: sys::napi_env,
+        value: sys::napi_value,
+      ) -> napi::Result<sys::napi_value> {
+        check_kind(env, value)?;
+        Ok(ptr::null_mut())
+      }
+    }
+  };
+}
+
+object_like_type!(TensorArg<'_>, "TensorArg");
+object_like_type!(OwnedTensorArg, "OwnedTensorArg");
+
+/// A tensor returned to JS: a napi-dlpack `Tensor` when napi-dlpack is loaded in the calling
+/// environment (it hands the tensor over through the exchange table it installs on
+/// `globalThis`), otherwise a capsule for any consumer's `fromDLPack`. The export happens in
+/// [`TensorResult::new`]; whichever form JS gets, the deleter runs exactly once.
+#[derive(Debug)]
+pub struct TensorResult {
+  managed: ManagedTensor,
+  capsule_only: bool,
+}
+
+impl TensorResult {
+  /// Exports `value` (versioned).
+  pub fn new<T: IntoDLPack>(value: T) -> Result<TensorResult, DLPackError> {
+    Ok(TensorResult::from_managed(export_versioned(value)?))
+  }
+
+  /// Returns an already exported tensor (for instance `ForeignTensor::into_managed()`).
+  pub fn from_managed(managed: ManagedTensor) -> TensorResult {
+    TensorResult {
+      managed,
+      capsule_only: false,
+    }
+  }
+
+  /// Always a capsule, even when napi-dlpack is loaded.
+  pub fn capsule(mut self) -> TensorResult {
+    self.capsule_only = true;
+    self
+  }
+}
+
+impl TypeName for TensorResult {
+  fn type_name() -> &'static str {
+    "TensorResult"
+  }
+
+  fn value_type() -> ValueType {
+    ValueType::Object
+  }
+}
+
+impl ToNapiValue for TensorResult {
+  unsafe fn to_napi_value(env: sys::napi_env, value: Self) -> napi::Result<sys::napi_value> {
+    let TensorResult {
+      managed,
+      capsule_only,
+    } = value;
+    let importer = if capsule_only {
+      None
+    } else {
+      // SAFETY: napi-rs's contract: the live env of this thread.
+      unsafe { coded(env, exchange::global_api(env))? }.and_then(|api| api.managed_tensor_to_value)
+    };
+    match (importer, managed.as_ptr()) {
+      (Some(import), ManagedPtr::Versioned(pointer)) => {
+        let _ = managed.into_raw(); // ownership passes to `import`, even if it fails
+        let mut out = ptr::null_mut();
+        // SAFETY: the importer's function; it takes ownership of the tensor.
+        if unsafe { import(env, pointer.as_ptr(), &mut out) } != 0 {
+          // SAFETY: as above.
+          return Err(unsafe { take_exception(env) });
+        }
+        Ok(out)
+      }
+      // SAFETY: as above; on failure the capsule code released the tensor.
+      _ => unsafe { coded(env, capsule::create_capsule(env, managed)) },
+    }
+  }
+}
+
+/// An owned argument must be able to travel to a worker thread.
+const _: fn() = || {
+  fn is_send<T: Send>() {}
+  is_send::<OwnedTensorArg>();
+};

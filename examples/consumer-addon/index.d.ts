@@ -1,0 +1,116 @@
+import type { OwnedTensorArg, TensorArg, TensorResult } from 'napi-dlpack'
+
+/** The floor: an empty call taking one value without converting it. */
+export declare function benchFloor1(a: unknown): number
+
+/** The floor for three arguments. */
+export declare function benchFloor3(a: unknown, b: unknown, c: unknown): number
+
+/** One tensor argument, converted (borrowed, or consumed for a capsule) and dropped. */
+export declare function benchTensorArg1(a: TensorArg): number
+
+/** Three tensor arguments. */
+export declare function benchTensorArg3(a: TensorArg, b: TensorArg, c: TensorArg): number
+
+/**
+ * Reads a capsule's metadata natively. Capsules are consume-once, and there is no way to read
+ * one without taking ownership, so this CONSUMES the capsule: the tensor is released (its
+ * deleter runs) before `describe` returns, and the capsule cannot be imported again.
+ */
+export declare function describe(capsule: unknown): TensorDescription
+
+/** Options of the two matrix exports. */
+export interface ExportOptions {
+  /** Produce a legacy (DLPack 0.x) `DLManagedTensor` instead of the versioned struct. */
+  legacy?: boolean
+}
+
+/**
+ * The unnormalised Walsh–Hadamard transform of every row of a 2-D, row-major, writable
+ * float32 or float64 tensor whose rows have a power-of-two length.
+ */
+export declare function fwhtRows(x: TensorArg): void
+
+/**
+ * Consumes `capsule` (a 2-D, row-major, writable float32 or float64 CPU tensor whose rows have
+ * a power-of-two length) and replaces every row by its unnormalised Walsh–Hadamard transform,
+ * in the producer's memory. Returns nothing: the caller reads the result through its own
+ * tensor.
+ */
+export declare function fwhtRowsInPlace(capsule: unknown): void
+
+/** Metadata of any tensor argument, and whether it was borrowed. */
+export declare function inspect(x: TensorArg): Inspection
+
+/** What `inspect` reports. */
+export interface Inspection {
+  dtype: string
+  shape: Array<number>
+  strides: Array<number>
+  /** Address of the first element. */
+  dataPointer: bigint
+  readonly: boolean
+  /** Borrowed through an exchange table (no capsule, nothing owned). */
+  borrowed: boolean
+}
+
+/** Metadata of an owned argument (an owning export, never a borrow). */
+export declare function inspectOwned(x: OwnedTensorArg): Inspection
+
+/** Address of the first element of the most recently exported matrix. */
+export declare function lastExportedPointer(): bigint
+
+/** Matrices created by this addon and not yet freed by their DLPack deleter. */
+export declare function liveMatrices(): number
+
+/**
+ * A new `rows × cols` matrix whose element `(i, j)` is `i * cols + j`, exported as a
+ * consume-once DLPack capsule (shape `[rows, cols]`, row-major). The memory is Rust's and is
+ * freed when the consumer releases the tensor.
+ */
+export declare function makeMatrix(rows: number, cols: number, dtype: 'float32' | 'float64', options?: ExportOptions): unknown
+
+/**
+ * The transpose of `makeMatrix(rows, cols, dtype)` without copying: shape `[cols, rows]`,
+ * strides `[1, cols]` over the same row-major buffer (element `(j, i)` is `i * cols + j`).
+ */
+export declare function makeTransposedMatrix(rows: number, cols: number, dtype: 'float32' | 'float64', options?: ExportOptions): unknown
+
+/**
+ * A new `rows × cols` matrix (element `(i, j)` = `i * cols + j`) returned as a napi-dlpack
+ * `Tensor` (a capsule if napi-dlpack is not loaded).
+ */
+export declare function matrix(rows: number, cols: number, dtype: string): TensorResult
+
+/** `matrix`, always as a capsule. */
+export declare function matrixCapsule(rows: number, cols: number, dtype: string): TensorResult
+
+/**
+ * `x *= factor`, element by element, through a mutable strided view: transposed, sliced and
+ * broadcast tensors included. Refused for READ_ONLY tensors (`ERR_DLPACK_READ_ONLY`).
+ */
+export declare function scaleInPlace(x: TensorArg, factor: number): void
+
+/**
+ * The sum of `x`, computed off the JS thread. The task owns the tensor: the JS side may
+ * dispose its own handle meanwhile; the memory stays until the task is dropped.
+ */
+export declare function sumAsync(x: OwnedTensorArg): Promise<number>
+
+/** What `describe` reports. */
+export interface TensorDescription {
+  dtype: string
+  shape: Array<number>
+  /** In elements (row-major strides synthesised when the producer sent NULL). */
+  strides: Array<number>
+  /** `[DLDeviceType, device id]`. */
+  device: [number, number]
+  /** DLPack `byte_offset`: bytes from `data` to the first element. */
+  byteOffset: number
+  /** Address of the first element (`data + byte_offset`). */
+  dataPointer: bigint
+  /** The producer set `DLPACK_FLAG_BITMASK_READ_ONLY`. */
+  readonly: boolean
+  /** The capsule held a `DLManagedTensorVersioned` (false: legacy `DLManagedTensor`). */
+  versioned: boolean
+}

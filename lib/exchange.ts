@@ -1,0 +1,32 @@
+/**
+ * The exchange table (include/napi_dlpack.h part 3, docs/protocol.md §5): installs napi-dlpack's
+ * C function table on `Tensor.prototype` and `globalThis` for this environment, so native
+ * addons can borrow a `Tensor` for a call without a capsule and return tensors as `Tensor`s.
+ */
+import { native } from './native.js'
+import { Tensor, exchangeHandle } from './tensor'
+import type { CanDLPack } from './protocol'
+import type { DLPackCapsule } from './tensor'
+
+native.installExchangeApi(Tensor.prototype, exchangeHandle, (handle: unknown) => Tensor._fromHandle(handle))
+
+/** The property under which producers expose their exchange table (`NAPI_DLPACK_EXCHANGE_API_PROPERTY`). */
+export const EXCHANGE_API_PROPERTY = '__dlpack_napi_exchange_api__'
+
+/** An object whose prototype exposes a DLPack exchange table (napi-dlpack's `Tensor`, or another addon's tensor class). */
+export interface HasExchangeApi {
+  readonly [EXCHANGE_API_PROPERTY]: unknown
+}
+
+/**
+ * What a native function taking `napi_dlpack::arg::TensorArg` accepts: a `Tensor` (borrowed for
+ * the call, no capsule), any object exposing an exchange table, a capsule (consumed), or any
+ * object with `__dlpack__`. Addons built on the crate name their arguments with this type.
+ */
+export type TensorArg = Tensor | HasExchangeApi | DLPackCapsule | CanDLPack
+
+/** Same as `TensorArg`, for `napi_dlpack::arg::OwnedTensorArg` (the native side keeps the tensor after the call). */
+export type OwnedTensorArg = TensorArg
+
+/** What `napi_dlpack::arg::TensorResult` returns: a `Tensor` when napi-dlpack is loaded (it is, if you import it), else a capsule. */
+export type TensorResult = Tensor | DLPackCapsule

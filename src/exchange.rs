@@ -1,0 +1,355 @@
+//! napi-dlpack's exchange table (`include/napi_dlpack.h` part 3, `docs/protocol.md` §5): what
+//! lets any addon borrow a JS `Tensor` for the duration of a native call without a capsule,
+//! get an owning export of it, or return a tensor to JS as a `Tensor` without linking us.
+//!
+//! `lib/tensor.ts` calls [`install_exchange_api`] once per environment: the table goes on
+//! `Tensor.prototype` (so every tensor exposes it) and on `globalThis` (the environment's
+//! default importer, which `napi_dlpack::arg::TensorResult` uses). Each `Tensor` object keeps
+//! its native handle under a private symbol, which the table reads back.
+
+use std::cell::RefCell;
+use std::ffi::{c_void, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr;
+
+use napi::bindgen_prelude::{Object, Unknown};
+use napi::{sys, Env, JsValue};
+use napi_derive::napi;
+use napi_dlpack::exchange::{self, ExchangeApi};
+use napi_dlpack::ffi::{
+  DLManagedTensorVersioned, DLTensor, DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY,
+};
+use napi_dlpack::{export, DeviceType, ErrorKind, ExportFormat, ForeignTensor};
+
+use crate::storage::{export_address, ExportOwner, Memory};
+use crate::tensor::{self, check_attached, fail, handle_of, status, storage_of, Result};
+
+/// The table, for the whole process (every environment, every thread).
+static EXCHANGE_API: ExchangeApi = ExchangeApi::new(
+  Some(dltensor_from_value),
+  Some(managed_tensor_from_value),
+  Some(managed_tensor_to_value),
+  Some(current_work_stream),
+);
+
+/// What the table needs per JS thread: our env, the symbol under which a `Tensor` keeps its
+/// handle, and the JS function making a `Tensor` from a handle.
+///
+/// Table functions are called with the *caller's* `napi_env` (every addon has its own), so the
+/// state is found by thread (one isolate per JS thread: the main thread or a worker). The
+/// work is done on our env, like any other call into this addon (handles, references and
+/// finalizers stay ours); only the outcome is reported on the caller's env (see [`run`]).
+struct EnvExchange {
+  env: sys::napi_env,
+  handle_key: sys::napi_ref,
+  make_tensor: sys::napi_ref,
+}
+
+thread_local! {
+  static ENV_EXCHANGE: RefCell<Option<EnvExchange>> = const { RefCell::new(None) };
+}
+
+unsafe extern "C" fn forget_env(_arg: *mut c_void) {
+  // The references die with the environment; only our copies of them go.
+  ENV_EXCHANGE.with(|state| state.borrow_mut().take());
+}
+
+/// Installs the exchange table for this environment (called once by `lib/tensor.ts`):
+/// `prototype` (`Tensor.prototype`) and `globalThis` get the table, `handleKey` is the symbol
+/// under which each tensor keeps its handle, `makeTensor(handle)` wraps a handle in a `Tensor`.
+#[napi(js_name = "installExchangeApi")]
+pub fn install_exchange_api(
+  env: &Env,
+  prototype: Object,
+  handle_key: Unknown,
+  make_tensor: Unknown,
+) -> Result<()> {
+  let raw = env.raw();
+  if value_type(env, make_tensor.raw())? != sys::ValueType::napi_function {
+    return Err(fail(
+      ErrorKind::InvalidArgument,
+      "makeTensor must be a function",
+    ));
+  }
+  let (mut key_ref, mut factory_ref) = (ptr::null_mut(), ptr::null_mut());
+  // SAFETY: live values of this env.
+  status("napi_create_reference", unsafe {
+    sys::napi_create_reference(raw, handle_key.raw(), 1, &mut key_ref)
+  })?;
+  // SAFETY: as above.
+  status("napi_create_reference", unsafe {
+    sys::napi_create_reference(raw, make_tensor.raw(), 1, &mut factory_ref)
+  })?;
+  let first = ENV_EXCHANGE.with(|state| {
+    state
+      .borrow_mut()
+      .replace(EnvExchange {
+        env: raw,
+        handle_key: key_ref,
+        make_tensor: factory_ref,
+      })
+      .is_none()
+  });
+  if first {
+    // SAFETY: our env; the hook only clears this thread's state.
+    status("napi_add_env_cleanup_hook", unsafe {
+      sys::napi_add_env_cleanup_hook(raw, Some(forget_env), ptr::null_mut())
+    })?;
+  }
+  // SAFETY: a live object of this env.
+  unsafe { exchange::install(raw, prototype.raw(), &EXCHANGE_API)? };
+  let mut global = ptr::null_mut();
+  // SAFETY: our env.
+  status("napi_get_global", unsafe {
+    sys::napi_get_global(raw, &mut global)
+  })?;
+  // Another copy of napi-dlpack loaded first in this environment keeps the default importer.
+  // SAFETY: the global object of this env.
+  if unsafe { exchange::find_api(raw, global)? }.is_none() {
+    // SAFETY: as above.
+    unsafe { exchange::install(raw, global, &EXCHANGE_API)? };
+  }
+  Ok(())
+}
+
+/// Runs a table function body on our env. An error is thrown on the *caller's* env (a JS
+/// exception our own env caught is moved there), where the caller sees it pending and its
+/// callback passes it on; the function then returns -1. A panic never unwinds into the caller.
+fn run(caller: sys::napi_env, body: impl FnOnce(&Env, &EnvExchange) -> Result<()>) -> i32 {
+  let outcome = ENV_EXCHANGE.with(|state| {
+    let state = state.borrow();
+    let Some(exchange) = state.as_ref() else {
+      return Err(fail(
+        ErrorKind::Napi,
+        "napi-dlpack is not loaded on this thread",
+      ));
+    };
+    let ours = Env::from_raw(exchange.env);
+    catch_unwind(AssertUnwindSafe(|| body(&ours, exchange)))
+      .unwrap_or_else(|_| Err(fail(ErrorKind::Napi, "internal panic in napi-dlpack")))
+      .inspect_err(|_| move_exception(exchange.env, caller))
+  });
+  match outcome {
+    Ok(()) => 0,
+    Err(error) => {
+      let mut pending = false;
+      // SAFETY: the caller's env, on its thread.
+      unsafe { sys::napi_is_exception_pending(caller, &mut pending) };
+      if !pending {
+        // The addon's errors carry the stable code as their status (see `tensor::fail`).
+        let code = CString::new(error.status).unwrap_or_default();
+        let message = CString::new(error.reason.replace('\0', " ")).unwrap_or_default();
+        // SAFETY: the caller's env, on its thread; NUL-terminated strings.
+        unsafe { sys::napi_throw_error(caller, code.as_ptr(), message.as_ptr()) };
+      }
+      -1
+    }
+  }
+}
+
+/// Moves an exception JS code threw during one of our Node-API calls (recorded on our env)
+/// to the caller's env, so ours is left clean and the caller passes it on.
+fn move_exception(ours: sys::napi_env, caller: sys::napi_env) {
+  let mut pending = false;
+  // SAFETY: our env, on its thread.
+  unsafe { sys::napi_is_exception_pending(ours, &mut pending) };
+  if !pending {
+    return;
+  }
+  let mut exception = ptr::null_mut();
+  // SAFETY: as above.
+  if unsafe { sys::napi_get_and_clear_last_exception(ours, &mut exception) } == sys::Status::napi_ok
+  {
+    // SAFETY: a live value of this isolate, thrown on the caller's env.
+    unsafe { sys::napi_throw(caller, exception) };
+  }
+}
+
+/// The handle of a `Tensor` object (read under the handle symbol).
+fn tensor_handle<'a>(
+  env: &Env,
+  exchange: &EnvExchange,
+  value: sys::napi_value,
+) -> Result<&'a mut tensor::Handle> {
+  let key = exchange.handle_key;
+  let (mut key_value, mut handle) = (ptr::null_mut(), ptr::null_mut());
+  // SAFETY: a reference of this env, alive while the env is.
+  status("napi_get_reference_value", unsafe {
+    sys::napi_get_reference_value(env.raw(), key, &mut key_value)
+  })?;
+  // SAFETY: live values of this env; the caller found our table on `value`, an object.
+  status("napi_get_property", unsafe {
+    sys::napi_get_property(env.raw(), value, key_value, &mut handle)
+  })?;
+  let kind = value_type(env, handle)?;
+  if kind != sys::ValueType::napi_external {
+    // `dispose()` clears the slot (undefined); an object merely inheriting our prototype never
+    // had one. (Checked first: a tag check on a primitive throws.)
+    return Err(fail(
+      ErrorKind::Disposed,
+      "the tensor has been disposed (or is not a napi-dlpack Tensor)",
+    ));
+  }
+  // The common case: one of our tagged handle externals.
+  let mut tagged = false;
+  // SAFETY: a live external of this env.
+  status("napi_check_object_type_tag", unsafe {
+    sys::napi_check_object_type_tag(env.raw(), handle, &tensor::HANDLE_TAG, &mut tagged)
+  })?;
+  if tagged {
+    let mut data = ptr::null_mut();
+    // SAFETY: a live external of this env (only our handle externals carry the tag).
+    status("napi_get_value_external", unsafe {
+      sys::napi_get_value_external(env.raw(), handle, &mut data)
+    })?;
+    // SAFETY: as in `tensor::handle_of`: tagged externals of ours hold a live `Handle`, and no
+    // other borrow of it is alive during this call.
+    return Ok(unsafe { &mut *data.cast::<tensor::Handle>() });
+  }
+  // Anything else: an adopted capsule serving as the handle (see `own_capsule`).
+  // SAFETY: a live value of this env.
+  handle_of(env, &unsafe {
+    Unknown::from_raw_unchecked(env.raw(), handle)
+  })
+}
+
+fn value_type(env: &Env, value: sys::napi_value) -> Result<sys::napi_valuetype> {
+  let mut kind = 0;
+  // SAFETY: a live value of this env.
+  status("napi_typeof", unsafe {
+    sys::napi_typeof(env.raw(), value, &mut kind)
+  })?;
+  Ok(kind)
+}
+
+/// `dltensor_from_value`: borrows the tensor. Shape and strides point into the handle's
+/// metadata, which the JS object keeps alive; nothing is allocated.
+unsafe extern "C" fn dltensor_from_value(
+  env: sys::napi_env,
+  value: sys::napi_value,
+  out: *mut DLTensor,
+  out_flags: *mut u64,
+) -> i32 {
+  run(env, |env, exchange| {
+    if out.is_null() || out_flags.is_null() {
+      return Err(fail(ErrorKind::InvalidArgument, "NULL output pointer"));
+    }
+    let handle = tensor_handle(env, exchange, value)?;
+    let storage = storage_of(handle)?;
+    check_attached(env, storage)?;
+    let meta = &handle.meta;
+    let (data, byte_offset) = export_address(storage, meta);
+    let flags = if meta.readonly {
+      DLPACK_FLAG_BITMASK_READ_ONLY
+    } else {
+      0
+    } | if meta.is_copy && matches!(storage.memory(), Memory::Owned(_)) {
+      DLPACK_FLAG_BITMASK_IS_COPIED
+    } else {
+      0
+    };
+    // SAFETY: non-NULL out pointers (checked) that the caller provides for this call.
+    unsafe {
+      out.write(DLTensor {
+        data,
+        device: meta.device.to_dl(),
+        ndim: meta.shape.len() as i32,
+        dtype: meta.dtype.to_dl(),
+        shape: meta.shape.as_ptr().cast_mut(),
+        strides: meta.strides.as_ptr().cast_mut(),
+        byte_offset,
+      });
+      out_flags.write(flags);
+    }
+    Ok(())
+  })
+}
+
+/// `managed_tensor_from_value`: an owning export, as `__dlpack__()` makes but without a
+/// capsule and without stream synchronisation (`_no_sync`).
+unsafe extern "C" fn managed_tensor_from_value(
+  env: sys::napi_env,
+  value: sys::napi_value,
+  out: *mut *mut DLManagedTensorVersioned,
+) -> i32 {
+  run(env, |env, exchange| {
+    if out.is_null() {
+      return Err(fail(ErrorKind::InvalidArgument, "NULL output pointer"));
+    }
+    let handle = tensor_handle(env, exchange, value)?;
+    let storage = storage_of(handle)?.clone();
+    check_attached(env, &storage)?;
+    let owner = ExportOwner::new(storage, handle.meta.clone());
+    match export(owner, ExportFormat::Versioned)?.into_raw() {
+      // SAFETY: a non-NULL out pointer; the caller now owns the tensor.
+      napi_dlpack::ManagedPtr::Versioned(tensor) => unsafe { out.write(tensor.as_ptr()) },
+      napi_dlpack::ManagedPtr::Legacy(_) => unreachable!("a versioned export is versioned"),
+    }
+    Ok(())
+  })
+}
+
+/// `managed_tensor_to_value`: takes `tensor` (its deleter runs exactly once, now on failure)
+/// and makes a `Tensor` of it, as `fromDLPack(capsule)` would.
+unsafe extern "C" fn managed_tensor_to_value(
+  env: sys::napi_env,
+  tensor: *mut DLManagedTensorVersioned,
+  out: *mut sys::napi_value,
+) -> i32 {
+  // Ownership first, so that every path below releases the tensor exactly once.
+  // SAFETY: the caller hands us ownership of `tensor` (NULL is refused).
+  let owned = unsafe { ForeignTensor::from_raw_versioned(tensor) };
+  run(env, |env, exchange| {
+    if out.is_null() {
+      return Err(fail(ErrorKind::InvalidArgument, "NULL output pointer"));
+    }
+    let make_tensor = exchange.make_tensor;
+    let handle = tensor::import_foreign(env, owned?)?;
+    let (mut function, mut global, mut result) =
+      (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+    // SAFETY: a reference of this env.
+    status("napi_get_reference_value", unsafe {
+      sys::napi_get_reference_value(env.raw(), make_tensor, &mut function)
+    })?;
+    // SAFETY: our env.
+    status("napi_get_global", unsafe {
+      sys::napi_get_global(env.raw(), &mut global)
+    })?;
+    let argument = handle.raw();
+    // SAFETY: live values of this env; one argument.
+    status("napi_call_function", unsafe {
+      sys::napi_call_function(env.raw(), global, function, 1, &argument, &mut result)
+    })?;
+    // SAFETY: a non-NULL out pointer.
+    unsafe { out.write(result) };
+    Ok(())
+  })
+}
+
+/// The CUDA driver's handle of the legacy default stream.
+const CU_STREAM_LEGACY: usize = 0x1;
+
+/// `current_work_stream`: where our writes to a device are ordered. CUDA tensors of ours are
+/// written on the device's legacy default stream (`CU_STREAM_LEGACY`, 0x1); other devices have
+/// no stream (NULL).
+unsafe extern "C" fn current_work_stream(
+  env: sys::napi_env,
+  device_type: i32,
+  _device_id: i32,
+  out_stream: *mut *mut c_void,
+) -> i32 {
+  run(env, |_, _| {
+    if out_stream.is_null() {
+      return Err(fail(ErrorKind::InvalidArgument, "NULL output pointer"));
+    }
+    let stream = if device_type == DeviceType::Cuda as i32 {
+      // A handle value, not a pointer to anything (the driver's CU_STREAM_LEGACY).
+      ptr::without_provenance_mut::<c_void>(CU_STREAM_LEGACY)
+    } else {
+      ptr::null_mut()
+    };
+    // SAFETY: a non-NULL out pointer.
+    unsafe { out_stream.write(stream) };
+    Ok(())
+  })
+}

@@ -11,6 +11,7 @@ use std::cell::RefCell;
 use std::ffi::{c_void, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
+use std::sync::Arc;
 
 use napi::bindgen_prelude::{Object, Unknown};
 use napi::{sys, Env, JsValue};
@@ -22,11 +23,14 @@ use napi_dlpack::ffi::{
 use napi_dlpack::{export, DeviceType, ErrorKind, ExportFormat, ForeignTensor};
 
 use crate::storage::{export_address, ExportOwner, Memory};
-use crate::tensor::{self, check_attached, fail, handle_of, status, storage_of, Result};
+use crate::tensor::{
+  self, check_attached, fail, handle_of, status, storage_of, BorrowPin, Result,
+};
 
 /// The table, for the whole process (every environment, every thread).
 static EXCHANGE_API: ExchangeApi = ExchangeApi::new(
   Some(dltensor_from_value),
+  Some(release_borrow),
   Some(managed_tensor_from_value),
   Some(managed_tensor_to_value),
   Some(current_work_stream),
@@ -222,22 +226,36 @@ fn value_type(env: &Env, value: sys::napi_value) -> Result<sys::napi_valuetype> 
   Ok(kind)
 }
 
-/// `dltensor_from_value`: borrows the tensor. Shape and strides point into the handle's
-/// metadata, which the JS object keeps alive; nothing is allocated.
+/// `dltensor_from_value`: borrows the tensor. The token is one strong count on the handle's
+/// [`BorrowPin`] (its storage and its metadata, where shape and strides live), so a `dispose()`
+/// or a GC of the JS object during or after the borrow frees nothing the borrower uses. The
+/// pin is made on a handle's first borrow; later borrows allocate nothing.
 unsafe extern "C" fn dltensor_from_value(
   env: sys::napi_env,
   value: sys::napi_value,
   out: *mut DLTensor,
   out_flags: *mut u64,
+  out_keep_alive: *mut *mut c_void,
 ) -> i32 {
   run(env, |env, exchange| {
-    if out.is_null() || out_flags.is_null() {
+    if out.is_null() || out_flags.is_null() || out_keep_alive.is_null() {
       return Err(fail(ErrorKind::InvalidArgument, "NULL output pointer"));
     }
     let handle = tensor_handle(env, exchange, value)?;
     let storage = storage_of(handle)?;
     check_attached(env, storage)?;
-    let meta = &handle.meta;
+    let pin = match &handle.borrow_pin {
+      Some(pin) => pin.clone(),
+      None => {
+        let pin = Arc::new(BorrowPin {
+          storage: storage.clone(),
+          meta: handle.meta.clone(),
+        });
+        handle.borrow_pin = Some(pin.clone());
+        pin
+      }
+    };
+    let (storage, meta) = (&pin.storage, &pin.meta);
     let (data, byte_offset) = export_address(storage, meta);
     let flags = if meta.readonly {
       DLPACK_FLAG_BITMASK_READ_ONLY
@@ -260,9 +278,24 @@ unsafe extern "C" fn dltensor_from_value(
         byte_offset,
       });
       out_flags.write(flags);
+      out_keep_alive.write(Arc::into_raw(pin).cast_mut().cast());
     }
     Ok(())
   })
+}
+
+/// `release_borrow`: gives back the count [`dltensor_from_value`] took (the last one frees the
+/// storage, running a foreign producer's deleter). Called on the env's JS thread.
+unsafe extern "C" fn release_borrow(_env: sys::napi_env, keep_alive: *mut c_void) {
+  if keep_alive.is_null() {
+    return;
+  }
+  // A panic in a deleter must not unwind into the caller.
+  let _ = catch_unwind(|| {
+    // SAFETY: a token `dltensor_from_value` made with `Arc::into_raw`, released once (the
+    // table's contract).
+    drop(unsafe { Arc::from_raw(keep_alive.cast_const().cast::<BorrowPin>()) });
+  });
 }
 
 /// `managed_tensor_from_value`: an owning export, as `__dlpack__()` makes but without a

@@ -145,6 +145,22 @@ test('disposed tensors and detached buffers are coded errors from the producer',
   t.is(codeOf(() => c.borrowSum(Object.create(Tensor.prototype))), 'ERR_TENSOR_DISPOSED')
 })
 
+test('a second installExchangeApi in one environment deletes the first one\'s references (node -e)', (t) => {
+  // In a child: the install replaces this environment's handle key and factory.
+  const dist = join(here, '..', 'dist')
+  const script = `
+    const { native } = require(${JSON.stringify(join(dist, 'native.js'))})
+    require(${JSON.stringify(join(dist, 'index.js'))})
+    const counts = [native.nativeStats().exchangeReferences]
+    for (let i = 0; i < 3; i++) {
+      native.installExchangeApi(Object.create(null), Symbol('h' + i), () => null)
+      counts.push(native.nativeStats().exchangeReferences)
+    }
+    process.stdout.write(JSON.stringify(counts))`
+  const counts = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' })) as number[]
+  t.deepEqual(counts, [2, 2, 2, 2], 'each install holds its two references and releases the previous two')
+})
+
 test('values without a table: NO_EXCHANGE (the consumer falls back to capsules)', (t) => {
   // NO_EXCHANGE and INVALID_ARG share the code ERR_DLPACK_INVALID_ARGUMENT: the number tells.
   const noExchange = { code: 'ERR_DLPACK_INVALID_ARGUMENT', status: NAPI_DLPACK_ERR_NO_EXCHANGE }

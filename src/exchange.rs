@@ -51,16 +51,37 @@ struct EnvExchange {
 
 thread_local! {
   static ENV_EXCHANGE: RefCell<Option<EnvExchange>> = const { RefCell::new(None) };
+  /// References the exchange state of this thread holds (for `nativeStats()`: a second
+  /// install must not leak the first one's).
+  static LIVE_REFERENCES: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
 }
 
 unsafe extern "C" fn forget_env(_arg: *mut c_void) {
   // The references die with the environment; only our copies of them go.
   ENV_EXCHANGE.with(|state| state.borrow_mut().take());
+  LIVE_REFERENCES.with(|live| live.set(0));
 }
 
-/// Installs the exchange table for this environment (called once by `lib/tensor.ts`):
+/// References held by this thread's exchange state (`nativeStats().exchangeReferences`).
+pub(crate) fn live_references() -> u32 {
+  LIVE_REFERENCES.with(core::cell::Cell::get)
+}
+
+/// Deletes references of `env` (those of a replaced or abandoned install).
+fn delete_references(env: sys::napi_env, references: &[sys::napi_ref]) {
+  for &reference in references {
+    // SAFETY: references of this live env, deleted once.
+    if unsafe { sys::napi_delete_reference(env, reference) } == sys::Status::napi_ok {
+      LIVE_REFERENCES.with(|live| live.set(live.get().saturating_sub(1)));
+    }
+  }
+}
+
+/// Installs the exchange table for this environment (called once by `lib/exchange.ts`):
 /// `prototype` (`Tensor.prototype`) and `globalThis` get the table, `handleKey` is the symbol
 /// under which each tensor keeps its handle, `makeTensor(handle)` wraps a handle in a `Tensor`.
+/// A later install in the same environment (the module loaded twice) replaces the handle key
+/// and factory, deleting the references to the previous ones.
 #[napi(js_name = "installExchangeApi")]
 pub fn install_exchange_api(
   env: &Env,
@@ -75,33 +96,42 @@ pub fn install_exchange_api(
       "makeTensor must be a function",
     ));
   }
+
+  // SAFETY: a live object of this env. First, so that a refused install changes nothing.
+  unsafe { exchange::install(raw, prototype.raw(), &EXCHANGE_API)? };
   let (mut key_ref, mut factory_ref) = (ptr::null_mut(), ptr::null_mut());
   // SAFETY: live values of this env.
   status("napi_create_reference", unsafe {
     sys::napi_create_reference(raw, handle_key.raw(), 1, &mut key_ref)
   })?;
+  LIVE_REFERENCES.with(|live| live.set(live.get() + 1));
   // SAFETY: as above.
-  status("napi_create_reference", unsafe {
+  let made = status("napi_create_reference", unsafe {
     sys::napi_create_reference(raw, make_tensor.raw(), 1, &mut factory_ref)
-  })?;
-  let first = ENV_EXCHANGE.with(|state| {
-    state
-      .borrow_mut()
-      .replace(EnvExchange {
-        env: raw,
-        handle_key: key_ref,
-        make_tensor: factory_ref,
-      })
-      .is_none()
   });
-  if first {
-    // SAFETY: our env; the hook only clears this thread's state.
-    status("napi_add_env_cleanup_hook", unsafe {
-      sys::napi_add_env_cleanup_hook(raw, Some(forget_env), ptr::null_mut())
-    })?;
+  if let Err(error) = made {
+    delete_references(raw, &[key_ref]);
+    return Err(error);
   }
-  // SAFETY: a live object of this env.
-  unsafe { exchange::install(raw, prototype.raw(), &EXCHANGE_API)? };
+  LIVE_REFERENCES.with(|live| live.set(live.get() + 1));
+  let previous = ENV_EXCHANGE.with(|state| {
+    state.borrow_mut().replace(EnvExchange {
+      env: raw,
+      handle_key: key_ref,
+      make_tensor: factory_ref,
+    })
+  });
+  match previous {
+    // A second install in this env: its references are ours to delete (else they leak).
+    Some(old) if old.env == raw => delete_references(raw, &[old.handle_key, old.make_tensor]),
+    Some(_) => {}
+    None => {
+      // SAFETY: our env; the hook only clears this thread's state.
+      status("napi_add_env_cleanup_hook", unsafe {
+        sys::napi_add_env_cleanup_hook(raw, Some(forget_env), ptr::null_mut())
+      })?;
+    }
+  }
   let mut global = ptr::null_mut();
   // SAFETY: our env.
   status("napi_get_global", unsafe {

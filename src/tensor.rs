@@ -1020,12 +1020,15 @@ pub fn handle_device(env: &Env, handle: Unknown<'_>) -> Result<Vec<i32>> {
 #[napi(object)]
 pub struct NativeStats {
   pub live_storages: u32,
+  /// References this thread's exchange-table state holds (2 once installed).
+  pub exchange_references: u32,
 }
 
 #[napi(js_name = "nativeStats")]
 pub fn native_stats() -> NativeStats {
   NativeStats {
     live_storages: crate::storage::LIVE_STORAGES.load(std::sync::atomic::Ordering::Relaxed) as u32,
+    exchange_references: crate::exchange::live_references(),
   }
 }
 

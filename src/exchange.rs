@@ -23,9 +23,7 @@ use napi_dlpack::ffi::{
 use napi_dlpack::{export, DeviceType, ErrorKind, ExportFormat, ForeignTensor};
 
 use crate::storage::{export_address, ExportOwner, Memory};
-use crate::tensor::{
-  self, check_attached, fail, handle_of, status, storage_of, BorrowPin, Result,
-};
+use crate::tensor::{self, check_attached, fail, handle_of, status, storage_of, BorrowPin, Result};
 
 /// The table, for the whole process (every environment, every thread).
 static EXCHANGE_API: ExchangeApi = ExchangeApi::new(

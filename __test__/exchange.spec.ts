@@ -174,19 +174,23 @@ test('values without a table: NO_EXCHANGE (the consumer falls back to capsules)'
 
 test.serial('a C borrow outlives dispose() and GC: readable until released, the deleter runs once, after', async (t) => {
   await drainGarbage()
+  // C memory holding 0..3, its deleter counted. (Without external buffers the import copies
+  // and the deleter has run already: `owed` is what the Tensor still holds.)
+  const owed = zeroCopy ? 1 : 0
+  const tensor = c.makeTensor(4, false)
   const before = c.deleterCalls()
-  const tensor = c.makeTensor(4, false) // C memory holding 0..3, its deleter counted
   c.borrowKeep(tensor)
   tensor.dispose()
   t.is(c.deleterCalls(), before, 'dispose() released nothing the borrow uses')
   t.is(c.keptSum(), 6, 'the memory is still the producer\'s')
-  t.is(c.deleterCalls(), before + 1, 'released with the borrow, once')
+  t.is(c.deleterCalls(), before + owed, 'released with the borrow, once')
   // The JS object collected while the borrow lasts.
   ;(() => c.borrowKeep(c.makeTensor(5, false)))()
+  const beforeGc = c.deleterCalls()
   await gcUntil(() => false, 6)
-  t.is(c.deleterCalls(), before + 1, 'a collected Tensor released nothing the borrow uses')
+  t.is(c.deleterCalls(), beforeGc, 'a collected Tensor released nothing the borrow uses')
   t.is(c.keptSum(), 10)
-  t.is(c.deleterCalls(), before + 2)
+  t.is(c.deleterCalls(), beforeGc + owed)
 })
 
 test('tables of an unknown major: refused alone, the older table behind it used', (t) => {

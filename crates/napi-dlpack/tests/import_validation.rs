@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use napi_dlpack::ffi::*;
-use napi_dlpack::{DType, DeviceType, ForeignTensor, MAX_NDIM};
+use napi_dlpack::{DType, DeviceType, ForeignTensor, ManagedTensor, MAX_NDIM};
 
 fn rejected(spec: Spec) -> &'static str {
   let (result, calls) = import_versioned(spec);
@@ -36,6 +36,41 @@ fn newer_major_version_is_rejected_and_only_the_deleter_runs() {
   let mut spec = Spec::f32(&[4]);
   spec.version = DLPackVersion { major: 0, minor: 8 };
   assert_eq!(rejected(spec), "ERR_DLPACK_VERSION");
+}
+
+/// DLPack lets a struct of another major be only as long as the prefix every major keeps
+/// (`version`, `manager_ctx`, `deleter`): nothing past it may be read, nor may a reference to the
+/// whole struct be made, before the major is known to be 1. The producer here allocates exactly
+/// that prefix, so Miri (`npm run test:miri`) reports any access, or any reference to the full
+/// 80-byte struct, reaching past it: in `version()`, `flags()`, `take_owner` or the refusal.
+#[test]
+fn another_major_allocated_as_the_prefix_only_is_refused_reading_only_the_prefix() {
+  assert_eq!(PrefixOnly::SIZE, 3 * std::mem::size_of::<usize>());
+  for major in [0, 2, u32::MAX] {
+    let (ptr, calls) = PrefixOnly::make(major);
+    // SAFETY: the prefix is readable and ownership moves in.
+    let managed = unsafe { ManagedTensor::from_raw_versioned(ptr) }.unwrap();
+    assert_eq!(managed.version(), Some(DLPackVersion { major, minor: 0 }));
+    assert_eq!(
+      managed.flags(),
+      0,
+      "the flags of another major are not read"
+    );
+    let managed = napi_dlpack::take_owner::<Vec<f32>>(managed).expect_err("not one of our exports");
+    assert_eq!(count(&calls), 0);
+    let err = ForeignTensor::new(managed).unwrap_err();
+    assert_eq!(err.code(), "ERR_DLPACK_VERSION");
+    assert_eq!(
+      count(&calls),
+      1,
+      "refused, and released through the prefix's deleter"
+    );
+  }
+  let (ptr, calls) = PrefixOnly::make(2);
+  // SAFETY: as above.
+  let err = unsafe { ForeignTensor::from_raw_versioned(ptr) }.unwrap_err();
+  assert_eq!(err.code(), "ERR_DLPACK_VERSION");
+  assert_eq!(count(&calls), 1);
 }
 
 #[test]
@@ -470,4 +505,50 @@ fn deleter_runs_once_when_dropped_on_another_thread() {
   let tensor = result.unwrap();
   std::thread::spawn(move || drop(tensor)).join().unwrap();
   assert_eq!(count(&calls), 1);
+}
+
+/// A size-1 dimension may carry any stride (it never moves): shape [3, 1] with strides
+/// [1, i64::MAX] is a valid, even contiguous, tensor. Strided reads (`view().iter()`, `to_vec`
+/// of a non-contiguous tensor, the bit check of `view::<bool>`) must not add that stride
+/// anywhere: debug builds panicked with "attempt to add with overflow", release builds wrapped.
+#[test]
+fn extreme_strides_of_size_one_dimensions_read_correctly() {
+  for extreme in [i64::MAX, i64::MIN] {
+    let mut spec = Spec::f32(&[3, 1]).strides(&[1, extreme]);
+    spec.data[0] = u64::from(1.0f32.to_bits()) << 32; // elements 0.0, 1.0, 2.0
+    spec.data[1] = u64::from(2.0f32.to_bits());
+    let (result, calls) = import_versioned(spec);
+    let tensor = result.expect("a valid tensor");
+    assert!(tensor.is_contiguous());
+    assert_eq!(tensor.to_vec::<f32>().unwrap(), [0.0, 1.0, 2.0]);
+    let view = tensor.view::<f32>().unwrap();
+    assert_eq!(view.iter().collect::<Vec<_>>(), [0.0, 1.0, 2.0]);
+    assert_eq!(view.get(&[2, 0]), Some(2.0));
+    assert_eq!(view.get(&[0, 1]), None);
+    drop(tensor);
+    assert_eq!(count(&calls), 1);
+
+    // Non-contiguous: every other element, through the strided path of `to_vec`.
+    let mut spec = Spec::f32(&[3, 1]).strides(&[2, extreme]);
+    spec.data[0] = 0;
+    spec.data[1] = 1.0f32.to_bits().into();
+    spec.data[2] = 2.0f32.to_bits().into();
+    let (result, _calls) = import_versioned(spec);
+    let tensor = result.expect("a valid tensor");
+    assert!(!tensor.is_contiguous());
+    assert_eq!(tensor.to_vec::<f32>().unwrap(), [0.0, 1.0, 2.0]);
+
+    // bool: the bit check walks the same offsets.
+    let mut spec = Spec::f32(&[3, 1]).strides(&[1, extreme]);
+    spec.dtype = DLDataType {
+      code: 6,
+      bits: 8,
+      lanes: 1,
+    };
+    spec.data[0] = 0x0000_0000_0001_0001; // true, false, true
+    let (result, _calls) = import_versioned(spec);
+    let tensor = result.expect("a valid tensor");
+    let view = tensor.view::<bool>().unwrap();
+    assert_eq!(view.iter().collect::<Vec<_>>(), [true, false, true]);
+  }
 }

@@ -295,3 +295,58 @@ fn empty_tensor() -> DLTensor {
     byte_offset: 0,
   }
 }
+
+/// A producer of a future major version whose allocation holds ONLY the prefix every major
+/// keeps (`version`, `manager_ctx`, `deleter`: 24 bytes on 64-bit targets), as DLPack allows:
+/// a consumer must read nothing past it before it has checked the major version. Miri reports
+/// any reference to the full 80-byte struct made from this pointer.
+pub struct PrefixOnly;
+
+/// The prefix of `DLManagedTensorVersioned` that is stable across majors.
+#[repr(C)]
+struct StablePrefix {
+  version: DLPackVersion,
+  manager_ctx: *mut c_void,
+  deleter: Option<DLManagedTensorVersionedDeleter>,
+}
+
+const _: () = {
+  assert!(
+    std::mem::offset_of!(StablePrefix, version)
+      == std::mem::offset_of!(DLManagedTensorVersioned, version)
+  );
+  assert!(
+    std::mem::offset_of!(StablePrefix, manager_ctx)
+      == std::mem::offset_of!(DLManagedTensorVersioned, manager_ctx)
+  );
+  assert!(
+    std::mem::offset_of!(StablePrefix, deleter)
+      == std::mem::offset_of!(DLManagedTensorVersioned, deleter)
+  );
+};
+
+unsafe extern "C" fn delete_prefix_only(managed: *mut DLManagedTensorVersioned) {
+  let prefix = managed.cast::<StablePrefix>();
+  // SAFETY: test producer: `manager_ctx` holds a leaked `Arc<AtomicUsize>` (see `make`), and
+  // only the prefix is read.
+  let calls = unsafe { Arc::from_raw((*prefix).manager_ctx.cast::<AtomicUsize>()) };
+  calls.fetch_add(1, Ordering::SeqCst);
+  // SAFETY: `prefix` is the Box allocated in `make`, freed once.
+  drop(unsafe { Box::from_raw(prefix) });
+}
+
+impl PrefixOnly {
+  /// A tensor of major version `major` allocated as the prefix only, and its deleter counter.
+  pub fn make(major: u32) -> (*mut DLManagedTensorVersioned, Arc<AtomicUsize>) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let prefix = Box::new(StablePrefix {
+      version: DLPackVersion { major, minor: 0 },
+      manager_ctx: Arc::into_raw(calls.clone()) as *mut c_void,
+      deleter: Some(delete_prefix_only),
+    });
+    (Box::into_raw(prefix).cast(), calls)
+  }
+
+  /// Bytes the producer allocated.
+  pub const SIZE: usize = std::mem::size_of::<StablePrefix>();
+}

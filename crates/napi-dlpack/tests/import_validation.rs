@@ -135,6 +135,55 @@ fn byte_span_overflow() {
   assert_eq!(rejected(spec), "ERR_DLPACK_OVERFLOW"); // 2^62 * 4 bytes
 }
 
+/// The extent of a strided dimension, (dim - 1) * stride, and the sum of the extents, overflow
+/// i64 although the element count does not. Shape [2^32 + 1] with stride 2^32 reaches 2^64
+/// elements, which wraps to 0 in 64-bit arithmetic: a validation that lost the overflow would
+/// accept it as a one-element span and let views read 2^32 elements past it.
+#[test]
+fn stride_extent_overflow() {
+  let wraps = (1i64 << 32) + 1;
+  for (shape, strides) in [
+    (vec![wraps], vec![1i64 << 32]),
+    (vec![wraps], vec![-(1i64 << 32)]),
+    (vec![2, wraps], vec![1, 1i64 << 32]),
+    (vec![(1 << 2) + 1], vec![1i64 << 62]),
+    (vec![3], vec![i64::MAX / 2 + 1]),
+    (vec![3], vec![i64::MIN / 2]),
+    // each extent fits, their sum does not
+    (vec![2, 2], vec![1i64 << 62, 1i64 << 62]),
+    (vec![2, 2], vec![i64::MIN / 2, i64::MIN / 2 - 1]),
+  ] {
+    // Descriptor only: the data is never reached, so a small buffer stands in for it.
+    let mut spec = Spec::f32(&[1]).strides(&strides);
+    spec.shape = shape.clone();
+    let (result, calls) = import_versioned(spec);
+    assert_eq!(
+      result.err(),
+      Some("ERR_DLPACK_OVERFLOW"),
+      "shape {shape:?} strides {strides:?}"
+    );
+    assert_eq!(count(&calls), 1);
+  }
+  // Large extents that fit are legal (the address range permitting): the refusals above are
+  // the overflow, not the size.
+  let layout = |shape: &[i64], strides: &[i64]| {
+    napi_dlpack::validation::layout_of(
+      DType::Int8,
+      napi_dlpack::Device::CPU,
+      shape,
+      Some(strides),
+      0,
+    )
+  };
+  let fits = layout(&[(1 << 30) + 1], &[1 << 32]).expect("an extent of 2^62 fits");
+  assert_eq!((fits.min_offset(), fits.max_offset()), (0, 1 << 62));
+  assert_eq!(fits.span_bytes(), (1 << 62) + 1);
+  assert_eq!(
+    layout(&[wraps], &[1 << 32]).unwrap_err().code(),
+    "ERR_DLPACK_OVERFLOW"
+  );
+}
+
 #[test]
 fn byte_offset_overflowing_the_address_space() {
   let mut spec = Spec::f32(&[2]);

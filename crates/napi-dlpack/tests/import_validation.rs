@@ -331,28 +331,89 @@ fn every_known_device_type_imports() {
   }
 }
 
+/// Without the check the misaligned shape would reach `slice::from_raw_parts`, whose debug
+/// precondition aborts the process: the test runs in a child, so that is an assertion here.
 #[test]
 fn misaligned_shape_pointer_is_rejected() {
-  let (ptr, calls) = versioned(Spec::f32(&[2, 2]));
-  // SAFETY: we still own `ptr`; shifting the shape pointer by one byte keeps it readable.
-  unsafe { (*ptr).dl_tensor.shape = (*ptr).dl_tensor.shape.cast::<u8>().add(1).cast() };
-  // SAFETY: ownership handed over.
-  let err = unsafe { ForeignTensor::from_raw_versioned(ptr) }.unwrap_err();
-  assert_eq!(err.code(), "ERR_DLPACK_INVALID_LAYOUT");
-  assert_eq!(count(&calls), 1);
+  in_child_process("misaligned_shape_pointer_is_rejected", || {
+    for shift in [1, 4] {
+      let (ptr, calls) = versioned(Spec::f32(&[2, 2]).strides(&[2, 1]));
+      // SAFETY: we still own `ptr`; the shape is copied `shift` bytes further into a buffer we
+      // keep alive, so the pointer stays readable.
+      let mut moved = vec![0u64; 3];
+      unsafe {
+        let target = moved.as_mut_ptr().cast::<u8>().add(shift).cast::<i64>();
+        target.write_unaligned(2);
+        target.add(1).write_unaligned(2);
+        (*ptr).dl_tensor.shape = target;
+      }
+      // SAFETY: ownership handed over.
+      let err = unsafe { ForeignTensor::from_raw_versioned(ptr) }.unwrap_err();
+      assert_eq!(
+        err.code(),
+        "ERR_DLPACK_INVALID_LAYOUT",
+        "shape shifted by {shift}"
+      );
+      assert_eq!(count(&calls), 1);
+    }
+  });
+}
+
+/// As for the shape: a misaligned strides pointer is refused before it is read as a slice.
+#[test]
+fn misaligned_strides_pointer_is_rejected() {
+  in_child_process("misaligned_strides_pointer_is_rejected", || {
+    for shift in [1, 4] {
+      let (ptr, calls) = versioned(Spec::f32(&[2, 2]).strides(&[2, 1]));
+      let mut moved = vec![0u64; 3];
+      // SAFETY: as in `misaligned_shape_pointer_is_rejected`, for the strides.
+      unsafe {
+        let target = moved.as_mut_ptr().cast::<u8>().add(shift).cast::<i64>();
+        target.write_unaligned(2);
+        target.add(1).write_unaligned(1);
+        (*ptr).dl_tensor.strides = target;
+      }
+      // SAFETY: ownership handed over.
+      let err = unsafe { ForeignTensor::from_raw_versioned(ptr) }.unwrap_err();
+      assert_eq!(
+        err.code(),
+        "ERR_DLPACK_INVALID_LAYOUT",
+        "strides shifted by {shift}"
+      );
+      assert_eq!(count(&calls), 1);
+    }
+  });
 }
 
 #[test]
 fn misaligned_managed_struct_is_refused_after_its_deleter_runs() {
-  let mut producer = Misaligned::new();
-  // SAFETY: the struct is readable; its ownership is handed over.
-  let err = unsafe { ForeignTensor::from_raw_versioned(producer.versioned()) }.unwrap_err();
-  assert_eq!(err.code(), "ERR_DLPACK_MISALIGNED");
-  assert_eq!(count(&producer.calls), 1);
-  // SAFETY: as above, for the legacy struct.
-  let err = unsafe { ForeignTensor::from_raw_legacy(producer.legacy()) }.unwrap_err();
-  assert_eq!(err.code(), "ERR_DLPACK_MISALIGNED");
-  assert_eq!(count(&producer.calls), 2);
+  // Offset 4 first: without the alignment check such a struct would import (an assertion
+  // failure below, not a crash); offset 1 is what a careless producer most likely hands over.
+  for offset in [4, 1] {
+    let mut producer = Misaligned::at_offset(offset);
+    // SAFETY: the struct is readable; its ownership is handed over.
+    let result = unsafe { ForeignTensor::from_raw_versioned(producer.versioned()) };
+    assert_eq!(
+      result.err().map(|e| e.code()),
+      Some("ERR_DLPACK_MISALIGNED")
+    );
+    assert_eq!(
+      count(&producer.calls),
+      1,
+      "one deleter call (offset {offset})"
+    );
+    // SAFETY: as above, for the legacy struct.
+    let result = unsafe { ForeignTensor::from_raw_legacy(producer.legacy()) };
+    assert_eq!(
+      result.err().map(|e| e.code()),
+      Some("ERR_DLPACK_MISALIGNED")
+    );
+    assert_eq!(
+      count(&producer.calls),
+      2,
+      "one deleter call (offset {offset})"
+    );
+  }
 }
 
 #[test]
@@ -477,47 +538,90 @@ fn byte_offset_is_applied() {
   assert_eq!(tensor.byte_offset(), 16);
 }
 
+/// Every typed access refuses data that is not aligned for its element type. The strided view
+/// is asked first: it reads nothing when it is made, so without the check it would be handed
+/// out and the assertion fails (the slice conversions would instead trip the standard
+/// library's debug precondition and abort the process).
 #[test]
 fn misaligned_elements_are_refused_for_typed_access() {
-  let mut spec = Spec::f32(&[2]);
-  spec.byte_offset = 2;
-  let (result, _calls) = import_versioned(spec);
-  let tensor = result.unwrap();
-  assert_eq!(
-    tensor.as_slice::<f32>().unwrap_err().code(),
-    "ERR_DLPACK_MISALIGNED"
-  );
+  for (shape, strides) in [(vec![2i64], vec![1i64]), (vec![2, 2], vec![1, 2])] {
+    let mut spec = Spec::f32(&shape).strides(&strides);
+    spec.byte_offset = 2;
+    let (result, calls) = import_versioned(spec);
+    let mut tensor = result.unwrap();
+    let misaligned = Some("ERR_DLPACK_MISALIGNED");
+    assert_eq!(
+      tensor.view::<f32>().err().map(|e| e.code()),
+      misaligned,
+      "view {shape:?}"
+    );
+    assert_eq!(
+      tensor.to_vec::<f32>().err().map(|e| e.code()),
+      misaligned,
+      "to_vec {shape:?}"
+    );
+    assert_eq!(
+      tensor.as_slice::<f32>().err().map(|e| e.code()),
+      misaligned,
+      "as_slice {shape:?}"
+    );
+    assert_eq!(
+      tensor.as_mut_slice::<f32>().err().map(|e| e.code()),
+      misaligned,
+      "as_mut_slice {shape:?}"
+    );
+    drop(tensor);
+    assert_eq!(count(&calls), 1);
+  }
 }
 
+/// Bytes other than 0 and 1 are not `bool`s: every typed access refuses them (contiguous
+/// slices, strided views, `to_vec` on either path). The results are compared by code only, so
+/// that an access that wrongly succeeded never formats the invalid `bool`s it holds.
 #[test]
 fn invalid_bool_bytes_are_refused() {
-  let mut spec = Spec::f32(&[3]);
-  spec.dtype = DLDataType {
+  let bool8 = DLDataType {
     code: 6,
     bits: 8,
     lanes: 1,
   };
+  let invalid = Some("ERR_DLPACK_INVALID_BOOL");
+  let mut spec = Spec::f32(&[3]);
+  spec.dtype = bool8;
   spec.data[0] = 0x0000_0000_0002_0100; // bytes 0, 1, 2
   let (result, _calls) = import_versioned(spec);
-  let tensor = result.unwrap();
+  let mut tensor = result.unwrap();
+  assert_eq!(tensor.as_slice::<bool>().err().map(|e| e.code()), invalid);
+  assert_eq!(tensor.view::<bool>().err().map(|e| e.code()), invalid);
+  assert_eq!(tensor.to_vec::<bool>().err().map(|e| e.code()), invalid);
   assert_eq!(
-    tensor.as_slice::<bool>().unwrap_err().code(),
-    "ERR_DLPACK_INVALID_BOOL"
-  );
-  assert_eq!(
-    tensor.view::<bool>().unwrap_err().code(),
-    "ERR_DLPACK_INVALID_BOOL"
+    tensor.as_mut_slice::<bool>().err().map(|e| e.code()),
+    invalid
   );
   // The same bytes read fine as uint8 would; and a valid bool tensor reads as bool.
   let mut spec = Spec::f32(&[2]);
-  spec.dtype = DLDataType {
-    code: 6,
-    bits: 8,
-    lanes: 1,
-  };
+  spec.dtype = bool8;
   spec.data[0] = 0x0000_0000_0000_0100;
   let (result, _calls) = import_versioned(spec);
   assert_eq!(result.unwrap().as_slice::<bool>().unwrap(), &[false, true]);
+
+  // Strided (every other byte, so only the strided checks run): the invalid byte is one of the
+  // elements...
+  let mut spec = Spec::f32(&[3]).strides(&[2]);
+  spec.dtype = bool8;
+  spec.data[0] = 0x0000_0007_0001_0001; // elements 1, 1, 7 at bytes 0, 2, 4
+  let (result, _calls) = import_versioned(spec);
+  let tensor = result.unwrap();
+  assert!(!tensor.is_contiguous());
+  assert_eq!(tensor.view::<bool>().err().map(|e| e.code()), invalid);
+  assert_eq!(tensor.to_vec::<bool>().err().map(|e| e.code()), invalid);
+  // ...while invalid bytes between the elements are not looked at.
+  let mut spec = Spec::f32(&[3]).strides(&[2]);
+  spec.dtype = bool8;
+  spec.data[0] = 0x0000_0000_0901_0900; // elements 0, 1, 0; bytes 9 between them
+  let (result, _calls) = import_versioned(spec);
+  let tensor = result.unwrap();
+  assert_eq!(tensor.to_vec::<bool>().unwrap(), [false, true, false]);
 }
 
 #[test]

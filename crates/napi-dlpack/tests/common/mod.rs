@@ -214,6 +214,7 @@ pub fn drop_managed(managed: ManagedTensor) {
 /// over. Its deleter reads the struct without assuming alignment and counts its calls.
 pub struct Misaligned {
   storage: Vec<u64>,
+  offset: usize,
   pub calls: Arc<AtomicUsize>,
 }
 
@@ -232,16 +233,27 @@ unsafe extern "C" fn count_misaligned_legacy(managed: *mut DLManagedTensor) {
 }
 
 impl Misaligned {
+  /// Structs one byte past an 8-byte boundary.
   pub fn new() -> Misaligned {
+    Misaligned::at_offset(1)
+  }
+
+  /// Structs `offset` (1..=7) bytes past an 8-byte boundary. Offset 4 keeps the low bit clear,
+  /// which the crate uses to tag legacy pointers, and x86 reads such structs without faulting:
+  /// if the alignment check were gone the import would go on and succeed, and the test's
+  /// assertion (not a crash) reports it.
+  pub fn at_offset(offset: usize) -> Misaligned {
+    assert!((1..8).contains(&offset));
     Misaligned {
       storage: vec![0; 32],
+      offset,
       calls: Arc::new(AtomicUsize::new(0)),
     }
   }
 
   fn slot(&mut self) -> *mut u8 {
-    // SAFETY: one byte into a 256-byte buffer; both structs fit after it.
-    unsafe { self.storage.as_mut_ptr().cast::<u8>().add(1) }
+    // SAFETY: at most 7 bytes into a 256-byte buffer; both structs fit after it.
+    unsafe { self.storage.as_mut_ptr().cast::<u8>().add(self.offset) }
   }
 
   fn counter(&self) -> *mut c_void {
@@ -349,4 +361,35 @@ impl PrefixOnly {
 
   /// Bytes the producer allocated.
   pub const SIZE: usize = std::mem::size_of::<StablePrefix>();
+}
+
+/// Runs `body` in a child process (this test binary, filtered to exactly `test_name`, which
+/// must be the calling test) and asserts that the child ran it to the end.
+///
+/// For tests of checks whose absence would not fail an assertion but abort the process: a
+/// refused pointer that reached `slice::from_raw_parts` trips the standard library's debug
+/// precondition check, which aborts the whole test binary. In a child the abort becomes this
+/// assertion's failure, naming the test. Under Miri (no processes) `body` runs in place.
+pub fn in_child_process(test_name: &str, body: impl FnOnce()) {
+  const CHILD: &str = "NAPI_DLPACK_TEST_CHILD";
+  let finished = format!("child finished: {test_name}");
+  if cfg!(miri) || std::env::var(CHILD).as_deref() == Ok(test_name) {
+    body();
+    println!("{finished}");
+    return;
+  }
+  let exe = std::env::current_exe().expect("the test binary's path");
+  let output = std::process::Command::new(exe)
+    .args([test_name, "--exact", "--nocapture", "--test-threads=1"])
+    .env(CHILD, test_name)
+    .output()
+    .expect("the test binary runs");
+  let stdout = String::from_utf8_lossy(&output.stdout);
+  assert!(
+    output.status.success() && stdout.contains(&finished),
+    "{test_name} did not complete in its child process ({}): a refused pointer was used?\n\
+     --- stdout\n{stdout}\n--- stderr\n{}",
+    output.status,
+    String::from_utf8_lossy(&output.stderr)
+  );
 }

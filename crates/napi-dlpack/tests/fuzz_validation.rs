@@ -5,6 +5,9 @@
 //! computed in 128-bit arithmetic, which cannot overflow. The data pointer is never
 //! dereferenced by validation, so it can point anywhere.
 
+mod common;
+
+use common::{count, import_versioned, Spec};
 use napi_dlpack::ffi::{
   DLDataType, DLDevice, DLTensor, DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED,
 };
@@ -292,4 +295,104 @@ fn hostile_descriptors_never_panic_and_accepted_ones_are_consistent() {
     refused_layouts > cases / 100,
     "only {refused_layouts} layouts were refused"
   );
+}
+
+/// Randomised strided reads: small tensors over real memory, with negative, zero and large
+/// strides, and size-1 dimensions carrying any stride (`i64::MAX`, `i64::MIN`, ...: they never
+/// move, so they must never be added). Every element read through `view().iter()`, `to_vec`
+/// and `get` must be the one an i128 reference computes, and nothing may overflow.
+#[test]
+fn strided_reads_match_a_reference_on_random_layouts() {
+  let mut rng = Rng(0x5eed_0f_5712_1de5);
+  let cases = if cfg!(miri) { 150 } else { 20_000 };
+  let extreme = [
+    i64::MAX,
+    i64::MIN,
+    i64::MAX - 1,
+    i64::MIN + 1,
+    1 << 62,
+    -(1 << 62),
+  ];
+  for _ in 0..cases {
+    let ndim = rng.below(5) as usize;
+    let shape: Vec<i64> = (0..ndim)
+      .map(|_| {
+        if rng.below(12) == 0 {
+          0
+        } else {
+          1 + rng.below(4) as i64
+        }
+      })
+      .collect();
+    let strides: Vec<i64> = shape
+      .iter()
+      .map(|&dim| {
+        if dim == 1 && rng.below(2) == 0 {
+          extreme[rng.below(extreme.len() as u64) as usize]
+        } else {
+          rng.below(9) as i64 - 4
+        }
+      })
+      .collect();
+    // The reference: the offset of every element in row-major order, in i128.
+    let numel: usize = shape.iter().map(|&d| d as usize).product();
+    let index_of = |mut flat: usize| -> Vec<usize> {
+      let mut index = vec![0; ndim];
+      for axis in (0..ndim).rev() {
+        index[axis] = flat % shape[axis] as usize;
+        flat /= shape[axis] as usize;
+      }
+      index
+    };
+    let offset_of = |index: &[usize]| -> i128 {
+      index
+        .iter()
+        .zip(&strides)
+        .map(|(&i, &stride)| i as i128 * i128::from(stride))
+        .sum()
+    };
+    let offsets: Vec<i128> = (0..numel).map(|flat| offset_of(&index_of(flat))).collect();
+    let lowest = offsets.iter().copied().min().unwrap_or(0).min(0);
+    let highest = offsets.iter().copied().max().unwrap_or(0).max(0);
+    // Memory: element k of the span (from the lowest element) holds the value k.
+    let span = usize::try_from(highest - lowest + 1).unwrap();
+    let mut spec = Spec::f32(&[1]).strides(&strides);
+    spec.shape = shape.clone();
+    spec.data = vec![0; span.div_ceil(2)];
+    for k in 0..span {
+      spec.data[k / 2] |= u64::from((k as f32).to_bits()) << (32 * (k % 2));
+    }
+    spec.byte_offset = u64::try_from(-lowest * 4).unwrap();
+    let expected: Vec<f32> = offsets.iter().map(|&o| (o - lowest) as f32).collect();
+
+    let (result, calls) = import_versioned(spec);
+    let tensor =
+      result.unwrap_or_else(|code| panic!("{code}: shape {shape:?} strides {strides:?}"));
+    let view = tensor.view::<f32>().unwrap();
+    assert_eq!(
+      view.iter().collect::<Vec<_>>(),
+      expected,
+      "shape {shape:?} strides {strides:?}"
+    );
+    assert_eq!(
+      tensor.to_vec::<f32>().unwrap(),
+      expected,
+      "shape {shape:?} strides {strides:?}"
+    );
+    for (flat, &value) in expected.iter().enumerate() {
+      assert_eq!(view.get(&index_of(flat)), Some(value));
+    }
+    if ndim > 0 {
+      let mut outside = vec![0; ndim];
+      let axis = rng.below(ndim as u64) as usize;
+      outside[axis] = shape[axis] as usize;
+      assert_eq!(
+        view.get(&outside),
+        None,
+        "index {outside:?} of shape {shape:?}"
+      );
+    }
+    drop(tensor);
+    assert_eq!(count(&calls), 1);
+  }
 }

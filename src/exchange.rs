@@ -50,8 +50,14 @@ thread_local! {
 }
 
 unsafe extern "C" fn forget_env(_arg: *mut c_void) {
-  // The references die with the environment; only our copies of them go.
-  ENV_EXCHANGE.with(|state| state.borrow_mut().take());
+  // Node (20 at least) does not free a module's references when a Worker's environment ends
+  // (valgrind showed them lost), so delete them here: cleanup hooks run while the env is alive.
+  if let Some(exchange) = ENV_EXCHANGE.with(|state| state.borrow_mut().take()) {
+    for reference in [exchange.handle_key, exchange.make_tensor] {
+      // SAFETY: our references, on their env's thread, in its cleanup hook (env still live).
+      unsafe { sys::napi_delete_reference(exchange.env, reference) };
+    }
+  }
 }
 
 /// Installs the exchange table for this environment (called once by `lib/tensor.ts`):

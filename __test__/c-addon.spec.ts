@@ -972,6 +972,7 @@ test.serial('releasing a re-export on another thread runs the original producer\
   t.true(c.releaseOnThread(held))
   // releaseOnThread joins its thread before returning: the deleter ran there, during the call.
   t.deepEqual(edges.trackedDeleterStats(), { calls: start.calls + 1, offThread: start.offThread + (zeroCopy ? 1 : 0) })
+})
 
 // Hostile layouts (issue 10): the C producer hands over what a careless or future producer
 // may, and the Rust consumers in this process (this package's addon, and the separately built

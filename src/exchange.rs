@@ -55,8 +55,11 @@ thread_local! {
 }
 
 unsafe extern "C" fn forget_env(_arg: *mut c_void) {
-  // The references die with the environment; only our copies of them go.
-  ENV_EXCHANGE.with(|state| state.borrow_mut().take());
+  // Node (20 at least) does not free a module's references when a Worker's environment ends
+  // (valgrind showed them lost), so delete them here: cleanup hooks run while the env is alive.
+  if let Some(exchange) = ENV_EXCHANGE.with(|state| state.borrow_mut().take()) {
+    delete_references(exchange.env, &[exchange.handle_key, exchange.make_tensor]);
+  }
   LIVE_REFERENCES.with(|live| live.set(0));
 }
 
@@ -65,10 +68,12 @@ pub(crate) fn live_references() -> u32 {
   LIVE_REFERENCES.with(core::cell::Cell::get)
 }
 
-/// Deletes references of `env` (those of a replaced or abandoned install).
+/// Deletes references of `env` (those of a replaced or abandoned install, or of an env being
+/// torn down).
 fn delete_references(env: sys::napi_env, references: &[sys::napi_ref]) {
   for &reference in references {
-    // SAFETY: references of this live env, deleted once.
+    // SAFETY: references of this env, on its thread, while it is alive (during a call, or in
+    // its cleanup hook), deleted once.
     if unsafe { sys::napi_delete_reference(env, reference) } == sys::Status::napi_ok {
       LIVE_REFERENCES.with(|live| live.set(live.get().saturating_sub(1)));
     }

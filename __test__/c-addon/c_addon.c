@@ -923,6 +923,8 @@ static napi_value held_to_capsule(napi_env env, napi_callback_info info) {
 /* Defined in the sections appended below NAPI_MODULE_INIT. */
 static napi_value register_protocol_edges(napi_env env, napi_value exports);
 static napi_value register_large_tensor_fns(napi_env env, napi_value exports);
+/* Defined in the "Hostile layouts" section at the end of this file. */
+static bool register_hostile_layouts(napi_env env, napi_value exports);
 
 NAPI_MODULE_INIT() {
   static const struct {
@@ -1448,5 +1450,260 @@ static napi_value register_large_tensor_fns(napi_env env, napi_value exports) {
                                         fns[i].cb, NULL, &fn));
     NAPI_CALL(env, napi_set_named_property(env, exports, fns[i].name, fn));
   }
+  if (!register_hostile_layouts(env, exports)) return NULL;
   return exports;
 }
+
+/* ======================================================================== */
+/* Hostile layouts (issue 10): tensors whose pointers or prefix a careless   */
+/* or future producer may hand over. Each is refused by napi-dlpack with a   */
+/* stable code and its deleter runs once; the tests in c-addon.spec.ts fail  */
+/* an assertion (rather than crash) if the check that refuses it is removed. */
+/*                                                                          */
+/*   makeMisalignedTensor({ versioned, offset }) -> capsule                 */
+/*       the managed struct sits `offset` (1..7) bytes past an 8-byte        */
+/*       boundary; float32 [2] = {0, 1}. Its deleter only counts: the struct */
+/*       lives in a static pool, so even a (wrong) second call is harmless   */
+/*       and shows up in deleterCalls().                                    */
+/*   makeRawTensor({ versioned, shape, strides, misalign?, shift? })        */
+/*       shape and strides exactly as given (no extent is allocated): data   */
+/*       is a 64-byte region of float32 0..15. misalign: 'shape' | 'strides' */
+/*       stores that array `shift` (default 4) bytes off its alignment.      */
+/*   makePrefixOnlyMajor(major) -> capsule                                 */
+/*       a versioned tensor of major `major` whose allocation is ONLY the    */
+/*       stable prefix (version, manager_ctx, deleter): reading past it is   */
+/*       an out-of-bounds read (valgrind / ASan report it).                  */
+/* ======================================================================== */
+
+#define HOSTILE_POOL_SLOTS 64
+#define HOSTILE_SLOT_WORDS 32 /* 256 bytes: struct (80) + 7 + shape + data */
+
+static uint64_t g_hostile_pool[HOSTILE_POOL_SLOTS][HOSTILE_SLOT_WORDS];
+static uint32_t g_hostile_next = 0; /* accessed atomically */
+
+static void counting_deleter_versioned(DLManagedTensorVersioned* self) {
+  (void)self; /* the struct may be misaligned: nothing is read */
+  count_deleter_call();
+}
+
+static void counting_deleter_legacy(DLManagedTensor* self) {
+  (void)self;
+  count_deleter_call();
+}
+
+static napi_value make_misaligned_tensor(napi_env env,
+                                         napi_callback_info info) {
+  napi_value argv[1], v, capsule;
+  int64_t offset = 1;
+  bool versioned;
+  uint32_t slot_index;
+  unsigned char* slot;
+  int64_t* shape;
+  float* data;
+  DLTensor tensor;
+  napi_dlpack_status st;
+
+  if (get_args(env, info, 1, argv) == NULL) return NULL;
+  versioned = to_bool(env, opt_prop(env, argv[0], "versioned"));
+  if ((v = opt_prop(env, argv[0], "offset")) != NULL &&
+      (!to_i64(env, v, &offset) || offset < 1 || offset > 7))
+    return throw_code(env, "ERR_OUT_OF_RANGE",
+                      "makeMisalignedTensor: offset must be 1..7");
+  slot_index = __atomic_fetch_add(&g_hostile_next, 1, __ATOMIC_SEQ_CST) %
+               HOSTILE_POOL_SLOTS;
+  slot = (unsigned char*)g_hostile_pool[slot_index];
+  memset(slot, 0, sizeof g_hostile_pool[0]);
+  /* shape and data after the struct, aligned */
+  shape = (int64_t*)(void*)(slot + 128);
+  data = (float*)(void*)(slot + 192);
+  shape[0] = 2;
+  data[0] = 0.0f;
+  data[1] = 1.0f;
+  memset(&tensor, 0, sizeof tensor);
+  tensor.data = data;
+  tensor.device.device_type = kDLCPU;
+  tensor.device.device_id = 0;
+  tensor.ndim = 1;
+  tensor.dtype.code = kDLFloat;
+  tensor.dtype.bits = 32;
+  tensor.dtype.lanes = 1;
+  tensor.shape = shape;
+  tensor.strides = NULL;
+  tensor.byte_offset = 0;
+  /* Built aligned, then copied byte-wise to the odd address. */
+  if (versioned) {
+    DLManagedTensorVersioned m;
+    memset(&m, 0, sizeof m);
+    m.version.major = DLPACK_MAJOR_VERSION;
+    m.version.minor = DLPACK_MINOR_VERSION;
+    m.manager_ctx = NULL;
+    m.deleter = counting_deleter_versioned;
+    m.flags = 0;
+    m.dl_tensor = tensor;
+    memcpy(slot + offset, &m, sizeof m);
+  } else {
+    DLManagedTensor m;
+    memset(&m, 0, sizeof m);
+    m.manager_ctx = NULL;
+    m.deleter = counting_deleter_legacy;
+    m.dl_tensor = tensor;
+    memcpy(slot + offset, &m, sizeof m);
+  }
+  st = napi_dlpack_capsule_create(
+      env, versioned ? NAPI_DLPACK_KIND_VERSIONED : NAPI_DLPACK_KIND_LEGACY,
+      slot + offset, &capsule);
+  if (st != NAPI_DLPACK_OK) return throw_status(env, st, "makeMisalignedTensor");
+  return capsule;
+}
+
+#define RAW_MAX_NDIM 8
+#define RAW_DATA_BYTES 64
+
+static napi_value make_raw_tensor(napi_env env, napi_callback_info info) {
+  napi_value argv[1], v, capsule;
+  int64_t shape_in[RAW_MAX_NDIM], strides_in[RAW_MAX_NDIM], shift = 4;
+  uint32_t len = 0, slen = 0, i;
+  bool versioned, misalign_shape = false, misalign_strides = false;
+  size_t head, arrays_at, data_at, total;
+  unsigned char *block, *shape_at, *strides_at;
+  float* data;
+  DLTensor* tensor;
+  napi_dlpack_status st;
+
+  if (get_args(env, info, 1, argv) == NULL) return NULL;
+  versioned = to_bool(env, opt_prop(env, argv[0], "versioned"));
+  if ((v = opt_prop(env, argv[0], "shape")) == NULL ||
+      !read_i64_array(env, v, shape_in, RAW_MAX_NDIM, &len) ||
+      (v = opt_prop(env, argv[0], "strides")) == NULL ||
+      !read_i64_array(env, v, strides_in, RAW_MAX_NDIM, &slen) || slen != len)
+    return throw_code(env, "ERR_INVALID_ARG_TYPE",
+                      "makeRawTensor: shape and strides must be integer "
+                      "arrays of the same length (at most 8)");
+  if ((v = opt_prop(env, argv[0], "misalign")) != NULL) {
+    char buf[16] = {0};
+    size_t got = 0;
+    if (napi_get_value_string_utf8(env, v, buf, sizeof buf, &got) != napi_ok)
+      return throw_code(env, "ERR_INVALID_ARG_TYPE",
+                        "makeRawTensor: misalign must be 'shape' or 'strides'");
+    misalign_shape = strcmp(buf, "shape") == 0;
+    misalign_strides = strcmp(buf, "strides") == 0;
+    if (!misalign_shape && !misalign_strides)
+      return throw_code(env, "ERR_INVALID_ARG_VALUE",
+                        "makeRawTensor: misalign must be 'shape' or 'strides'");
+  }
+  if ((v = opt_prop(env, argv[0], "shift")) != NULL &&
+      (!to_i64(env, v, &shift) || shift < 1 || shift > 7))
+    return throw_code(env, "ERR_OUT_OF_RANGE", "makeRawTensor: shift must be 1..7");
+
+  /* managed struct | shape (+8 spare) | strides (+8 spare) | data */
+  head = versioned ? sizeof(DLManagedTensorVersioned) : sizeof(DLManagedTensor);
+  arrays_at = (head + 15) & ~(size_t)15;
+  data_at = (arrays_at + 2 * (sizeof(int64_t) * len + 8) + 63) & ~(size_t)63;
+  total = data_at + RAW_DATA_BYTES;
+  block = (unsigned char*)calloc(1, total);
+  if (block == NULL)
+    return throw_code(env, "ERR_DLPACK_NO_MEMORY", "makeRawTensor: out of memory");
+  shape_at = block + arrays_at;
+  strides_at = shape_at + sizeof(int64_t) * len + 8;
+  if (misalign_shape) shape_at += shift;
+  if (misalign_strides) strides_at += shift;
+  memcpy(shape_at, shape_in, sizeof(int64_t) * len);
+  memcpy(strides_at, strides_in, sizeof(int64_t) * len);
+  data = (float*)(void*)(block + data_at);
+  for (i = 0; i < RAW_DATA_BYTES / sizeof(float); i++) data[i] = (float)i;
+
+  if (versioned) {
+    DLManagedTensorVersioned* m = (DLManagedTensorVersioned*)(void*)block;
+    m->version.major = DLPACK_MAJOR_VERSION;
+    m->version.minor = DLPACK_MINOR_VERSION;
+    m->manager_ctx = block;
+    m->deleter = deleter_versioned;
+    m->flags = 0;
+    tensor = &m->dl_tensor;
+  } else {
+    DLManagedTensor* m = (DLManagedTensor*)(void*)block;
+    m->manager_ctx = block;
+    m->deleter = deleter_legacy;
+    tensor = &m->dl_tensor;
+  }
+  tensor->data = data;
+  tensor->device.device_type = kDLCPU;
+  tensor->device.device_id = 0;
+  tensor->ndim = (int32_t)len;
+  tensor->dtype.code = kDLFloat;
+  tensor->dtype.bits = 32;
+  tensor->dtype.lanes = 1;
+  tensor->shape = (int64_t*)(void*)shape_at;
+  tensor->strides = (int64_t*)(void*)strides_at;
+  tensor->byte_offset = 0;
+
+  st = napi_dlpack_capsule_create(
+      env, versioned ? NAPI_DLPACK_KIND_VERSIONED : NAPI_DLPACK_KIND_LEGACY,
+      block, &capsule);
+  if (st != NAPI_DLPACK_OK) {
+    free(block);
+    return throw_status(env, st, "makeRawTensor");
+  }
+  return capsule;
+}
+
+/* The prefix every major version of DLManagedTensorVersioned keeps. */
+typedef struct {
+  DLPackVersion version;
+  void* manager_ctx;
+  void (*deleter)(struct DLManagedTensorVersioned* self);
+} stable_prefix;
+
+static void prefix_only_deleter(DLManagedTensorVersioned* self) {
+  count_deleter_call();
+  free(self); /* the allocation is the prefix: nothing else is read */
+}
+
+static napi_value make_prefix_only_major(napi_env env,
+                                          napi_callback_info info) {
+  napi_value argv[1], capsule;
+  int64_t major = 2;
+  stable_prefix* prefix;
+  napi_dlpack_status st;
+
+  if (get_args(env, info, 1, argv) == NULL) return NULL;
+  if (!to_i64(env, argv[0], &major) || major < 0 || major > UINT32_MAX)
+    return throw_code(env, "ERR_OUT_OF_RANGE",
+                      "makePrefixOnlyMajor: major must be a uint32");
+  prefix = (stable_prefix*)malloc(sizeof *prefix); /* exactly the prefix */
+  if (prefix == NULL)
+    return throw_code(env, "ERR_DLPACK_NO_MEMORY", "makePrefixOnlyMajor");
+  prefix->version.major = (uint32_t)major;
+  prefix->version.minor = 0;
+  prefix->manager_ctx = NULL;
+  prefix->deleter = prefix_only_deleter;
+  st = napi_dlpack_capsule_create(env, NAPI_DLPACK_KIND_VERSIONED, prefix,
+                                  &capsule);
+  if (st != NAPI_DLPACK_OK) {
+    free(prefix);
+    return throw_status(env, st, "makePrefixOnlyMajor");
+  }
+  return capsule;
+}
+
+static bool register_hostile_layouts(napi_env env, napi_value exports) {
+  static const struct {
+    const char* name;
+    napi_callback cb;
+  } fns[] = {
+      {"makeMisalignedTensor", make_misaligned_tensor},
+      {"makeRawTensor", make_raw_tensor},
+      {"makePrefixOnlyMajor", make_prefix_only_major},
+  };
+  size_t i;
+  for (i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+    napi_value fn;
+    if (napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].cb,
+                             NULL, &fn) != napi_ok ||
+        napi_set_named_property(env, exports, fns[i].name, fn) != napi_ok)
+      return false;
+  }
+  return true;
+}
+
+/* ======================== end of hostile layouts ======================== */

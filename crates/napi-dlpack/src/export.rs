@@ -497,23 +497,18 @@ unsafe fn drop_context<M, T>(header: *mut ContextHeader<M>) {
 /// Recognition is by deleter address (only this crate installs these deleters, one per
 /// format), then by the `TypeId` stored in the context.
 pub fn take_owner<T: IntoDLPack>(managed: ManagedTensor) -> Result<T, ManagedTensor> {
+  // Read from the prefix of the struct only (field by field): the tensor may come from any
+  // producer, of any major version, and is not validated yet.
+  let (context, deleter) = managed.context_and_deleter();
   match managed.as_ptr() {
-    ManagedPtr::Versioned(ptr) => {
-      // SAFETY: we own the tensor; the deleter and `manager_ctx` are in the stable prefix.
-      let managed_struct = unsafe { ptr.as_ref() };
-      let ours = managed_struct.deleter.map(|f| f as usize)
-        == Some(delete_versioned as DLManagedTensorVersionedDeleter as usize);
-      let context = managed_struct.manager_ctx;
+    ManagedPtr::Versioned(_) => {
+      let ours = deleter == delete_versioned as DLManagedTensorVersionedDeleter as usize;
       // SAFETY: when `ours`, `context` is an export context of the versioned format.
       unsafe { take_from::<DLManagedTensorVersioned, T>(managed, ours, context) }
     }
-    ManagedPtr::Legacy(ptr) => {
-      // SAFETY: as above, for the legacy struct.
-      let managed_struct = unsafe { ptr.as_ref() };
-      let ours = managed_struct.deleter.map(|f| f as usize)
-        == Some(delete_legacy as DLManagedTensorDeleter as usize);
-      let context = managed_struct.manager_ctx;
-      // SAFETY: as above.
+    ManagedPtr::Legacy(_) => {
+      let ours = deleter == delete_legacy as DLManagedTensorDeleter as usize;
+      // SAFETY: as above, for the legacy format.
       unsafe { take_from::<DLManagedTensor, T>(managed, ours, context) }
     }
   }

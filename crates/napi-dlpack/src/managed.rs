@@ -2,10 +2,11 @@
 //! producer exactly one deleter call, and dropping it pays that debt. Nothing here reads the
 //! tensor's metadata; validation lives in [`crate::validation`].
 
+use core::ffi::c_void;
 use core::ptr::NonNull;
 
 use crate::error::{DLPackError, ErrorKind};
-use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLPackVersion};
+use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLPACK_MAJOR_VERSION};
 
 /// A pointer to one of the two owning DLPack structs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +47,9 @@ impl ManagedTensor {
   /// # Safety
   /// `ptr` must be NULL or point to a live `DLManagedTensorVersioned` whose ownership is
   /// transferred to the returned value (nobody else will call its deleter). At least the
-  /// fields up to `flags` must be readable: that part of the struct is stable across majors.
+  /// fields up to `deleter` (`version`, `manager_ctx`, `deleter`) must be readable: that
+  /// prefix is stable across majors, and a struct of another major may end there. Nothing
+  /// past it is read, and no reference to the whole struct is made, until the major is 1.
   pub unsafe fn from_raw_versioned(
     ptr: *mut DLManagedTensorVersioned,
   ) -> Result<ManagedTensor, DLPackError> {
@@ -130,21 +133,60 @@ impl ManagedTensor {
   #[inline]
   pub fn version(&self) -> Option<DLPackVersion> {
     match self.as_ptr() {
-      // SAFETY: `version` precedes `flags` and is stable across majors (type invariant).
-      ManagedPtr::Versioned(ptr) => Some(unsafe { ptr.as_ref() }.version),
+      // SAFETY: `version` is in the prefix every major keeps (type invariant). It is read
+      // through a raw place: a reference to the whole struct would claim all 80 bytes, while a
+      // producer of another major may have allocated only the prefix.
+      ManagedPtr::Versioned(ptr) => Some(unsafe { (&raw const (*ptr.as_ptr()).version).read() }),
       ManagedPtr::Legacy(_) => None,
     }
   }
 
-  /// The flags of a versioned tensor, 0 for legacy ones.
-  ///
-  /// Only meaningful once the major version has been checked.
+  /// The flags of a versioned tensor of major 1, 0 for legacy tensors and for other majors
+  /// (whose layout past `deleter` is unknown, so `flags` is not read).
   #[inline]
   pub fn flags(&self) -> u64 {
     match self.as_ptr() {
-      // SAFETY: `flags` is part of the stable prefix of the versioned struct.
-      ManagedPtr::Versioned(ptr) => unsafe { ptr.as_ref() }.flags,
-      ManagedPtr::Legacy(_) => 0,
+      ManagedPtr::Versioned(ptr) if self.is_known_major() => {
+        // SAFETY: major 1: the whole struct is there, `flags` included.
+        unsafe { (&raw const (*ptr.as_ptr()).flags).read() }
+      }
+      ManagedPtr::Versioned(_) | ManagedPtr::Legacy(_) => 0,
+    }
+  }
+
+  /// Whether this is a legacy tensor or a versioned one of the major this crate implements, so
+  /// that its layout is known past the stable prefix.
+  #[inline]
+  fn is_known_major(&self) -> bool {
+    self
+      .version()
+      .is_none_or(|version| version.major == DLPACK_MAJOR_VERSION)
+  }
+
+  /// `manager_ctx` and the deleter's address (0 for none): both in the stable prefix of either
+  /// struct, so readable before anything else is known, whatever the major.
+  #[inline]
+  pub fn context_and_deleter(&self) -> (*mut c_void, usize) {
+    match self.as_ptr() {
+      // SAFETY: the prefix is readable (type invariant); read field by field through raw
+      // places, never through a reference to the whole struct (see `version`).
+      ManagedPtr::Versioned(ptr) => unsafe {
+        (
+          (&raw const (*ptr.as_ptr()).manager_ctx).read(),
+          (&raw const (*ptr.as_ptr()).deleter)
+            .read()
+            .map_or(0, |f| f as usize),
+        )
+      },
+      // SAFETY: the legacy struct has one layout, all of it readable (type invariant).
+      ManagedPtr::Legacy(ptr) => unsafe {
+        (
+          (&raw const (*ptr.as_ptr()).manager_ctx).read(),
+          (&raw const (*ptr.as_ptr()).deleter)
+            .read()
+            .map_or(0, |f| f as usize),
+        )
+      },
     }
   }
 

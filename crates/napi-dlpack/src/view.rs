@@ -277,14 +277,19 @@ fn element_offsets<'a>(
   let mut offset = 0i64;
   (0..numel).map(move |step| {
     if step > 0 {
-      // Odometer increment, last axis fastest.
+      // Odometer increment, last axis fastest. The stride is added only when the index stays
+      // in its dimension, and a wrapping index subtracts the reach it had: so `offset` is
+      // always the offset of an element, within the validated [min_offset, max_offset], and no
+      // step can overflow. (Adding first would not do: a size-1 dimension may carry any
+      // stride, `i64::MAX` included, and the sum would overflow before being taken back.)
       for axis in (0..ndim).rev() {
-        index[axis] += 1;
-        offset += strides[axis];
-        if index[axis] < shape[axis] {
+        if index[axis] + 1 < shape[axis] {
+          index[axis] += 1;
+          offset += strides[axis];
           break;
         }
-        offset -= strides[axis] * shape[axis];
+        // Validated: (shape - 1) * stride is part of the span, so it fits.
+        offset -= strides[axis] * index[axis];
         index[axis] = 0;
       }
     }
@@ -455,5 +460,51 @@ impl<'a, T: Element> StridedViewMut<'a, T> {
       numel: self.numel,
       _tensor: PhantomData,
     }
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::element_offsets;
+
+  fn offsets(shape: &[i64], strides: &[i64]) -> Vec<i64> {
+    let numel = shape.iter().product::<i64>() as usize;
+    element_offsets(shape, strides, numel).collect()
+  }
+
+  #[test]
+  fn offsets_follow_row_major_order() {
+    assert_eq!(offsets(&[2, 3], &[3, 1]), [0, 1, 2, 3, 4, 5]);
+    assert_eq!(offsets(&[2, 3], &[1, 2]), [0, 2, 4, 1, 3, 5]);
+    assert_eq!(offsets(&[2, 2], &[-2, -1]), [0, -1, -2, -3]);
+    assert_eq!(offsets(&[3, 2], &[0, 1]), [0, 1, 0, 1, 0, 1]);
+    assert_eq!(offsets(&[], &[]), [0]);
+  }
+
+  /// A size-1 dimension may carry any stride: it never moves, so no step may add it (the sum
+  /// would overflow before the wrap took it back; debug builds panicked here).
+  #[test]
+  fn extreme_strides_of_size_one_dimensions_are_never_added() {
+    for extreme in [i64::MAX, i64::MIN, i64::MAX - 1, i64::MIN + 1] {
+      assert_eq!(offsets(&[3, 1], &[1, extreme]), [0, 1, 2]);
+      assert_eq!(offsets(&[1, 3], &[extreme, 1]), [0, 1, 2]);
+      assert_eq!(offsets(&[2, 1, 2], &[2, extreme, 1]), [0, 1, 2, 3]);
+      assert_eq!(offsets(&[3, 1], &[-1, extreme]), [0, -1, -2]);
+      assert_eq!(offsets(&[1, 1, 1], &[extreme, extreme, extreme]), [0]);
+    }
+  }
+
+  /// Offsets at the edges of i64 (the span validation allows): no intermediate value leaves
+  /// [min_offset, max_offset].
+  #[test]
+  fn offsets_at_the_edge_of_the_range_do_not_overflow() {
+    let half = i64::MAX / 2;
+    assert_eq!(offsets(&[2, 2], &[half, 1]), [0, 1, half, half + 1]);
+    assert_eq!(offsets(&[2, 2], &[-half, -1]), [0, -1, -half, -half - 1]);
+    assert_eq!(offsets(&[2], &[i64::MAX]), [0, i64::MAX]);
+    assert_eq!(
+      offsets(&[2, 1], &[i64::MIN + 1, i64::MAX]),
+      [0, i64::MIN + 1]
+    );
   }
 }

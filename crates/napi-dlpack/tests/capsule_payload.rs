@@ -19,9 +19,18 @@ fn versioned_tensor() -> (
   (managed, calls)
 }
 
+/// A tensor whose deleter only counts (its struct is never freed), for the consume-once and
+/// release-once tests: a second deleter call, or a second successful consume, then shows up as
+/// a count and fails an assertion, instead of aborting the test binary with a double free.
+fn counting_tensor(producer: &mut Misaligned) -> ManagedTensor {
+  // SAFETY: an aligned struct, readable while `producer` lives; ownership moves in.
+  unsafe { ManagedTensor::from_raw_versioned(producer.versioned()) }.unwrap()
+}
+
 #[test]
 fn consumed_once_then_refused() {
-  let (managed, calls) = versioned_tensor();
+  let mut producer = Misaligned::at_offset(0);
+  let (managed, calls) = (counting_tensor(&mut producer), producer.calls.clone());
   let payload = CapsulePayload::new(managed);
   assert_eq!(payload.abi_version, CAPSULE_ABI_VERSION);
   assert_eq!(payload.kind, KIND_VERSIONED);
@@ -38,7 +47,8 @@ fn consumed_once_then_refused() {
 
 #[test]
 fn released_exactly_once_when_never_consumed() {
-  let (managed, calls) = versioned_tensor();
+  let mut producer = Misaligned::at_offset(0);
+  let (managed, calls) = (counting_tensor(&mut producer), producer.calls.clone());
   let payload = CapsulePayload::new(managed);
   payload.release();
   payload.release();

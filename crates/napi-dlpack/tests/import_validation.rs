@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use napi_dlpack::ffi::*;
-use napi_dlpack::{DType, DeviceType, ForeignTensor, MAX_NDIM};
+use napi_dlpack::{DType, DeviceType, ForeignTensor, ManagedTensor, MAX_NDIM};
 
 fn rejected(spec: Spec) -> &'static str {
   let (result, calls) = import_versioned(spec);
@@ -36,6 +36,41 @@ fn newer_major_version_is_rejected_and_only_the_deleter_runs() {
   let mut spec = Spec::f32(&[4]);
   spec.version = DLPackVersion { major: 0, minor: 8 };
   assert_eq!(rejected(spec), "ERR_DLPACK_VERSION");
+}
+
+/// DLPack lets a struct of another major be only as long as the prefix every major keeps
+/// (`version`, `manager_ctx`, `deleter`): nothing past it may be read, nor may a reference to the
+/// whole struct be made, before the major is known to be 1. The producer here allocates exactly
+/// that prefix, so Miri (`npm run test:miri`) reports any access, or any reference to the full
+/// 80-byte struct, reaching past it: in `version()`, `flags()`, `take_owner` or the refusal.
+#[test]
+fn another_major_allocated_as_the_prefix_only_is_refused_reading_only_the_prefix() {
+  assert_eq!(PrefixOnly::SIZE, 3 * std::mem::size_of::<usize>());
+  for major in [0, 2, u32::MAX] {
+    let (ptr, calls) = PrefixOnly::make(major);
+    // SAFETY: the prefix is readable and ownership moves in.
+    let managed = unsafe { ManagedTensor::from_raw_versioned(ptr) }.unwrap();
+    assert_eq!(managed.version(), Some(DLPackVersion { major, minor: 0 }));
+    assert_eq!(
+      managed.flags(),
+      0,
+      "the flags of another major are not read"
+    );
+    let managed = napi_dlpack::take_owner::<Vec<f32>>(managed).expect_err("not one of our exports");
+    assert_eq!(count(&calls), 0);
+    let err = ForeignTensor::new(managed).unwrap_err();
+    assert_eq!(err.code(), "ERR_DLPACK_VERSION");
+    assert_eq!(
+      count(&calls),
+      1,
+      "refused, and released through the prefix's deleter"
+    );
+  }
+  let (ptr, calls) = PrefixOnly::make(2);
+  // SAFETY: as above.
+  let err = unsafe { ForeignTensor::from_raw_versioned(ptr) }.unwrap_err();
+  assert_eq!(err.code(), "ERR_DLPACK_VERSION");
+  assert_eq!(count(&calls), 1);
 }
 
 #[test]
@@ -98,6 +133,55 @@ fn byte_span_overflow() {
   spec.shape = vec![1 << 62];
   spec.strides = Some(vec![1]);
   assert_eq!(rejected(spec), "ERR_DLPACK_OVERFLOW"); // 2^62 * 4 bytes
+}
+
+/// The extent of a strided dimension, (dim - 1) * stride, and the sum of the extents, overflow
+/// i64 although the element count does not. Shape [2^32 + 1] with stride 2^32 reaches 2^64
+/// elements, which wraps to 0 in 64-bit arithmetic: a validation that lost the overflow would
+/// accept it as a one-element span and let views read 2^32 elements past it.
+#[test]
+fn stride_extent_overflow() {
+  let wraps = (1i64 << 32) + 1;
+  for (shape, strides) in [
+    (vec![wraps], vec![1i64 << 32]),
+    (vec![wraps], vec![-(1i64 << 32)]),
+    (vec![2, wraps], vec![1, 1i64 << 32]),
+    (vec![(1 << 2) + 1], vec![1i64 << 62]),
+    (vec![3], vec![i64::MAX / 2 + 1]),
+    (vec![3], vec![i64::MIN / 2]),
+    // each extent fits, their sum does not
+    (vec![2, 2], vec![1i64 << 62, 1i64 << 62]),
+    (vec![2, 2], vec![i64::MIN / 2, i64::MIN / 2 - 1]),
+  ] {
+    // Descriptor only: the data is never reached, so a small buffer stands in for it.
+    let mut spec = Spec::f32(&[1]).strides(&strides);
+    spec.shape = shape.clone();
+    let (result, calls) = import_versioned(spec);
+    assert_eq!(
+      result.err(),
+      Some("ERR_DLPACK_OVERFLOW"),
+      "shape {shape:?} strides {strides:?}"
+    );
+    assert_eq!(count(&calls), 1);
+  }
+  // Large extents that fit are legal (the address range permitting): the refusals above are
+  // the overflow, not the size.
+  let layout = |shape: &[i64], strides: &[i64]| {
+    napi_dlpack::validation::layout_of(
+      DType::Int8,
+      napi_dlpack::Device::CPU,
+      shape,
+      Some(strides),
+      0,
+    )
+  };
+  let fits = layout(&[(1 << 30) + 1], &[1 << 32]).expect("an extent of 2^62 fits");
+  assert_eq!((fits.min_offset(), fits.max_offset()), (0, 1 << 62));
+  assert_eq!(fits.span_bytes(), (1 << 62) + 1);
+  assert_eq!(
+    layout(&[wraps], &[1 << 32]).unwrap_err().code(),
+    "ERR_DLPACK_OVERFLOW"
+  );
 }
 
 #[test]
@@ -247,28 +331,89 @@ fn every_known_device_type_imports() {
   }
 }
 
+/// Without the check the misaligned shape would reach `slice::from_raw_parts`, whose debug
+/// precondition aborts the process: the test runs in a child, so that is an assertion here.
 #[test]
 fn misaligned_shape_pointer_is_rejected() {
-  let (ptr, calls) = versioned(Spec::f32(&[2, 2]));
-  // SAFETY: we still own `ptr`; shifting the shape pointer by one byte keeps it readable.
-  unsafe { (*ptr).dl_tensor.shape = (*ptr).dl_tensor.shape.cast::<u8>().add(1).cast() };
-  // SAFETY: ownership handed over.
-  let err = unsafe { ForeignTensor::from_raw_versioned(ptr) }.unwrap_err();
-  assert_eq!(err.code(), "ERR_DLPACK_INVALID_LAYOUT");
-  assert_eq!(count(&calls), 1);
+  in_child_process("misaligned_shape_pointer_is_rejected", || {
+    for shift in [1, 4] {
+      let (ptr, calls) = versioned(Spec::f32(&[2, 2]).strides(&[2, 1]));
+      // SAFETY: we still own `ptr`; the shape is copied `shift` bytes further into a buffer we
+      // keep alive, so the pointer stays readable.
+      let mut moved = vec![0u64; 3];
+      unsafe {
+        let target = moved.as_mut_ptr().cast::<u8>().add(shift).cast::<i64>();
+        target.write_unaligned(2);
+        target.add(1).write_unaligned(2);
+        (*ptr).dl_tensor.shape = target;
+      }
+      // SAFETY: ownership handed over.
+      let err = unsafe { ForeignTensor::from_raw_versioned(ptr) }.unwrap_err();
+      assert_eq!(
+        err.code(),
+        "ERR_DLPACK_INVALID_LAYOUT",
+        "shape shifted by {shift}"
+      );
+      assert_eq!(count(&calls), 1);
+    }
+  });
+}
+
+/// As for the shape: a misaligned strides pointer is refused before it is read as a slice.
+#[test]
+fn misaligned_strides_pointer_is_rejected() {
+  in_child_process("misaligned_strides_pointer_is_rejected", || {
+    for shift in [1, 4] {
+      let (ptr, calls) = versioned(Spec::f32(&[2, 2]).strides(&[2, 1]));
+      let mut moved = vec![0u64; 3];
+      // SAFETY: as in `misaligned_shape_pointer_is_rejected`, for the strides.
+      unsafe {
+        let target = moved.as_mut_ptr().cast::<u8>().add(shift).cast::<i64>();
+        target.write_unaligned(2);
+        target.add(1).write_unaligned(1);
+        (*ptr).dl_tensor.strides = target;
+      }
+      // SAFETY: ownership handed over.
+      let err = unsafe { ForeignTensor::from_raw_versioned(ptr) }.unwrap_err();
+      assert_eq!(
+        err.code(),
+        "ERR_DLPACK_INVALID_LAYOUT",
+        "strides shifted by {shift}"
+      );
+      assert_eq!(count(&calls), 1);
+    }
+  });
 }
 
 #[test]
 fn misaligned_managed_struct_is_refused_after_its_deleter_runs() {
-  let mut producer = Misaligned::new();
-  // SAFETY: the struct is readable; its ownership is handed over.
-  let err = unsafe { ForeignTensor::from_raw_versioned(producer.versioned()) }.unwrap_err();
-  assert_eq!(err.code(), "ERR_DLPACK_MISALIGNED");
-  assert_eq!(count(&producer.calls), 1);
-  // SAFETY: as above, for the legacy struct.
-  let err = unsafe { ForeignTensor::from_raw_legacy(producer.legacy()) }.unwrap_err();
-  assert_eq!(err.code(), "ERR_DLPACK_MISALIGNED");
-  assert_eq!(count(&producer.calls), 2);
+  // Offset 4 first: without the alignment check such a struct would import (an assertion
+  // failure below, not a crash); offset 1 is what a careless producer most likely hands over.
+  for offset in [4, 1] {
+    let mut producer = Misaligned::at_offset(offset);
+    // SAFETY: the struct is readable; its ownership is handed over.
+    let result = unsafe { ForeignTensor::from_raw_versioned(producer.versioned()) };
+    assert_eq!(
+      result.err().map(|e| e.code()),
+      Some("ERR_DLPACK_MISALIGNED")
+    );
+    assert_eq!(
+      count(&producer.calls),
+      1,
+      "one deleter call (offset {offset})"
+    );
+    // SAFETY: as above, for the legacy struct.
+    let result = unsafe { ForeignTensor::from_raw_legacy(producer.legacy()) };
+    assert_eq!(
+      result.err().map(|e| e.code()),
+      Some("ERR_DLPACK_MISALIGNED")
+    );
+    assert_eq!(
+      count(&producer.calls),
+      2,
+      "one deleter call (offset {offset})"
+    );
+  }
 }
 
 #[test]
@@ -393,47 +538,90 @@ fn byte_offset_is_applied() {
   assert_eq!(tensor.byte_offset(), 16);
 }
 
+/// Every typed access refuses data that is not aligned for its element type. The strided view
+/// is asked first: it reads nothing when it is made, so without the check it would be handed
+/// out and the assertion fails (the slice conversions would instead trip the standard
+/// library's debug precondition and abort the process).
 #[test]
 fn misaligned_elements_are_refused_for_typed_access() {
-  let mut spec = Spec::f32(&[2]);
-  spec.byte_offset = 2;
-  let (result, _calls) = import_versioned(spec);
-  let tensor = result.unwrap();
-  assert_eq!(
-    tensor.as_slice::<f32>().unwrap_err().code(),
-    "ERR_DLPACK_MISALIGNED"
-  );
+  for (shape, strides) in [(vec![2i64], vec![1i64]), (vec![2, 2], vec![1, 2])] {
+    let mut spec = Spec::f32(&shape).strides(&strides);
+    spec.byte_offset = 2;
+    let (result, calls) = import_versioned(spec);
+    let mut tensor = result.unwrap();
+    let misaligned = Some("ERR_DLPACK_MISALIGNED");
+    assert_eq!(
+      tensor.view::<f32>().err().map(|e| e.code()),
+      misaligned,
+      "view {shape:?}"
+    );
+    assert_eq!(
+      tensor.to_vec::<f32>().err().map(|e| e.code()),
+      misaligned,
+      "to_vec {shape:?}"
+    );
+    assert_eq!(
+      tensor.as_slice::<f32>().err().map(|e| e.code()),
+      misaligned,
+      "as_slice {shape:?}"
+    );
+    assert_eq!(
+      tensor.as_mut_slice::<f32>().err().map(|e| e.code()),
+      misaligned,
+      "as_mut_slice {shape:?}"
+    );
+    drop(tensor);
+    assert_eq!(count(&calls), 1);
+  }
 }
 
+/// Bytes other than 0 and 1 are not `bool`s: every typed access refuses them (contiguous
+/// slices, strided views, `to_vec` on either path). The results are compared by code only, so
+/// that an access that wrongly succeeded never formats the invalid `bool`s it holds.
 #[test]
 fn invalid_bool_bytes_are_refused() {
-  let mut spec = Spec::f32(&[3]);
-  spec.dtype = DLDataType {
+  let bool8 = DLDataType {
     code: 6,
     bits: 8,
     lanes: 1,
   };
+  let invalid = Some("ERR_DLPACK_INVALID_BOOL");
+  let mut spec = Spec::f32(&[3]);
+  spec.dtype = bool8;
   spec.data[0] = 0x0000_0000_0002_0100; // bytes 0, 1, 2
   let (result, _calls) = import_versioned(spec);
-  let tensor = result.unwrap();
+  let mut tensor = result.unwrap();
+  assert_eq!(tensor.as_slice::<bool>().err().map(|e| e.code()), invalid);
+  assert_eq!(tensor.view::<bool>().err().map(|e| e.code()), invalid);
+  assert_eq!(tensor.to_vec::<bool>().err().map(|e| e.code()), invalid);
   assert_eq!(
-    tensor.as_slice::<bool>().unwrap_err().code(),
-    "ERR_DLPACK_INVALID_BOOL"
-  );
-  assert_eq!(
-    tensor.view::<bool>().unwrap_err().code(),
-    "ERR_DLPACK_INVALID_BOOL"
+    tensor.as_mut_slice::<bool>().err().map(|e| e.code()),
+    invalid
   );
   // The same bytes read fine as uint8 would; and a valid bool tensor reads as bool.
   let mut spec = Spec::f32(&[2]);
-  spec.dtype = DLDataType {
-    code: 6,
-    bits: 8,
-    lanes: 1,
-  };
+  spec.dtype = bool8;
   spec.data[0] = 0x0000_0000_0000_0100;
   let (result, _calls) = import_versioned(spec);
   assert_eq!(result.unwrap().as_slice::<bool>().unwrap(), &[false, true]);
+
+  // Strided (every other byte, so only the strided checks run): the invalid byte is one of the
+  // elements...
+  let mut spec = Spec::f32(&[3]).strides(&[2]);
+  spec.dtype = bool8;
+  spec.data[0] = 0x0000_0007_0001_0001; // elements 1, 1, 7 at bytes 0, 2, 4
+  let (result, _calls) = import_versioned(spec);
+  let tensor = result.unwrap();
+  assert!(!tensor.is_contiguous());
+  assert_eq!(tensor.view::<bool>().err().map(|e| e.code()), invalid);
+  assert_eq!(tensor.to_vec::<bool>().err().map(|e| e.code()), invalid);
+  // ...while invalid bytes between the elements are not looked at.
+  let mut spec = Spec::f32(&[3]).strides(&[2]);
+  spec.dtype = bool8;
+  spec.data[0] = 0x0000_0000_0901_0900; // elements 0, 1, 0; bytes 9 between them
+  let (result, _calls) = import_versioned(spec);
+  let tensor = result.unwrap();
+  assert_eq!(tensor.to_vec::<bool>().unwrap(), [false, true, false]);
 }
 
 #[test]
@@ -470,4 +658,50 @@ fn deleter_runs_once_when_dropped_on_another_thread() {
   let tensor = result.unwrap();
   std::thread::spawn(move || drop(tensor)).join().unwrap();
   assert_eq!(count(&calls), 1);
+}
+
+/// A size-1 dimension may carry any stride (it never moves): shape [3, 1] with strides
+/// [1, i64::MAX] is a valid, even contiguous, tensor. Strided reads (`view().iter()`, `to_vec`
+/// of a non-contiguous tensor, the bit check of `view::<bool>`) must not add that stride
+/// anywhere: debug builds panicked with "attempt to add with overflow", release builds wrapped.
+#[test]
+fn extreme_strides_of_size_one_dimensions_read_correctly() {
+  for extreme in [i64::MAX, i64::MIN] {
+    let mut spec = Spec::f32(&[3, 1]).strides(&[1, extreme]);
+    spec.data[0] = u64::from(1.0f32.to_bits()) << 32; // elements 0.0, 1.0, 2.0
+    spec.data[1] = u64::from(2.0f32.to_bits());
+    let (result, calls) = import_versioned(spec);
+    let tensor = result.expect("a valid tensor");
+    assert!(tensor.is_contiguous());
+    assert_eq!(tensor.to_vec::<f32>().unwrap(), [0.0, 1.0, 2.0]);
+    let view = tensor.view::<f32>().unwrap();
+    assert_eq!(view.iter().collect::<Vec<_>>(), [0.0, 1.0, 2.0]);
+    assert_eq!(view.get(&[2, 0]), Some(2.0));
+    assert_eq!(view.get(&[0, 1]), None);
+    drop(tensor);
+    assert_eq!(count(&calls), 1);
+
+    // Non-contiguous: every other element, through the strided path of `to_vec`.
+    let mut spec = Spec::f32(&[3, 1]).strides(&[2, extreme]);
+    spec.data[0] = 0;
+    spec.data[1] = 1.0f32.to_bits().into();
+    spec.data[2] = 2.0f32.to_bits().into();
+    let (result, _calls) = import_versioned(spec);
+    let tensor = result.expect("a valid tensor");
+    assert!(!tensor.is_contiguous());
+    assert_eq!(tensor.to_vec::<f32>().unwrap(), [0.0, 1.0, 2.0]);
+
+    // bool: the bit check walks the same offsets.
+    let mut spec = Spec::f32(&[3, 1]).strides(&[1, extreme]);
+    spec.dtype = DLDataType {
+      code: 6,
+      bits: 8,
+      lanes: 1,
+    };
+    spec.data[0] = 0x0000_0000_0001_0001; // true, false, true
+    let (result, _calls) = import_versioned(spec);
+    let tensor = result.expect("a valid tensor");
+    let view = tensor.view::<bool>().unwrap();
+    assert_eq!(view.iter().collect::<Vec<_>>(), [true, false, true]);
+  }
 }

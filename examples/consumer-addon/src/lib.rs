@@ -5,6 +5,7 @@
 //! - `fwhtRowsInPlace` imports a capsule and runs the Walsh–Hadamard transform over its rows,
 //!   writing into the producer's memory;
 //! - `describe` imports a capsule and reports its metadata;
+//! - `countTrue` imports a bool tensor of any layout and counts its `true` elements;
 //! - `liveMatrices` / `lastExportedPointer` let tests check the deleter and the zero-copy path.
 
 #![deny(clippy::all)]
@@ -275,6 +276,20 @@ pub fn fwht_rows_in_place<'env>(env: &'env Env, capsule: Unknown<'env>) -> Resul
     _ => fwht_rows(tensor.as_mut_slice::<f64>()?, cols),
   }
   Ok(())
+}
+
+/// Consumes `capsule` (a bool CPU tensor of any layout) and counts its `true` elements. The
+/// crate refuses bytes other than 0 and 1 (ERR_DLPACK_INVALID_BOOL) before any of them becomes
+/// a Rust `bool`, on the contiguous path (a slice) and on the strided one alike.
+#[napi(js_name = "countTrue")]
+pub fn count_true<'env>(env: &'env Env, capsule: Unknown<'env>) -> Result<u32> {
+  let tensor: ForeignTensor = capsule::env::import(env, &capsule)?;
+  let count = if tensor.is_contiguous() {
+    tensor.as_slice::<bool>()?.iter().filter(|&&x| x).count()
+  } else {
+    tensor.view::<bool>()?.iter().filter(|&x| x).count()
+  };
+  u32::try_from(count).map_err(|_| fail(ErrorKind::Overflow, "more than 2^32 - 1 true elements"))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -214,6 +214,7 @@ pub fn drop_managed(managed: ManagedTensor) {
 /// over. Its deleter reads the struct without assuming alignment and counts its calls.
 pub struct Misaligned {
   storage: Vec<u64>,
+  offset: usize,
   pub calls: Arc<AtomicUsize>,
 }
 
@@ -232,16 +233,29 @@ unsafe extern "C" fn count_misaligned_legacy(managed: *mut DLManagedTensor) {
 }
 
 impl Misaligned {
+  /// Structs one byte past an 8-byte boundary.
   pub fn new() -> Misaligned {
+    Misaligned::at_offset(1)
+  }
+
+  /// Structs `offset` (0..=7) bytes past an 8-byte boundary. Offset 4 keeps the low bit clear,
+  /// which the crate uses to tag legacy pointers, and x86 reads such structs without faulting:
+  /// if the alignment check were gone the import would go on and succeed, and the test's
+  /// assertion (not a crash) reports it. Offset 0 gives aligned structs whose deleter only
+  /// counts (nothing is freed): a second deleter call is then a count an assertion sees, not a
+  /// double free that aborts the test binary.
+  pub fn at_offset(offset: usize) -> Misaligned {
+    assert!(offset < 8);
     Misaligned {
       storage: vec![0; 32],
+      offset,
       calls: Arc::new(AtomicUsize::new(0)),
     }
   }
 
   fn slot(&mut self) -> *mut u8 {
-    // SAFETY: one byte into a 256-byte buffer; both structs fit after it.
-    unsafe { self.storage.as_mut_ptr().cast::<u8>().add(1) }
+    // SAFETY: at most 7 bytes into a 256-byte buffer; both structs fit after it.
+    unsafe { self.storage.as_mut_ptr().cast::<u8>().add(self.offset) }
   }
 
   fn counter(&self) -> *mut c_void {
@@ -294,4 +308,90 @@ fn empty_tensor() -> DLTensor {
     strides: std::ptr::null_mut(),
     byte_offset: 0,
   }
+}
+
+/// A producer of a future major version whose allocation holds ONLY the prefix every major
+/// keeps (`version`, `manager_ctx`, `deleter`: 24 bytes on 64-bit targets), as DLPack allows:
+/// a consumer must read nothing past it before it has checked the major version. Miri reports
+/// any reference to the full 80-byte struct made from this pointer.
+pub struct PrefixOnly;
+
+/// The prefix of `DLManagedTensorVersioned` that is stable across majors.
+#[repr(C)]
+struct StablePrefix {
+  version: DLPackVersion,
+  manager_ctx: *mut c_void,
+  deleter: Option<DLManagedTensorVersionedDeleter>,
+}
+
+const _: () = {
+  assert!(
+    std::mem::offset_of!(StablePrefix, version)
+      == std::mem::offset_of!(DLManagedTensorVersioned, version)
+  );
+  assert!(
+    std::mem::offset_of!(StablePrefix, manager_ctx)
+      == std::mem::offset_of!(DLManagedTensorVersioned, manager_ctx)
+  );
+  assert!(
+    std::mem::offset_of!(StablePrefix, deleter)
+      == std::mem::offset_of!(DLManagedTensorVersioned, deleter)
+  );
+};
+
+unsafe extern "C" fn delete_prefix_only(managed: *mut DLManagedTensorVersioned) {
+  let prefix = managed.cast::<StablePrefix>();
+  // SAFETY: test producer: `manager_ctx` holds a leaked `Arc<AtomicUsize>` (see `make`), and
+  // only the prefix is read.
+  let calls = unsafe { Arc::from_raw((*prefix).manager_ctx.cast::<AtomicUsize>()) };
+  calls.fetch_add(1, Ordering::SeqCst);
+  // SAFETY: `prefix` is the Box allocated in `make`, freed once.
+  drop(unsafe { Box::from_raw(prefix) });
+}
+
+impl PrefixOnly {
+  /// A tensor of major version `major` allocated as the prefix only, and its deleter counter.
+  pub fn make(major: u32) -> (*mut DLManagedTensorVersioned, Arc<AtomicUsize>) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let prefix = Box::new(StablePrefix {
+      version: DLPackVersion { major, minor: 0 },
+      manager_ctx: Arc::into_raw(calls.clone()) as *mut c_void,
+      deleter: Some(delete_prefix_only),
+    });
+    (Box::into_raw(prefix).cast(), calls)
+  }
+
+  /// Bytes the producer allocated.
+  pub const SIZE: usize = std::mem::size_of::<StablePrefix>();
+}
+
+/// Runs `body` in a child process (this test binary, filtered to exactly `test_name`, which
+/// must be the calling test) and asserts that the child ran it to the end.
+///
+/// For tests of checks whose absence would not fail an assertion but abort the process: a
+/// refused pointer that reached `slice::from_raw_parts` trips the standard library's debug
+/// precondition check, which aborts the whole test binary. In a child the abort becomes this
+/// assertion's failure, naming the test. Under Miri (no processes) `body` runs in place.
+pub fn in_child_process(test_name: &str, body: impl FnOnce()) {
+  const CHILD: &str = "NAPI_DLPACK_TEST_CHILD";
+  let finished = format!("child finished: {test_name}");
+  if cfg!(miri) || std::env::var(CHILD).as_deref() == Ok(test_name) {
+    body();
+    println!("{finished}");
+    return;
+  }
+  let exe = std::env::current_exe().expect("the test binary's path");
+  let output = std::process::Command::new(exe)
+    .args([test_name, "--exact", "--nocapture", "--test-threads=1"])
+    .env(CHILD, test_name)
+    .output()
+    .expect("the test binary runs");
+  let stdout = String::from_utf8_lossy(&output.stdout);
+  assert!(
+    output.status.success() && stdout.contains(&finished),
+    "{test_name} did not complete in its child process ({}): a refused pointer was used?\n\
+     --- stdout\n{stdout}\n--- stderr\n{}",
+    output.status,
+    String::from_utf8_lossy(&output.stderr)
+  );
 }

@@ -1,0 +1,389 @@
+// `npm run mutants`: mutation testing of the crate's safety logic. Each mutant below removes or
+// weakens ONE safety check (a bounds or overflow check, an alignment check, the consume-once
+// exchange, the deleter-once rule, the READ_ONLY refusal, a dtype or bool check). The script
+// applies them one at a time to a scratch copy of the repository (never to the working tree),
+// runs the core crate's tests against each and, for the mutants the JS suite must also kill,
+// rebuilds the addons and runs __test__/c-addon.spec.ts. A mutant that no required step
+// kills is a survivor: a safety check that no test guards. Exits 1 if any survives.
+//
+//   node scripts/mutants.mjs                 every mutant
+//   node scripts/mutants.mjs stride bool     only mutants whose id contains one of the words
+//   node scripts/mutants.mjs --list          list the mutants
+//
+// The scratch copy holds the repository's tracked and untracked (not ignored) files, so
+// uncommitted edits are included. Its build directory is target/mutants/ of this repository,
+// kept between runs (the first run seeds it from target/debug, target/release and
+// target/consumer-addon when those exist), so each mutant only recompiles the crates.
+import { spawnSync } from 'node:child_process'
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const root = fileURLToPath(new URL('..', import.meta.url))
+const crate = 'crates/napi-dlpack/src'
+
+/**
+ * id: short name; file: the file mutated; find: a snippet that occurs exactly once in it;
+ * replace: what it becomes; js: the JS suite (c-addon.spec.ts, through the C fixture) must kill
+ * it too.
+ */
+const mutants = [
+  // validation.rs: untrusted metadata
+  {
+    id: 'stride-extent-wrapping-mul',
+    file: `${crate}/validation.rs`,
+    find: '.checked_mul(stride)\n      .ok_or_else(|| overflow("stride extent"))?;',
+    replace: '.wrapping_mul(stride);',
+    js: true,
+  },
+  {
+    id: 'stride-extent-wrapping-add',
+    file: `${crate}/validation.rs`,
+    find: '.checked_add(reach)\n      .ok_or_else(|| overflow("stride extent"))?;',
+    replace: '.wrapping_add(reach);',
+  },
+  {
+    id: 'element-count-wrapping-mul',
+    file: `${crate}/validation.rs`,
+    find: '.checked_mul(dim)\n      .ok_or_else(|| overflow("element count"))?;',
+    replace: '.wrapping_mul(dim);',
+  },
+  {
+    id: 'negative-dimension-accepted',
+    file: `${crate}/validation.rs`,
+    find: 'if dim < 0 {\n      return Err(negative_dimension(shape));',
+    replace: 'if false {\n      return Err(negative_dimension(shape));',
+  },
+  {
+    // (The `<= isize::MAX` filter after it is no mutation target: on 64-bit targets it cannot
+    // fail, isize::MAX being i64::MAX.)
+    id: 'byte-span-wrapping-mul',
+    file: `${crate}/validation.rs`,
+    find: '.and_then(|elements| elements.checked_mul(itemsize))',
+    replace: '.map(|elements| elements.wrapping_mul(itemsize))',
+  },
+  {
+    id: 'address-below-zero-accepted',
+    file: `${crate}/validation.rs`,
+    find: 'if first_element < below || first_element.checked_add(from_first).is_none() {',
+    replace: 'if first_element.checked_add(from_first).is_none() {',
+  },
+  {
+    id: 'address-past-end-accepted',
+    file: `${crate}/validation.rs`,
+    find: 'if first_element < below || first_element.checked_add(from_first).is_none() {',
+    replace: 'if first_element < below {',
+  },
+  {
+    id: 'data-plus-byte-offset-wraps',
+    file: `${crate}/validation.rs`,
+    find: '(tensor.data as usize as u64)\n    .checked_add(tensor.byte_offset)',
+    replace: 'Some((tensor.data as usize as u64).wrapping_add(tensor.byte_offset))',
+  },
+  {
+    id: 'ndim-range-unchecked',
+    file: `${crate}/validation.rs`,
+    find: 'if tensor.ndim < 0 || tensor.ndim as usize > MAX_NDIM {',
+    replace: 'if tensor.ndim < 0 {',
+  },
+  {
+    id: 'null-shape-accepted',
+    file: `${crate}/validation.rs`,
+    find: 'if tensor.shape.is_null() {',
+    replace: 'if false {',
+  },
+  {
+    id: 'shape-alignment-unchecked',
+    file: `${crate}/validation.rs`,
+    find: 'if !tensor.shape.is_aligned() {',
+    replace: 'if false {',
+    js: true,
+  },
+  {
+    id: 'strides-alignment-unchecked',
+    file: `${crate}/validation.rs`,
+    find: 'if !tensor.strides.is_aligned() {',
+    replace: 'if false {',
+    js: true,
+  },
+  {
+    id: 'null-data-accepted',
+    file: `${crate}/validation.rs`,
+    find: 'if layout.numel() > 0 && tensor.data.is_null() {',
+    replace: 'if false {',
+  },
+  {
+    id: 'row-major-ignores-strides',
+    file: `${crate}/validation.rs`,
+    find: '    if dim != 1 {\n      if stride != expected {\n        return false;\n      }\n      expected *= dim;',
+    replace: '    if dim != 1 {\n      expected *= dim;',
+  },
+  // managed.rs / import.rs: ownership and versions
+  {
+    id: 'managed-alignment-unchecked',
+    file: `${crate}/managed.rs`,
+    find: 'if ptr.address() & ALIGN_MASK == 0 {',
+    replace: 'if true {',
+    js: true,
+  },
+  {
+    id: 'misaligned-refusal-deleter-twice',
+    file: `${crate}/managed.rs`,
+    find: '    unsafe { call_deleter(ptr) };\n    Err(',
+    replace: '    unsafe { call_deleter(ptr) };\n    // SAFETY: mutant\n    unsafe { call_deleter(ptr) };\n    Err(',
+    js: true,
+  },
+  {
+    id: 'misaligned-refusal-deleter-skipped',
+    file: `${crate}/managed.rs`,
+    find: '    unsafe { call_deleter(ptr) };\n    Err(',
+    replace: '    Err(',
+  },
+  {
+    id: 'drop-skips-deleter',
+    file: `${crate}/managed.rs`,
+    find: 'unsafe { call_deleter(self.as_ptr()) };',
+    replace: '',
+  },
+  {
+    id: 'major-version-unchecked',
+    file: `${crate}/import.rs`,
+    find: 'if version.major != DLPACK_MAJOR_VERSION {',
+    replace: 'if false {',
+    js: true,
+  },
+  {
+    id: 'synthesized-strides-overflow-ignored',
+    file: `${crate}/import.rs`,
+    find: 'if !write_row_major_strides(shape, &mut stored[..shape.len()]) {',
+    replace: 'if !write_row_major_strides(shape, &mut stored[..shape.len()]) && false {',
+  },
+  // capsule.rs: consume once
+  {
+    id: 'consume-loads-instead-of-exchanging',
+    file: `${crate}/capsule.rs`,
+    find: 'let tensor = self.tensor.swap(ptr::null_mut(), Ordering::SeqCst);\n    managed_from_raw(self.kind, tensor).unwrap_or_else',
+    replace: 'let tensor = self.tensor.load(Ordering::SeqCst);\n    managed_from_raw(self.kind, tensor).unwrap_or_else',
+    js: true,
+  },
+  {
+    id: 'release-loads-instead-of-exchanging',
+    file: `${crate}/capsule.rs`,
+    find: 'let tensor = self.tensor.swap(ptr::null_mut(), Ordering::SeqCst);\n    drop(managed_from_raw',
+    replace: 'let tensor = self.tensor.load(Ordering::SeqCst);\n    drop(managed_from_raw',
+  },
+  {
+    id: 'capsule-abi-unchecked',
+    file: `${crate}/capsule.rs`,
+    find: 'if self.abi_version != CAPSULE_ABI_VERSION || !matches!(self.kind, KIND_LEGACY | KIND_VERSIONED)',
+    replace: 'if false',
+  },
+  {
+    id: 'fill-overwrites-a-full-payload',
+    file: `${crate}/capsule.rs`,
+    find: '.compare_exchange(ptr::null_mut(), raw, Ordering::SeqCst, Ordering::SeqCst)',
+    replace: '.swap(raw, Ordering::SeqCst)\n      .is_null()\n      .then_some(())\n      .or(Some(()))\n      .ok_or(())',
+  },
+  // view.rs / dtype.rs: typed access
+  {
+    id: 'data-alignment-unchecked',
+    file: `${crate}/view.rs`,
+    find: 'if tensor.numel() > 0 && !(tensor.data_ptr() as usize).is_multiple_of(align_of::<T>()) {',
+    replace: 'if false {',
+    js: true,
+  },
+  {
+    id: 'dtype-mismatch-unchecked',
+    file: `${crate}/view.rs`,
+    find: 'if tensor.dtype() != T::DTYPE {',
+    replace: 'if false {',
+  },
+  {
+    id: 'host-access-unchecked',
+    file: `${crate}/view.rs`,
+    find: 'if !tensor.device().is_host_accessible() {',
+    replace: 'if false {',
+  },
+  {
+    id: 'contiguity-unchecked',
+    file: `${crate}/view.rs`,
+    find: '    check_contiguous(tensor)?;\n',
+    replace: '',
+  },
+  {
+    id: 'read-only-unchecked',
+    file: `${crate}/view.rs`,
+    find: 'if tensor.is_read_only() {',
+    replace: 'if false {',
+  },
+  {
+    id: 'bool-bits-unchecked-slice',
+    file: `${crate}/view.rs`,
+    find: '    check_bits::<T>(bytes)?;\n',
+    replace: '',
+    js: true,
+  },
+  {
+    id: 'bool-bits-unchecked-strided',
+    file: `${crate}/view.rs`,
+    find: 'if !all_valid {',
+    replace: 'if false && !all_valid {',
+    js: true,
+  },
+  {
+    id: 'view-index-off-by-one',
+    file: `${crate}/view.rs`,
+    find: 'if i as u64 >= dim as u64 {',
+    replace: 'if i as u64 > dim as u64 {',
+  },
+  {
+    id: 'bool-byte-pattern-accepts-all',
+    file: `${crate}/dtype.rs`,
+    find: 'matches!(element, [0] | [1])',
+    replace: 'matches!(element, [_])',
+    js: true,
+  },
+]
+
+// ---------------------------------------------------------------------------------------------
+
+const args = process.argv.slice(2)
+if (args.includes('--list')) {
+  for (const m of mutants) console.log(`${m.id.padEnd(40)} ${m.file}${m.js ? '  (+ JS)' : ''}`)
+  process.exit(0)
+}
+const words = args.filter((a) => !a.startsWith('--'))
+const selected = words.length ? mutants.filter((m) => words.some((w) => m.id.includes(w))) : mutants
+if (selected.length === 0) {
+  console.error(`no mutant matches ${words.join(', ')}`)
+  process.exit(2)
+}
+
+// Every snippet must be present exactly once, or the mutant no longer mutates anything.
+for (const m of selected) {
+  const source = readFileSync(join(root, m.file), 'utf8')
+  const hits = source.split(m.find).length - 1
+  if (hits !== 1) {
+    console.error(`mutant ${m.id}: its snippet occurs ${hits} times in ${m.file} (the code changed: update the mutant)`)
+    process.exit(2)
+  }
+}
+
+/** Runs a command in the scratch copy; returns whether it exited 0. Output goes to `log`. */
+function run(cwd, cmd, cmdArgs, { env = {}, timeoutSeconds = 900, log } = {}) {
+  const result = spawnSync(cmd, cmdArgs, {
+    cwd,
+    env: { ...process.env, ...env },
+    encoding: 'utf8',
+    maxBuffer: 256 * 1024 * 1024,
+    timeout: timeoutSeconds * 1000,
+    killSignal: 'SIGKILL',
+  })
+  if (log) writeFileSync(log, `$ ${cmd} ${cmdArgs.join(' ')}\n${result.stdout ?? ''}\n${result.stderr ?? ''}\n`, { flag: 'a' })
+  return result.status === 0
+}
+
+// The scratch copy: tracked and untracked-but-not-ignored files, plus links to node_modules
+// and to the persistent build directory.
+const listed = spawnSync('git', ['ls-files', '-co', '--exclude-standard', '-z'], { cwd: root, encoding: 'utf8' })
+if (listed.status !== 0) {
+  console.error('git ls-files failed: run this inside the repository')
+  process.exit(2)
+}
+const scratch = mkdtempSync(join(tmpdir(), 'napi-dlpack-mutants-'))
+for (const file of listed.stdout.split('\0').filter(Boolean)) {
+  const from = join(root, file)
+  if (!existsSync(from)) continue // deleted in the working tree
+  mkdirSync(dirname(join(scratch, file)), { recursive: true })
+  cpSync(from, join(scratch, file))
+}
+const buildDir = join(root, 'target', 'mutants')
+if (!existsSync(buildDir)) {
+  mkdirSync(buildDir, { recursive: true })
+  // Seed with the working tree's builds: the dependencies are then already compiled.
+  for (const dir of ['debug', 'release', 'consumer-addon']) {
+    if (existsSync(join(root, 'target', dir))) cpSync(join(root, 'target', dir), join(buildDir, dir), { recursive: true })
+  }
+}
+symlinkSync(buildDir, join(scratch, 'target'))
+symlinkSync(join(root, 'node_modules'), join(scratch, 'node_modules'))
+const logDir = join(buildDir, 'logs')
+rmSync(logDir, { recursive: true, force: true })
+mkdirSync(logDir, { recursive: true })
+
+const cargoEnv = { CARGO_TARGET_DIR: buildDir, CARGO_TERM_COLOR: 'never' }
+/** The core crate's unit and integration tests (debug build). A mutant that does not compile
+ * is not killed by them: it is reported as a build failure. */
+function crateTests(log) {
+  const testArgs = ['test', '-p', 'napi-dlpack', '--lib', '--tests']
+  if (!run(scratch, 'cargo', [...testArgs, '--no-run'], { env: cargoEnv, log })) return { built: false, killed: false }
+  return { built: true, killed: !run(scratch, 'cargo', testArgs, { env: cargoEnv, log }) }
+}
+const napiCli = join(scratch, 'node_modules', '@napi-rs', 'cli', 'dist', 'cli.js')
+const ava = join(scratch, 'node_modules', 'ava', 'entrypoints', 'cli.mjs')
+/** Rebuilds both Rust addons the C-fixture tests use, then runs those tests (stops at the first
+ * failure). A build failure counts as not killed: the mutant must compile. */
+function jsTests(log) {
+  const built =
+    run(scratch, process.execPath, [napiCli, 'build', '--platform', '--release', '--js', 'index.js', '--dts', 'index.d.ts'], {
+      env: cargoEnv,
+      log,
+    }) && run(scratch, 'bash', [join(scratch, '__test__', 'consumer-addon', 'build.sh')], { log })
+  if (!built) return { built: false, killed: false }
+  const passed = run(scratch, process.execPath, [ava, '--fail-fast', join('__test__', 'c-addon.spec.ts')], { timeoutSeconds: 600, log })
+  return { built: true, killed: !passed }
+}
+
+const started = Date.now()
+const seconds = (since) => ((Date.now() - since) / 1000).toFixed(0)
+let exitCode = 0
+try {
+  // The unmutated code must pass everything, or no result below means anything.
+  console.log(`scratch copy: ${scratch}\nbuild directory: ${buildDir}\nlogs: ${logDir}\n`)
+  console.log('baseline (no mutation): building and testing ...')
+  const baselineLog = join(logDir, 'baseline.log')
+  if (!run(scratch, 'bash', [join(scratch, '__test__', 'c-addon', 'build.sh')], { log: baselineLog }) || !existsSync(join(root, 'dist'))) {
+    throw new Error(`building the C fixture failed, or dist/ is missing (run node scripts/ensure-built.mjs): see ${baselineLog}`)
+  }
+  cpSync(join(root, 'dist'), join(scratch, 'dist'), { recursive: true })
+  const baselineCrate = crateTests(baselineLog)
+  if (!baselineCrate.built || baselineCrate.killed) throw new Error(`the crate tests fail without any mutation: see ${baselineLog}`)
+  const baseline = jsTests(baselineLog)
+  if (!baseline.built || baseline.killed) throw new Error(`the JS tests fail without any mutation: see ${baselineLog}`)
+  console.log(`baseline passes (${seconds(started)} s)\n`)
+
+  const rows = []
+  for (const m of selected) {
+    const t0 = Date.now()
+    const path = join(scratch, m.file)
+    const original = readFileSync(path, 'utf8')
+    writeFileSync(path, original.replace(m.find, m.replace))
+    const log = join(logDir, `${m.id}.log`)
+    let crate, js
+    try {
+      crate = crateTests(log)
+      js = m.js ? jsTests(log) : undefined
+    } finally {
+      writeFileSync(path, original)
+    }
+    const column = (step) => (step === undefined ? '-' : !step.built ? 'BUILD FAILED' : step.killed ? 'killed' : 'SURVIVED')
+    const killed = crate.killed && (js === undefined || js.killed)
+    rows.push({ id: m.id, crate: column(crate), js: column(js), verdict: killed ? 'killed' : 'SURVIVED', time: `${seconds(t0)} s` })
+    console.log(`${killed ? 'killed  ' : 'SURVIVED'} ${m.id} (crate: ${rows.at(-1).crate}, JS: ${rows.at(-1).js}, ${seconds(t0)} s)`)
+  }
+  // Rebuild the scratch copy's addon unmutated, so nothing mutated is left in the build directory.
+  jsTests(join(logDir, 'restore.log'))
+
+  console.log('\n| mutant | crate tests | JS (c-addon.spec.ts) | verdict | time |\n| --- | --- | --- | --- | --- |')
+  for (const r of rows) console.log(`| ${r.id} | ${r.crate} | ${r.js} | ${r.verdict} | ${r.time} |`)
+  const survivors = rows.filter((r) => r.verdict !== 'killed')
+  console.log(`\n${rows.length - survivors.length} of ${rows.length} mutants killed, ${survivors.length} survived (${seconds(started)} s in all)`)
+  if (survivors.length) exitCode = 1
+} catch (error) {
+  console.error(String(error?.message ?? error))
+  exitCode = 2
+} finally {
+  rmSync(scratch, { recursive: true, force: true })
+}
+process.exit(exitCode)

@@ -677,6 +677,23 @@ if (available) {
     }
   })
 
+  fakeOnly('a producer deleter still waiting on the release thread runs before the process or Worker ends (natural end, process.exit, Worker exit)', (t) => {
+    // A child process (deferred mode): a foreign tensor whose deleter takes 500 ms, read by a
+    // queued copy, disposed, and the process (or a Worker in it) ends at once. The peer counts
+    // its deleters from an atexit handler, which runs after the environments' cleanup hooks.
+    const child = join(here, 'fixtures', 'cuda-deleter-at-exit.mjs')
+    for (const end of ['natural', 'exit', 'worker']) {
+      const output = execFileSync(process.execPath, [child, end], {
+        env: { ...process.env, FAKE_CUDA_DEFERRED: '1' },
+        encoding: 'utf8',
+      })
+      const lines = output.trim().split('\n')
+      t.deepEqual(JSON.parse(lines[0] ?? ''), { deleted: 0, pending: 1 }, `${end}: the deleter was on the release thread`)
+      if (end === 'worker') t.is(lines[1], 'deleter-calls-after-worker-exit 1', 'the Worker ended after its deleter ran')
+      t.is(lines.at(-1), 'peer-deleter-calls-at-exit 1', `${end}: the deleter ran, once, before the process ended`)
+    }
+  })
+
   test.serial("the caller's current context is kept: none stays none, another device's stays current", async (t) => {
     const s = p.createStream()
     const foreignPtr = p.alloc(16)

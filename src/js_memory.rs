@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::ThreadId;
 
 use napi::sys;
-use napi_dlpack::{DLPackError, ErrorKind};
+use napi_dlpack::{cuda, DLPackError, ErrorKind};
 
 pub fn napi_error(what: &str, status: sys::napi_status) -> DLPackError {
   DLPackError::new(
@@ -181,6 +181,13 @@ unsafe extern "C" fn on_env_teardown(arg: *mut c_void) {
   }
   ENV_STATE.with(|state| state.borrow_mut().take());
   EXTERNALS_ALLOWED.with(|allowed| allowed.set(None));
+  // Last, the CUDA frees and producer deleters on the release thread (some handed to it just
+  // now): the process may exit right after this hook, and a deleter still queued then would
+  // never run. Bounded, so a deleter that hangs cannot hang the exit; free when none is queued.
+  cuda::warn_if_undrained(
+    cuda::drain_releases(cuda::RELEASE_DRAIN_LIMIT),
+    "environment teardown",
+  );
 }
 
 /// Makes sure the current environment has its teardown hook (and shared state).

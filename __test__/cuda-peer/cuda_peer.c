@@ -28,6 +28,10 @@
  *       [2, ordinal]: what the DLTensor CLAIMS; `ordinal` is where `ptr` was
  *       allocated (default 0). owned (default true): the deleter frees ptr.
  *   deleterCalls() -> number
+ *   setDeleterDelay(ms): every later deleter sleeps `ms` before it releases
+ *       (a slow producer deleter).
+ *   printDeleterCallsAtExit(): at process exit (atexit, after the runtime's
+ *       environment cleanup hooks) prints "peer-deleter-calls-at-exit N".
  *   consume(capsule[, { stream, read }]) -> { data, device, shape, strides,
  *       byteOffset, bytes? }: takes the tensor, optionally reads its
  *       numel*itemsize contiguous bytes from data+byte_offset on `stream`
@@ -110,6 +114,7 @@ static struct {
 #define MAX_DEVICES 16
 static CUcontext g_ctx[MAX_DEVICES];
 static int64_t g_deleter_calls = 0; /* atomic: deleters may run anywhere */
+static uint64_t g_deleter_delay_ms = 0; /* atomic: setDeleterDelay */
 
 static napi_value throw_code(napi_env env, const char* code, const char* msg) {
   bool pending = false;
@@ -444,6 +449,12 @@ typedef struct {
  * scribble enqueued. */
 static void release_memory(CUdeviceptr ptr, int ordinal, int owned, int scribble, CUstream stream,
                            unsigned char value, size_t nbytes) {
+  uint64_t delay_ms = __atomic_load_n(&g_deleter_delay_ms, __ATOMIC_SEQ_CST);
+  if (delay_ms > 0) {
+    struct timespec ts = {(time_t)(delay_ms / 1000), (long)(delay_ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+  }
   if (scribble) {
     if (use_device(ordinal) == 0 && nbytes > 0) cu.cuMemsetD8Async(ptr, value, nbytes, stream);
   } else if (owned && use_device(ordinal) == 0) {
@@ -582,6 +593,28 @@ static napi_value js_deleter_calls(napi_env env, napi_callback_info info) {
   (void)info;
   NAPI_CALL(env, napi_create_int64(env, __atomic_load_n(&g_deleter_calls, __ATOMIC_SEQ_CST), &v));
   return v;
+}
+
+static void print_deleter_calls(void) {
+  printf("peer-deleter-calls-at-exit %lld\n", (long long)__atomic_load_n(&g_deleter_calls, __ATOMIC_SEQ_CST));
+  fflush(stdout);
+}
+
+static napi_value js_set_deleter_delay(napi_env env, napi_callback_info info) {
+  ARGS(1);
+  int64_t ms = 0;
+  if (argv[0] == NULL || !to_i64(env, argv[0], &ms) || ms < 0)
+    return throw_code(env, "ERR_INVALID_ARG_TYPE", "setDeleterDelay(ms)");
+  __atomic_store_n(&g_deleter_delay_ms, (uint64_t)ms, __ATOMIC_SEQ_CST);
+  return undefined_value(env);
+}
+
+/* The count as the process ends (atexit runs after the runtime's environment
+ * cleanup hooks): what a deleter left on a release thread at exit misses. */
+static napi_value js_print_deleter_calls_at_exit(napi_env env, napi_callback_info info) {
+  (void)info;
+  if (atexit(print_deleter_calls) != 0) return throw_code(env, "ERR_CUDA_PEER", "atexit failed");
+  return undefined_value(env);
 }
 
 /* ---- consumer ----------------------------------------------------------- */
@@ -895,6 +928,8 @@ NAPI_MODULE_INIT() {
       {"syncStreams", NULL, js_sync_streams, NULL, NULL, NULL, napi_enumerable, NULL},
       {"makeTensor", NULL, js_make_tensor, NULL, NULL, NULL, napi_enumerable, NULL},
       {"deleterCalls", NULL, js_deleter_calls, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"setDeleterDelay", NULL, js_set_deleter_delay, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"printDeleterCallsAtExit", NULL, js_print_deleter_calls_at_exit, NULL, NULL, NULL, napi_enumerable, NULL},
       {"consume", NULL, js_consume, NULL, NULL, NULL, napi_enumerable, NULL},
       {"currentContext", NULL, js_current_context, NULL, NULL, NULL, napi_enumerable, NULL},
       {"setCurrentContext", NULL, js_set_current_context, NULL, NULL, NULL, napi_enumerable, NULL},

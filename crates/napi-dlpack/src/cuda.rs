@@ -26,14 +26,16 @@
 //!   release thread, so a drop never blocks the thread that drops, and a deleter called from a
 //!   CUDA host function cannot deadlock on it. Imported device memory is never freed here; its
 //!   producer's deleter is delayed until our queued reads of it completed
-//!   ([`release_after_queued_work`]). Failures in these paths are counted
+//!   ([`release_after_queued_work`]). The release thread is drained before an environment or
+//!   the process ends ([`drain_releases`]). Failures in these paths are counted
 //!   ([`release_stats`]) and the first one is printed to stderr.
 
 use core::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Sender};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
 
 use cudarc::driver::sys;
 
@@ -690,6 +692,8 @@ enum Job {
 
 /// Jobs handed to the release thread and not finished yet.
 static PENDING_RELEASES: AtomicUsize = AtomicUsize::new(0);
+/// Signalled (under its mutex) when [`PENDING_RELEASES`] drops to 0, for [`drain_releases`].
+static RELEASES_DRAINED: (Mutex<()>, Condvar) = (Mutex::new(()), Condvar::new());
 /// Driver failures in release paths (drops and deleters), which have no caller to report to.
 static RELEASE_ERRORS: AtomicUsize = AtomicUsize::new(0);
 
@@ -774,9 +778,64 @@ fn run_job(job: Job) {
 /// Runs a job handed to [`defer`] and marks it finished, even if a deleter panics.
 fn finish(job: Job) {
   let outcome = catch_unwind(AssertUnwindSafe(|| run_job(job)));
-  PENDING_RELEASES.fetch_sub(1, Ordering::SeqCst);
   if outcome.is_err() {
     RELEASE_ERRORS.fetch_add(1, Ordering::SeqCst);
+  }
+  if PENDING_RELEASES.fetch_sub(1, Ordering::SeqCst) == 1 {
+    // Under the mutex, so a drainer between its check and its wait cannot miss it.
+    let _guard = lock(&RELEASES_DRAINED.0);
+    RELEASES_DRAINED.1.notify_all();
+  }
+}
+
+/// Waits, at most `timeout`, until the release thread has no job left: the frees and producer
+/// deleters handed to it so far (and any handed to it meanwhile) have run. Returns whether it
+/// got there. Call it where a runtime environment ends (its cleanup hook): the process may exit
+/// right after, and a deleter still queued then would never run. Costs one atomic load when
+/// nothing is pending. Do not call it from the release thread or from a deleter.
+pub fn drain_releases(timeout: Duration) -> bool {
+  if PENDING_RELEASES.load(Ordering::SeqCst) == 0 {
+    return true;
+  }
+  let deadline = Instant::now() + timeout;
+  let mut guard = lock(&RELEASES_DRAINED.0);
+  while PENDING_RELEASES.load(Ordering::SeqCst) != 0 {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+      return false;
+    }
+    guard = RELEASES_DRAINED
+      .1
+      .wait_timeout(guard, left)
+      .unwrap_or_else(PoisonError::into_inner)
+      .0;
+  }
+  true
+}
+
+/// How long [`drain_at_exit`] waits for the release thread.
+pub const RELEASE_DRAIN_LIMIT: Duration = Duration::from_secs(10);
+
+extern "C" {
+  fn atexit(callback: extern "C" fn()) -> c_int;
+}
+
+/// The C `atexit` handler (registered with the release thread): runs the queued releases
+/// before the process goes, bounded by [`RELEASE_DRAIN_LIMIT`].
+extern "C" fn drain_at_exit() {
+  warn_if_undrained(drain_releases(RELEASE_DRAIN_LIMIT), "process exit");
+}
+
+/// Prints (never panics, as in an `atexit` handler) that a bounded drain gave up.
+pub fn warn_if_undrained(drained: bool, at: &str) {
+  if !drained {
+    use std::io::Write;
+    let _ = writeln!(
+      std::io::stderr(),
+      "napi-dlpack: CUDA releases still pending after {} s at {at}; they may not run \
+       (native cudaReleaseStats().pending)",
+      RELEASE_DRAIN_LIMIT.as_secs()
+    );
   }
 }
 
@@ -795,7 +854,13 @@ fn defer(job: Job) {
         }
       })
       .ok()
-      .map(|_| Mutex::new(sender))
+      .map(|_| {
+        // `process.exit()` in Node ends the process without the environments' cleanup hooks:
+        // drain there too. Nothing to do if it cannot be registered; cleanup hooks still drain.
+        // SAFETY: registering a plain function that never unwinds.
+        unsafe { atexit(drain_at_exit) };
+        Mutex::new(sender)
+      })
   });
   let job = match sender {
     Some(sender) => match lock(sender).send(job) {

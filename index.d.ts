@@ -130,9 +130,11 @@ export interface HandleView {
 export declare function handleWindow(handle: unknown, offset: number, length: number): HandleView
 
 /**
- * Installs the exchange table for this environment (called once by `lib/tensor.ts`):
+ * Installs the exchange table for this environment (called once by `lib/exchange.ts`):
  * `prototype` (`Tensor.prototype`) and `globalThis` get the table, `handleKey` is the symbol
  * under which each tensor keeps its handle, `makeTensor(handle)` wraps a handle in a `Tensor`.
+ * A later install in the same environment (the module loaded twice) replaces the handle key
+ * and factory, deleting the references to the previous ones.
  */
 export declare function installExchangeApi(prototype: object, handleKey: unknown, makeTensor: unknown): void
 
@@ -149,6 +151,8 @@ export declare function nativeStats(): NativeStats
 /** Process-wide counters for leak checks: storages (memory regions) still alive. */
 export interface NativeStats {
   liveStorages: number
+  /** References this thread's exchange-table state holds (2 once installed). */
+  exchangeReferences: number
 }
 
 /**

@@ -15,7 +15,7 @@ import test from 'ava'
 
 import { native } from '../dist/native.js'
 import { EXCHANGE_API_PROPERTY, Tensor, externalBuffersAllowed, fromDLPack } from '../dist/index.js'
-import { drainGarbage, gcUntil } from './helpers.js'
+import { codeOf, drainGarbage, gcUntil } from './helpers.js'
 
 interface BorrowedSum {
   sum: number
@@ -35,7 +35,9 @@ type CTensorClass = new (readonly?: boolean) => CTensorInstance
 interface ExchangeC {
   borrowSum(value: unknown): BorrowedSum
   borrowScale(value: unknown, factor: number): void
-  borrowStatus(value: unknown): string
+  borrowStatus(value: unknown): { code: string; status: number }
+  borrowKeep(value: unknown): void
+  keptSum(): number
   extentOf(spec: { shape: bigint[]; strides?: bigint[] | null; data?: bigint; byteOffset?: bigint; bits?: number }):
     | string
     | { numel: bigint; minOffset: bigint; maxOffset: bigint; spanBytes: bigint; contiguous: boolean }
@@ -61,22 +63,17 @@ const c = createRequire(import.meta.url)(addonPath) as ExchangeC
 
 const zeroCopy = externalBuffersAllowed()
 const READ_ONLY = 1
+// napi_dlpack_status (include/napi_dlpack.h).
+const NAPI_DLPACK_OK = 0
+const NAPI_DLPACK_ERR_VERSION = 7
+const NAPI_DLPACK_ERR_NO_EXCHANGE = 8
 const live = () => native.nativeStats().liveStorages
-const codeOf = (fn: () => unknown): string | undefined => {
-  try {
-    fn()
-  } catch (error) {
-    return (error as { code?: string }).code
-  }
-  return undefined
-}
-
 test('Tensor.prototype exposes the table as a tagged external; the C helper finds it', (t) => {
   const tensor = Tensor.from(new Float32Array([1, 2]))
   t.true(EXCHANGE_API_PROPERTY in Tensor.prototype)
   t.false(Object.prototype.hasOwnProperty.call(tensor, EXCHANGE_API_PROPERTY), 'on the prototype, not per object')
   t.false(Object.keys(Tensor.prototype).includes(EXCHANGE_API_PROPERTY), 'not enumerable')
-  t.is(c.borrowStatus(tensor), 'OK')
+  t.deepEqual(c.borrowStatus(tensor), { code: 'OK', status: NAPI_DLPACK_OK })
   // globalThis carries the table too: the environment's default importer.
   t.is(c.currentStream(globalThis, 2), 1n)
 })
@@ -148,19 +145,58 @@ test('disposed tensors and detached buffers are coded errors from the producer',
   t.is(codeOf(() => c.borrowSum(Object.create(Tensor.prototype))), 'ERR_TENSOR_DISPOSED')
 })
 
+test('a second installExchangeApi in one environment deletes the first one\'s references (node -e)', (t) => {
+  // In a child: the install replaces this environment's handle key and factory.
+  const dist = join(here, '..', 'dist')
+  const script = `
+    const { native } = require(${JSON.stringify(join(dist, 'native.js'))})
+    require(${JSON.stringify(join(dist, 'index.js'))})
+    const counts = [native.nativeStats().exchangeReferences]
+    for (let i = 0; i < 3; i++) {
+      native.installExchangeApi(Object.create(null), Symbol('h' + i), () => null)
+      counts.push(native.nativeStats().exchangeReferences)
+    }
+    process.stdout.write(JSON.stringify(counts))`
+  const counts = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' })) as number[]
+  t.deepEqual(counts, [2, 2, 2, 2], 'each install holds its two references and releases the previous two')
+})
+
 test('values without a table: NO_EXCHANGE (the consumer falls back to capsules)', (t) => {
+  // NO_EXCHANGE and INVALID_ARG share the code ERR_DLPACK_INVALID_ARGUMENT: the number tells.
+  const noExchange = { code: 'ERR_DLPACK_INVALID_ARGUMENT', status: NAPI_DLPACK_ERR_NO_EXCHANGE }
   for (const value of [{}, 3, 'x', null, undefined, [], () => 1, Tensor.from(new Float32Array(1)).__dlpack__()]) {
-    t.is(c.borrowStatus(value), 'ERR_DLPACK_INVALID_ARGUMENT', typeof value)
+    t.deepEqual(c.borrowStatus(value), noExchange, typeof value)
   }
   // A property that is not a tagged external is not a table.
-  t.is(c.borrowStatus({ [EXCHANGE_API_PROPERTY]: 42 }), 'ERR_DLPACK_INVALID_ARGUMENT')
-  t.is(c.borrowStatus({ [EXCHANGE_API_PROPERTY]: Tensor.from(new Float32Array(1)).__dlpack__() }), 'ERR_DLPACK_INVALID_ARGUMENT')
+  t.deepEqual(c.borrowStatus({ [EXCHANGE_API_PROPERTY]: 42 }), noExchange)
+  t.deepEqual(c.borrowStatus({ [EXCHANGE_API_PROPERTY]: Tensor.from(new Float32Array(1)).__dlpack__() }), noExchange)
+})
+
+test.serial('a C borrow outlives dispose() and GC: readable until released, the deleter runs once, after', async (t) => {
+  await drainGarbage()
+  // C memory holding 0..3, its deleter counted. (Without external buffers the import copies
+  // and the deleter has run already: `owed` is what the Tensor still holds.)
+  const owed = zeroCopy ? 1 : 0
+  const tensor = c.makeTensor(4, false)
+  const before = c.deleterCalls()
+  c.borrowKeep(tensor)
+  tensor.dispose()
+  t.is(c.deleterCalls(), before, 'dispose() released nothing the borrow uses')
+  t.is(c.keptSum(), 6, 'the memory is still the producer\'s')
+  t.is(c.deleterCalls(), before + owed, 'released with the borrow, once')
+  // The JS object collected while the borrow lasts.
+  ;(() => c.borrowKeep(c.makeTensor(5, false)))()
+  const beforeGc = c.deleterCalls()
+  await gcUntil(() => false, 6)
+  t.is(c.deleterCalls(), beforeGc, 'a collected Tensor released nothing the borrow uses')
+  t.is(c.keptSum(), 10)
+  t.is(c.deleterCalls(), beforeGc + owed)
 })
 
 test('tables of an unknown major: refused alone, the older table behind it used', (t) => {
-  t.is(c.borrowStatus(new c.BadVersionTensor()), 'ERR_DLPACK_VERSION')
+  t.deepEqual(c.borrowStatus(new c.BadVersionTensor()), { code: 'ERR_DLPACK_VERSION', status: NAPI_DLPACK_ERR_VERSION })
   const chained = new c.ChainedTensor()
-  t.is(c.borrowStatus(chained), 'OK')
+  t.deepEqual(c.borrowStatus(chained), { code: 'OK', status: NAPI_DLPACK_OK })
   t.is(c.borrowSum(chained).sum, 15)
 })
 

@@ -46,3 +46,13 @@ export function throwsCode<E extends DLPackError>(
   t.is((error as { code?: string }).code, code, `${message ?? code}: ${String(error?.message)}`)
   return error
 }
+
+/** The `code` of what `fn` throws (undefined when it returns). */
+export const codeOf = (fn: () => unknown): string | undefined => {
+  try {
+    fn()
+  } catch (error) {
+    return (error as { code?: string }).code
+  }
+  return undefined
+}

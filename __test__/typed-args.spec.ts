@@ -15,7 +15,7 @@ import test from 'ava'
 
 import { native } from '../dist/native.js'
 import { type DLPackCapsule, EXCHANGE_API_PROPERTY, type HasExchangeApi, Tensor, externalBuffersAllowed, fromDLPack, isCapsule, isCapsuleConsumed } from '../dist/index.js'
-import { drainGarbage, gcUntil } from './helpers.js'
+import { codeOf, drainGarbage, gcUntil } from './helpers.js'
 
 type Typed = typeof import('../examples/consumer-addon/index.js')
 interface Extras {
@@ -33,6 +33,7 @@ interface ExchangeC {
   ChainedTensor: new () => CTensorInstance
   deleterCalls(): number
   liveCTensors(): number
+  makeTensor(n: number, readonly: boolean): Tensor
 }
 
 const here = dirname(fileURLToPath(import.meta.url))
@@ -47,15 +48,6 @@ const c = require(cPath) as ExchangeC
 
 const zeroCopy = externalBuffersAllowed()
 const live = () => native.nativeStats().liveStorages
-const codeOf = (fn: () => unknown): string | undefined => {
-  try {
-    fn()
-  } catch (error) {
-    return (error as { code?: string }).code
-  }
-  return undefined
-}
-
 test('a Tensor argument is borrowed: same memory, no capsule, no storage', (t) => {
   const tensor = Tensor.from(new Float32Array([1, 2, 3, 4, 5, 6]), [2, 3])
   const before = live()
@@ -140,7 +132,45 @@ test('wrong types, disposed tensors, consumed capsules: coded errors', (t) => {
   // A __dlpack__ that throws: its error (and code) reaches the caller.
   const broken = { __dlpack__: () => Tensor.from(new Float32Array(1), [1], { readonly: true }).__dlpack__({ maxVersion: [0, 8] }) }
   t.is(codeOf(() => addon.inspect(broken)), 'ERR_DLPACK_READ_ONLY')
-  t.is(codeOf(() => addon.inspect({ __dlpack__: () => 42 } as never)), 'ERR_DLPACK_INVALID_ARGUMENT')
+  // Whatever __dlpack__ returns that is not a capsule: the one code NOT_A_CAPSULE (protocol §3).
+  t.is(codeOf(() => addon.inspect({ __dlpack__: () => 42 } as never)), 'ERR_DLPACK_NOT_A_CAPSULE')
+  t.is(codeOf(() => addon.inspectOwned({ __dlpack__: () => ({}) } as never)), 'ERR_DLPACK_NOT_A_CAPSULE')
+})
+
+test.serial('JS disposing a borrowed argument during the call frees nothing it uses; the deleter runs once, after', async (t) => {
+  await drainGarbage()
+  // C memory holding 0..3 (its deleter counted), imported as a Tensor; `target` is borrowed
+  // first, then converting `source` runs JS that disposes it. (Without external buffers the
+  // import copies and the deleter has run already: `owed` is what the Tensor still holds.)
+  const target = c.makeTensor(4, false)
+  const owed = zeroCopy ? 1 : 0
+  const before = c.deleterCalls()
+  let duringCall = -1
+  const source = {
+    __dlpack__() {
+      target.dispose()
+      duringCall = c.deleterCalls()
+      return Tensor.from(new Float32Array([10, 20, 30, 40])).__dlpack__()
+    },
+  }
+  t.deepEqual(addon.addInto(target, source as never), [10, 21, 32, 43], 'read and written after the dispose')
+  t.is(duringCall, before, 'dispose() during the call ran no deleter')
+  t.is(c.deleterCalls(), before + owed, 'the deleter ran once, when the argument dropped')
+  t.is(codeOf(() => target.toArray()), 'ERR_TENSOR_DISPOSED')
+  // The same through a getter, with a Tensor over JS memory as the source.
+  const second = c.makeTensor(2, false)
+  const beforeSecond = c.deleterCalls()
+  const viaGetter = {
+    get __dlpack__() {
+      second.dispose()
+      duringCall = c.deleterCalls()
+      const capsule = Tensor.from(new Float32Array([5, 5])).__dlpack__()
+      return () => capsule
+    },
+  }
+  t.deepEqual(addon.addInto(second, viaGetter as never), [5, 6])
+  t.is(duringCall, beforeSecond)
+  t.is(c.deleterCalls(), beforeSecond + owed)
 })
 
 test('a third-party producer exposing its own table is borrowed by the crate', (t) => {

@@ -632,11 +632,19 @@ static inline const char* napi_dlpack_status_code(napi_dlpack_status status) {
  *
  *  - dltensor_from_value: fill a caller-provided DLTensor that BORROWS the
  *    object's tensor, plus its DLPack flags (READ_ONLY, IS_COPIED: a bare
- *    DLTensor cannot carry them). No allocation, no finalizer, no stream
- *    synchronisation. Valid until the calling native callback returns,
- *    provided the consumer runs no JS meanwhile (JS could dispose the tensor
- *    or transfer its ArrayBuffer). Shape and strides are filled (strides
+ *    DLTensor cannot carry them), plus an opaque keep-alive token. No
+ *    finalizer, no stream synchronisation, and no allocation per call. The
+ *    producer keeps everything the DLTensor points to (data, shape, strides)
+ *    alive until the consumer passes the token to release_borrow, whatever
+ *    JS runs meanwhile: disposing the JS object, or collecting it, releases
+ *    nothing the borrow still uses. Shape and strides are filled (strides
  *    non-NULL for ndim > 0) and must not be written. May be NULL.
+ *  - release_borrow: ends a borrow: called exactly once per successful
+ *    dltensor_from_value, with its token (which may be NULL), on the JS
+ *    thread of that env while the env is alive. Non-NULL whenever
+ *    dltensor_from_value is. (A JS object's memory can still be moved by
+ *    transferring its ArrayBuffer: napi-dlpack's Tensor refuses a borrow of
+ *    a detached buffer, but cannot stop a transfer during one.)
  *  - managed_tensor_from_value: a new OWNING DLManagedTensorVersioned* (the
  *    caller calls its deleter once), without stream synchronisation.
  *  - managed_tensor_to_value: takes ownership of a DLManagedTensorVersioned*
@@ -683,7 +691,9 @@ typedef struct napi_dlpack_exchange_api_header {
 typedef int (*napi_dlpack_dltensor_from_value_fn)(napi_env env,
                                                   napi_value value,
                                                   DLTensor* out,
-                                                  uint64_t* out_flags);
+                                                  uint64_t* out_flags,
+                                                  void** out_keep_alive);
+typedef void (*napi_dlpack_release_borrow_fn)(napi_env env, void* keep_alive);
 typedef int (*napi_dlpack_managed_tensor_from_value_fn)(
     napi_env env, napi_value value, DLManagedTensorVersioned** out);
 typedef int (*napi_dlpack_managed_tensor_to_value_fn)(
@@ -697,6 +707,7 @@ typedef int (*napi_dlpack_current_work_stream_fn)(napi_env env,
 typedef struct napi_dlpack_exchange_api {
   napi_dlpack_exchange_api_header header;
   napi_dlpack_dltensor_from_value_fn dltensor_from_value;
+  napi_dlpack_release_borrow_fn release_borrow;
   napi_dlpack_managed_tensor_from_value_fn managed_tensor_from_value;
   napi_dlpack_managed_tensor_to_value_fn managed_tensor_to_value;
   napi_dlpack_current_work_stream_fn current_work_stream;
@@ -706,9 +717,14 @@ NAPI_DLPACK_STATIC_ASSERT(offsetof(napi_dlpack_exchange_api,
                                    dltensor_from_value) ==
                               sizeof(napi_dlpack_exchange_api_header),
                           exchange_api_first_function);
+NAPI_DLPACK_STATIC_ASSERT(offsetof(napi_dlpack_exchange_api,
+                                   release_borrow) ==
+                              sizeof(napi_dlpack_exchange_api_header) +
+                                  sizeof(void*),
+                          exchange_api_release_borrow);
 NAPI_DLPACK_STATIC_ASSERT(sizeof(napi_dlpack_exchange_api) ==
                               sizeof(napi_dlpack_exchange_api_header) +
-                                  4 * sizeof(void*),
+                                  5 * sizeof(void*),
                           exchange_api_size);
 
 /* The type tag of the external holding a table. */
@@ -799,24 +815,50 @@ static inline napi_dlpack_status napi_dlpack_exchange_api_find(
   return NAPI_DLPACK_OK;
 }
 
+/* A borrow in progress: what napi_dlpack_exchange_borrow fills and
+ * napi_dlpack_exchange_release ends. */
+typedef struct napi_dlpack_borrow {
+  DLTensor tensor;
+  uint64_t flags;                /* DLPACK_FLAG_BITMASK_READ_ONLY, ..IS_COPIED */
+  const napi_dlpack_exchange_api* api; /* whose release_borrow ends it */
+  void* keep_alive;              /* the producer's token */
+} napi_dlpack_borrow;
+
 /*
- * Consumer: borrows the tensor of `value` for the current native call into
- * *out (and its DLPack flags into *flags). NAPI_DLPACK_ERR_PRODUCER means the
- * producer threw (pass the pending exception on by returning NULL);
+ * Consumer: borrows the tensor of `value` into *out until
+ * napi_dlpack_exchange_release(env, out), which must follow every OK return
+ * exactly once (on this JS thread, while env is alive). The memory stays valid
+ * until then even if JS disposes the object meanwhile. NAPI_DLPACK_ERR_PRODUCER
+ * means the producer threw (pass the pending exception on by returning NULL);
  * NAPI_DLPACK_ERR_NO_EXCHANGE that the value (or its table) cannot lend.
  * Validate the result (napi_dlpack_tensor_extent) before touching data.
  */
 static inline napi_dlpack_status napi_dlpack_exchange_borrow(
-    napi_env env, napi_value value, DLTensor* out, uint64_t* flags) {
+    napi_env env, napi_value value, napi_dlpack_borrow* out) {
   const napi_dlpack_exchange_api* api = NULL;
   napi_dlpack_status st;
-  if (out == NULL || flags == NULL) return NAPI_DLPACK_ERR_INVALID_ARG;
+  if (out == NULL) return NAPI_DLPACK_ERR_INVALID_ARG;
+  out->api = NULL;
+  out->keep_alive = NULL;
   st = napi_dlpack_exchange_api_find(env, value, &api);
   if (st != NAPI_DLPACK_OK) return st;
-  if (api->dltensor_from_value == NULL) return NAPI_DLPACK_ERR_NO_EXCHANGE;
-  if (api->dltensor_from_value(env, value, out, flags) != 0)
+  if (api->dltensor_from_value == NULL || api->release_borrow == NULL)
+    return NAPI_DLPACK_ERR_NO_EXCHANGE;
+  if (api->dltensor_from_value(env, value, &out->tensor, &out->flags,
+                               &out->keep_alive) != 0)
     return NAPI_DLPACK_ERR_PRODUCER;
+  out->api = api;
   return NAPI_DLPACK_OK;
+}
+
+/* Consumer: ends a borrow napi_dlpack_exchange_borrow made (a no-op on one
+ * that failed, or was already released). */
+static inline void napi_dlpack_exchange_release(napi_env env,
+                                                napi_dlpack_borrow* borrow) {
+  if (borrow == NULL || borrow->api == NULL) return;
+  borrow->api->release_borrow(env, borrow->keep_alive);
+  borrow->api = NULL;
+  borrow->keep_alive = NULL;
 }
 
 /*

@@ -11,6 +11,7 @@ use std::cell::RefCell;
 use std::ffi::{c_void, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
+use std::sync::Arc;
 
 use napi::bindgen_prelude::{Object, Unknown};
 use napi::{sys, Env, JsValue};
@@ -22,11 +23,12 @@ use napi_dlpack::ffi::{
 use napi_dlpack::{export, DeviceType, ErrorKind, ExportFormat, ForeignTensor};
 
 use crate::storage::{export_address, ExportOwner, Memory};
-use crate::tensor::{self, check_attached, fail, handle_of, status, storage_of, Result};
+use crate::tensor::{self, check_attached, fail, handle_of, status, storage_of, BorrowPin, Result};
 
 /// The table, for the whole process (every environment, every thread).
 static EXCHANGE_API: ExchangeApi = ExchangeApi::new(
   Some(dltensor_from_value),
+  Some(release_borrow),
   Some(managed_tensor_from_value),
   Some(managed_tensor_to_value),
   Some(current_work_stream),
@@ -47,22 +49,42 @@ struct EnvExchange {
 
 thread_local! {
   static ENV_EXCHANGE: RefCell<Option<EnvExchange>> = const { RefCell::new(None) };
+  /// References the exchange state of this thread holds (for `nativeStats()`: a second
+  /// install must not leak the first one's).
+  static LIVE_REFERENCES: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
 }
 
 unsafe extern "C" fn forget_env(_arg: *mut c_void) {
   // Node (20 at least) does not free a module's references when a Worker's environment ends
   // (valgrind showed them lost), so delete them here: cleanup hooks run while the env is alive.
   if let Some(exchange) = ENV_EXCHANGE.with(|state| state.borrow_mut().take()) {
-    for reference in [exchange.handle_key, exchange.make_tensor] {
-      // SAFETY: our references, on their env's thread, in its cleanup hook (env still live).
-      unsafe { sys::napi_delete_reference(exchange.env, reference) };
+    delete_references(exchange.env, &[exchange.handle_key, exchange.make_tensor]);
+  }
+  LIVE_REFERENCES.with(|live| live.set(0));
+}
+
+/// References held by this thread's exchange state (`nativeStats().exchangeReferences`).
+pub(crate) fn live_references() -> u32 {
+  LIVE_REFERENCES.with(core::cell::Cell::get)
+}
+
+/// Deletes references of `env` (those of a replaced or abandoned install, or of an env being
+/// torn down).
+fn delete_references(env: sys::napi_env, references: &[sys::napi_ref]) {
+  for &reference in references {
+    // SAFETY: references of this env, on its thread, while it is alive (during a call, or in
+    // its cleanup hook), deleted once.
+    if unsafe { sys::napi_delete_reference(env, reference) } == sys::Status::napi_ok {
+      LIVE_REFERENCES.with(|live| live.set(live.get().saturating_sub(1)));
     }
   }
 }
 
-/// Installs the exchange table for this environment (called once by `lib/tensor.ts`):
+/// Installs the exchange table for this environment (called once by `lib/exchange.ts`):
 /// `prototype` (`Tensor.prototype`) and `globalThis` get the table, `handleKey` is the symbol
 /// under which each tensor keeps its handle, `makeTensor(handle)` wraps a handle in a `Tensor`.
+/// A later install in the same environment (the module loaded twice) replaces the handle key
+/// and factory, deleting the references to the previous ones.
 #[napi(js_name = "installExchangeApi")]
 pub fn install_exchange_api(
   env: &Env,
@@ -77,33 +99,42 @@ pub fn install_exchange_api(
       "makeTensor must be a function",
     ));
   }
+
+  // SAFETY: a live object of this env. First, so that a refused install changes nothing.
+  unsafe { exchange::install(raw, prototype.raw(), &EXCHANGE_API)? };
   let (mut key_ref, mut factory_ref) = (ptr::null_mut(), ptr::null_mut());
   // SAFETY: live values of this env.
   status("napi_create_reference", unsafe {
     sys::napi_create_reference(raw, handle_key.raw(), 1, &mut key_ref)
   })?;
+  LIVE_REFERENCES.with(|live| live.set(live.get() + 1));
   // SAFETY: as above.
-  status("napi_create_reference", unsafe {
+  let made = status("napi_create_reference", unsafe {
     sys::napi_create_reference(raw, make_tensor.raw(), 1, &mut factory_ref)
-  })?;
-  let first = ENV_EXCHANGE.with(|state| {
-    state
-      .borrow_mut()
-      .replace(EnvExchange {
-        env: raw,
-        handle_key: key_ref,
-        make_tensor: factory_ref,
-      })
-      .is_none()
   });
-  if first {
-    // SAFETY: our env; the hook only clears this thread's state.
-    status("napi_add_env_cleanup_hook", unsafe {
-      sys::napi_add_env_cleanup_hook(raw, Some(forget_env), ptr::null_mut())
-    })?;
+  if let Err(error) = made {
+    delete_references(raw, &[key_ref]);
+    return Err(error);
   }
-  // SAFETY: a live object of this env.
-  unsafe { exchange::install(raw, prototype.raw(), &EXCHANGE_API)? };
+  LIVE_REFERENCES.with(|live| live.set(live.get() + 1));
+  let previous = ENV_EXCHANGE.with(|state| {
+    state.borrow_mut().replace(EnvExchange {
+      env: raw,
+      handle_key: key_ref,
+      make_tensor: factory_ref,
+    })
+  });
+  match previous {
+    // A second install in this env: its references are ours to delete (else they leak).
+    Some(old) if old.env == raw => delete_references(raw, &[old.handle_key, old.make_tensor]),
+    Some(_) => {}
+    None => {
+      // SAFETY: our env; the hook only clears this thread's state.
+      status("napi_add_env_cleanup_hook", unsafe {
+        sys::napi_add_env_cleanup_hook(raw, Some(forget_env), ptr::null_mut())
+      })?;
+    }
+  }
   let mut global = ptr::null_mut();
   // SAFETY: our env.
   status("napi_get_global", unsafe {
@@ -228,22 +259,36 @@ fn value_type(env: &Env, value: sys::napi_value) -> Result<sys::napi_valuetype> 
   Ok(kind)
 }
 
-/// `dltensor_from_value`: borrows the tensor. Shape and strides point into the handle's
-/// metadata, which the JS object keeps alive; nothing is allocated.
+/// `dltensor_from_value`: borrows the tensor. The token is one strong count on the handle's
+/// [`BorrowPin`] (its storage and its metadata, where shape and strides live), so a `dispose()`
+/// or a GC of the JS object during or after the borrow frees nothing the borrower uses. The
+/// pin is made on a handle's first borrow; later borrows allocate nothing.
 unsafe extern "C" fn dltensor_from_value(
   env: sys::napi_env,
   value: sys::napi_value,
   out: *mut DLTensor,
   out_flags: *mut u64,
+  out_keep_alive: *mut *mut c_void,
 ) -> i32 {
   run(env, |env, exchange| {
-    if out.is_null() || out_flags.is_null() {
+    if out.is_null() || out_flags.is_null() || out_keep_alive.is_null() {
       return Err(fail(ErrorKind::InvalidArgument, "NULL output pointer"));
     }
     let handle = tensor_handle(env, exchange, value)?;
     let storage = storage_of(handle)?;
     check_attached(env, storage)?;
-    let meta = &handle.meta;
+    let pin = match &handle.borrow_pin {
+      Some(pin) => pin.clone(),
+      None => {
+        let pin = Arc::new(BorrowPin {
+          storage: storage.clone(),
+          meta: handle.meta.clone(),
+        });
+        handle.borrow_pin = Some(pin.clone());
+        pin
+      }
+    };
+    let (storage, meta) = (&pin.storage, &pin.meta);
     let (data, byte_offset) = export_address(storage, meta);
     let flags = if meta.readonly {
       DLPACK_FLAG_BITMASK_READ_ONLY
@@ -266,9 +311,24 @@ unsafe extern "C" fn dltensor_from_value(
         byte_offset,
       });
       out_flags.write(flags);
+      out_keep_alive.write(Arc::into_raw(pin).cast_mut().cast());
     }
     Ok(())
   })
+}
+
+/// `release_borrow`: gives back the count [`dltensor_from_value`] took (the last one frees the
+/// storage, running a foreign producer's deleter). Called on the env's JS thread.
+unsafe extern "C" fn release_borrow(_env: sys::napi_env, keep_alive: *mut c_void) {
+  if keep_alive.is_null() {
+    return;
+  }
+  // A panic in a deleter must not unwind into the caller.
+  let _ = catch_unwind(|| {
+    // SAFETY: a token `dltensor_from_value` made with `Arc::into_raw`, released once (the
+    // table's contract).
+    drop(unsafe { Arc::from_raw(keep_alive.cast_const().cast::<BorrowPin>()) });
+  });
 }
 
 /// `managed_tensor_from_value`: an owning export, as `__dlpack__()` makes but without a

@@ -37,10 +37,21 @@ pub struct Handle {
   /// `None` once released (`dispose()`).
   storage: Option<Arc<Storage>>,
   pub(crate) meta: Arc<Meta>,
+  /// What an exchange-table borrow holds on to (`exchange::dltensor_from_value`): made on the
+  /// first borrow, then shared by every later one (one atomic increment each, no allocation).
+  /// Emptied with `storage` by `dispose()`; borrows in progress keep their own count.
+  pub(crate) borrow_pin: Option<Arc<BorrowPin>>,
   /// A cached zero-copy view (external ArrayBuffer) of foreign memory, so a storage is wrapped
   /// by at most one ArrayBuffer per handle, and the slot through which that ArrayBuffer keeps
   /// the storage alive (emptied by `dispose()`).
   view: RefCell<Option<(BufferRef, ViewSlot)>>,
+}
+
+/// The storage and layout a borrowed `DLTensor` points into (data; shape and strides), kept
+/// alive together by one token (`Arc::into_raw`) until the borrower releases it.
+pub(crate) struct BorrowPin {
+  pub(crate) storage: Arc<Storage>,
+  pub(crate) meta: Arc<Meta>,
 }
 
 /// What an external ArrayBuffer view holds on to. `dispose()` detaches the ArrayBuffer and
@@ -69,6 +80,7 @@ pub(crate) fn new_handle<'env>(
   let handle = Handle {
     storage: Some(storage),
     meta: Arc::new(meta),
+    borrow_pin: None,
     view: RefCell::new(None),
   };
   // SAFETY: our env, on its thread.
@@ -338,6 +350,7 @@ pub fn import_capsule<'env>(
             let handle = Handle {
               storage: Some(owner.storage),
               meta: Arc::new(meta),
+              borrow_pin: None,
               view: RefCell::new(None),
             };
             // SAFETY: `capsule` is a live capsule of this env whose payload is ours (is_own).
@@ -934,6 +947,7 @@ pub fn release_handle(env: &Env, handle: Unknown<'_>) -> Result<bool> {
       slot.take();
     }
   }
+  handle.borrow_pin = None;
   Ok(handle.storage.take().is_some())
 }
 
@@ -1006,12 +1020,15 @@ pub fn handle_device(env: &Env, handle: Unknown<'_>) -> Result<Vec<i32>> {
 #[napi(object)]
 pub struct NativeStats {
   pub live_storages: u32,
+  /// References this thread's exchange-table state holds (2 once installed).
+  pub exchange_references: u32,
 }
 
 #[napi(js_name = "nativeStats")]
 pub fn native_stats() -> NativeStats {
   NativeStats {
     live_storages: crate::storage::LIVE_STORAGES.load(std::sync::atomic::Ordering::Relaxed) as u32,
+    exchange_references: crate::exchange::live_references(),
   }
 }
 

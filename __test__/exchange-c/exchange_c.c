@@ -5,7 +5,8 @@
  *  - as a consumer of napi-dlpack's Tensor: borrowSum / borrowScale (borrowed
  *    DLTensor + napi_dlpack_tensor_extent), exportHold / releaseHeld (owning
  *    export), makeTensor (a C-owned tensor returned to JS as a napi-dlpack
- *    Tensor through the default importer), currentStream, borrowStatus;
+ *    Tensor through the default importer), currentStream, borrowStatus,
+ *    borrowKeep / keptSum (a borrow outliving a dispose());
  *  - as a producer: the CTensor class, whose prototype carries this addon's
  *    own table (major 1), and BadVersionTensor / ChainedTensor, whose tables
  *    have major 99 (with no older table / with the major-1 table behind it).
@@ -60,27 +61,33 @@ static napi_value make_bigint(napi_env env, uint64_t value) {
 /* ---- consumer: borrow a tensor -------------------------------------------- */
 
 typedef struct {
-  DLTensor t;
+  napi_dlpack_borrow borrow;
+  DLTensor t; /* borrow.tensor, validated */
   uint64_t flags;
   napi_dlpack_extent extent;
 } borrowed;
 
-/* Borrows and validates a float32 host tensor; NULL with an exception thrown
- * on failure. */
+/* Borrows and validates a float32 host tensor; 0 with an exception thrown
+ * (and nothing left to release) on failure. On success the caller ends the
+ * borrow with napi_dlpack_exchange_release(env, &out->borrow). */
 static int borrow_f32(napi_env env, napi_value value, borrowed* out) {
   const char* code;
-  napi_dlpack_status st = napi_dlpack_exchange_borrow(env, value, &out->t, &out->flags);
+  napi_dlpack_status st = napi_dlpack_exchange_borrow(env, value, &out->borrow);
   if (st != NAPI_DLPACK_OK) {
     fail_status(env, st);
     return 0;
   }
+  out->t = out->borrow.tensor;
+  out->flags = out->borrow.flags;
   code = napi_dlpack_tensor_extent(&out->t, out->flags, &out->extent);
   if (code != NULL) {
+    napi_dlpack_exchange_release(env, &out->borrow);
     napi_throw_error(env, code, "invalid borrowed tensor");
     return 0;
   }
   if (out->t.dtype.code != kDLFloat || out->t.dtype.bits != 32 || out->t.dtype.lanes != 1 ||
       out->t.device.device_type != kDLCPU) {
+    napi_dlpack_exchange_release(env, &out->borrow);
     napi_throw_error(env, "ERR_DLPACK_DTYPE_MISMATCH", "expected a float32 CPU tensor");
     return 0;
   }
@@ -116,6 +123,7 @@ static napi_value borrow_sum(napi_env env, napi_callback_info info) {
   get_args(env, info, 1, argv);
   if (!borrow_f32(env, argv[0], &b)) return NULL;
   for_each_offset(&b.t, add_to, &sum);
+  napi_dlpack_exchange_release(env, &b.borrow); /* b.t's fields stay readable: copies */
   CHECK_NAPI(env, napi_create_object(env, &result));
   CHECK_NAPI(env, napi_create_double(env, sum, &field));
   CHECK_NAPI(env, napi_set_named_property(env, result, "sum", field));
@@ -141,23 +149,60 @@ static napi_value borrow_scale(napi_env env, napi_callback_info info) {
   get_args(env, info, 2, argv);
   CHECK_NAPI(env, napi_get_value_double(env, argv[1], &factor));
   if (!borrow_f32(env, argv[0], &b)) return NULL;
-  if (b.flags & DLPACK_FLAG_BITMASK_READ_ONLY)
+  if (b.flags & DLPACK_FLAG_BITMASK_READ_ONLY) {
+    napi_dlpack_exchange_release(env, &b.borrow);
     THROW(env, "ERR_DLPACK_READ_ONLY", "the tensor is read-only");
+  }
   for_each_offset(&b.t, scale_by, &factor);
+  napi_dlpack_exchange_release(env, &b.borrow);
   return NULL;
 }
 
-/* borrowStatus(value) -> the status code of napi_dlpack_exchange_borrow
- * ("OK", "ERR_DLPACK_VERSION", ...); a producer's exception is passed on. */
+/* A borrow kept across calls: borrowKeep(tensor) starts it, JS may then
+ * dispose the tensor, keptSum() reads the memory and ends the borrow. */
+static borrowed kept;
+static int kept_active = 0;
+
+/* borrowKeep(tensor) */
+static napi_value borrow_keep(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  get_args(env, info, 1, argv);
+  if (kept_active) THROW(env, "ERR_DLPACK_INVALID_ARGUMENT", "a borrow is already kept");
+  if (!borrow_f32(env, argv[0], &kept)) return NULL;
+  kept_active = 1;
+  return NULL;
+}
+
+/* keptSum() -> the sum of the kept borrow's elements; then releases it. */
+static napi_value kept_sum(napi_env env, napi_callback_info info) {
+  napi_value result;
+  double sum = 0;
+  (void)info;
+  if (!kept_active) THROW(env, "ERR_DLPACK_INVALID_ARGUMENT", "no borrow is kept");
+  for_each_offset(&kept.t, add_to, &sum);
+  napi_dlpack_exchange_release(env, &kept.borrow);
+  kept_active = 0;
+  CHECK_NAPI(env, napi_create_double(env, sum, &result));
+  return result;
+}
+
+/* borrowStatus(value) -> { code, status }: the status of
+ * napi_dlpack_exchange_borrow as its stable code ("OK", "ERR_DLPACK_VERSION",
+ * ...) and as its number (codes are shared: NO_EXCHANGE and INVALID_ARG both
+ * say ERR_DLPACK_INVALID_ARGUMENT); a producer's exception is passed on. */
 static napi_value borrow_status(napi_env env, napi_callback_info info) {
-  napi_value argv[1], result;
-  DLTensor t;
-  uint64_t flags = 0;
+  napi_value argv[1], result, field;
+  napi_dlpack_borrow borrow;
   napi_dlpack_status st;
   get_args(env, info, 1, argv);
-  st = napi_dlpack_exchange_borrow(env, argv[0], &t, &flags);
+  st = napi_dlpack_exchange_borrow(env, argv[0], &borrow);
   if (st == NAPI_DLPACK_ERR_PRODUCER) return NULL;
-  CHECK_NAPI(env, napi_create_string_utf8(env, napi_dlpack_status_code(st), NAPI_AUTO_LENGTH, &result));
+  napi_dlpack_exchange_release(env, &borrow);
+  CHECK_NAPI(env, napi_create_object(env, &result));
+  CHECK_NAPI(env, napi_create_string_utf8(env, napi_dlpack_status_code(st), NAPI_AUTO_LENGTH, &field));
+  CHECK_NAPI(env, napi_set_named_property(env, result, "code", field));
+  CHECK_NAPI(env, napi_create_int32(env, (int32_t)st, &field));
+  CHECK_NAPI(env, napi_set_named_property(env, result, "status", field));
   return result;
 }
 
@@ -420,20 +465,35 @@ static ctensor* ctensor_of(napi_env env, napi_value value) {
   return (ctensor*)data;
 }
 
-static int ct_dltensor_from_value(napi_env env, napi_value value, DLTensor* out, uint64_t* flags) {
-  ctensor* t = ctensor_of(env, value);
-  if (t == NULL) return -1;
+/* Fills a DLTensor viewing `t` (no count taken). */
+static void ct_fill(const ctensor* t, DLTensor* out, uint64_t* flags) {
   memset(out, 0, sizeof *out);
-  out->data = t->data;
+  out->data = (void*)t->data;
   out->device.device_type = kDLCPU;
   out->ndim = 2;
   out->dtype.code = kDLFloat;
   out->dtype.bits = 32;
   out->dtype.lanes = 1;
-  out->shape = t->shape;
-  out->strides = t->strides;
+  out->shape = (int64_t*)t->shape;
+  out->strides = (int64_t*)t->strides;
   *flags = t->readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
+}
+
+/* A borrow holds a count on the matrix (its token), so the JS object may be
+ * collected during it. */
+static int ct_dltensor_from_value(napi_env env, napi_value value, DLTensor* out, uint64_t* flags,
+                                  void** keep_alive) {
+  ctensor* t = ctensor_of(env, value);
+  if (t == NULL) return -1;
+  ct_fill(t, out, flags);
+  __atomic_fetch_add(&t->refs, 1, __ATOMIC_SEQ_CST);
+  *keep_alive = t;
   return 0;
+}
+
+static void ct_release_borrow(napi_env env, void* keep_alive) {
+  (void)env;
+  if (keep_alive != NULL) ctensor_unref((ctensor*)keep_alive);
 }
 
 static void ct_export_deleter(DLManagedTensorVersioned* self) {
@@ -452,7 +512,7 @@ static int ct_managed_from_value(napi_env env, napi_value value, DLManagedTensor
     napi_throw_error(env, "ERR_DLPACK_NO_MEMORY", "calloc failed");
     return -1;
   }
-  ct_dltensor_from_value(env, value, &managed->dl_tensor, &flags);
+  ct_fill(t, &managed->dl_tensor, &flags);
   managed->version.major = DLPACK_MAJOR_VERSION;
   managed->version.minor = DLPACK_MINOR_VERSION;
   managed->flags = flags;
@@ -474,6 +534,7 @@ static int ct_current_work_stream(napi_env env, int32_t device_type, int32_t dev
 static const napi_dlpack_exchange_api ctensor_api = {
     {{NAPI_DLPACK_EXCHANGE_API_MAJOR, NAPI_DLPACK_EXCHANGE_API_MINOR}, NULL},
     ct_dltensor_from_value,
+    ct_release_borrow,
     ct_managed_from_value,
     NULL, /* this producer makes no objects from foreign tensors */
     ct_current_work_stream};
@@ -561,6 +622,8 @@ static napi_value init(napi_env env, napi_value exports) {
       {"borrowSum", NULL, borrow_sum, NULL, NULL, NULL, napi_default, NULL},
       {"borrowScale", NULL, borrow_scale, NULL, NULL, NULL, napi_default, NULL},
       {"borrowStatus", NULL, borrow_status, NULL, NULL, NULL, napi_default, NULL},
+      {"borrowKeep", NULL, borrow_keep, NULL, NULL, NULL, napi_default, NULL},
+      {"keptSum", NULL, kept_sum, NULL, NULL, NULL, napi_default, NULL},
       {"extentOf", NULL, extent_of, NULL, NULL, NULL, napi_default, NULL},
       {"exportHold", NULL, export_hold, NULL, NULL, NULL, napi_default, NULL},
       {"heldFlags", NULL, held_flags, NULL, NULL, NULL, napi_default, NULL},

@@ -1,5 +1,13 @@
 import type { OwnedTensorArg, TensorArg, TensorResult } from 'napi-dlpack'
 
+/**
+ * `target += source` for two contiguous float32 tensors of the same length; returns `target`'s
+ * new values. `target` is converted first, so whatever JS `source`'s conversion runs (its
+ * `__dlpack__`, a getter) runs while `target` is borrowed: the borrow keeps `target`'s memory
+ * alive even if that JS disposes it.
+ */
+export declare function addInto(target: TensorArg, source: TensorArg): Array<number>
+
 /** The floor: an empty call taking one value without converting it. */
 export declare function benchFloor1(a: unknown): number
 

@@ -4,7 +4,8 @@
 //!
 //! - [`TensorArg`] lives for the call. It takes, cheapest first: an object whose prototype
 //!   exposes the exchange table (napi-dlpack's `Tensor`: borrowed through
-//!   `dltensor_from_value`, no capsule, no allocation); a capsule from any producer (consumed:
+//!   `dltensor_from_value`, no capsule, no allocation: the producer holds the memory until the
+//!   argument drops, whatever JS runs meanwhile); a capsule from any producer (consumed:
 //!   the argument owns the tensor); any object with `__dlpack__` (called with
 //!   `{ maxVersion: [1, 3] }`, then consumed).
 //! - [`OwnedTensorArg`] owns its tensor, so it may outlive the call (an `AsyncTask`, another
@@ -18,6 +19,7 @@
 //! `index.d.ts` is complete with `dtsHeader: "import type { TensorArg, OwnedTensorArg,
 //! TensorResult } from 'napi-dlpack'"` in its `package.json`'s `napi` section.
 
+use core::ffi::c_void;
 use core::marker::PhantomData;
 use core::ops::{Deref, DerefMut};
 use core::ptr;
@@ -49,7 +51,8 @@ pub struct TensorArg<'call> {
 #[derive(Debug)]
 enum Inner<'call> {
   /// Filled by the producer's `dltensor_from_value`; points into the producer's memory, which
-  /// the JS argument keeps alive until the call returns.
+  /// the producer keeps alive until the borrow's token is released (on drop), whatever JS
+  /// does with the argument meanwhile.
   Borrowed(Borrowed<'call>),
   /// Consumed from a capsule: released (deleter) when the argument drops.
   Owned(ForeignTensor),
@@ -60,7 +63,21 @@ struct Borrowed<'call> {
   tensor: DLTensor,
   flags: u64,
   layout: Layout,
+  /// The producer's token and how to give it back: what keeps `tensor`'s memory, shape and
+  /// strides alive even if JS disposes the argument during the call (another argument's
+  /// `__dlpack__` or getter may run arbitrary JS), or after it.
+  env: sys::napi_env,
+  keep_alive: *mut c_void,
+  release: exchange::ReleaseBorrow,
   _call: PhantomData<&'call ()>,
+}
+
+impl Drop for Borrowed<'_> {
+  fn drop(&mut self) {
+    // SAFETY: the token of a successful `dltensor_from_value`, released once. `Borrowed` is not
+    // `Send` (raw pointers), so this runs on the env's JS thread.
+    unsafe { (self.release)(self.env, self.keep_alive) };
+  }
 }
 
 impl ViewSource for Borrowed<'_> {
@@ -273,23 +290,42 @@ const EXPECTED: &str = "expected a tensor: an object exposing the DLPack exchang
 /// Borrows through `dltensor_from_value` and validates.
 ///
 /// # Safety
-/// `env` live, `value` a live value of it, `fill` its producer's table function.
+/// `env` live, `value` a live value of it, `fill` and `release` its producer's table functions.
 unsafe fn borrow<'call>(
   env: sys::napi_env,
   value: sys::napi_value,
   fill: exchange::DLTensorFromValue,
+  release: exchange::ReleaseBorrow,
 ) -> napi::Result<TensorArg<'call>> {
   let mut tensor = DLTensor::zeroed();
   let mut flags = 0u64;
+  let mut keep_alive = ptr::null_mut();
   // SAFETY: the producer's function, called on its env's thread with valid out pointers.
-  if unsafe { fill(env, value, &mut tensor, &mut flags) } != 0 {
+  if unsafe { fill(env, value, &mut tensor, &mut flags, &mut keep_alive) } != 0 {
     // SAFETY: forwarded contract.
     return Err(unsafe { take_exception(env) });
   }
-  // SAFETY: the producer filled shape/strides for `ndim` entries that stay readable during
-  // the call (the table's contract).
-  let layout = unsafe { coded(env, validate(&tensor, flags))? };
-  if layout.strides_were_null() && layout.ndim() > 0 {
+  // SAFETY: the producer filled shape/strides for `ndim` entries that stay readable until the
+  // token is released (the table's contract).
+  let layout = match unsafe { coded(env, validate(&tensor, flags)) } {
+    Ok(layout) => layout,
+    Err(error) => {
+      // SAFETY: the token of the successful call above, released once.
+      unsafe { release(env, keep_alive) };
+      return Err(error);
+    }
+  };
+  // From here on, dropping `borrowed` (the check below included) releases the token once.
+  let borrowed = Borrowed {
+    tensor,
+    flags,
+    layout,
+    env,
+    keep_alive,
+    release,
+    _call: PhantomData,
+  };
+  if borrowed.layout.strides_were_null() && borrowed.layout.ndim() > 0 {
     // The table postdates DLPack 1.2, which made strides mandatory for ndim > 0.
     // SAFETY: forwarded contract.
     return Err(unsafe {
@@ -303,12 +339,7 @@ unsafe fn borrow<'call>(
     });
   }
   Ok(TensorArg {
-    inner: Inner::Borrowed(Borrowed {
-      tensor,
-      flags,
-      layout,
-      _call: PhantomData,
-    }),
+    inner: Inner::Borrowed(borrowed),
   })
 }
 
@@ -370,10 +401,17 @@ unsafe fn from_protocol(env: sys::napi_env, value: sys::napi_value) -> napi::Res
     return Err(unsafe { take_exception(env) });
   }
   if type_of(env, capsule_value)? != sys::ValueType::napi_external {
-    return Err(invalid_argument(
-      env,
-      "__dlpack__ did not return a DLPack capsule",
-    ));
+    // The one code for whatever `__dlpack__` returned that is not a capsule (protocol §3).
+    // SAFETY: forwarded contract.
+    return Err(unsafe {
+      coded_error(
+        env,
+        &DLPackError::new(
+          ErrorKind::NotACapsule,
+          "__dlpack__ did not return a DLPack capsule",
+        ),
+      )
+    });
   }
   // SAFETY: a live external of this env.
   unsafe { consume_capsule(env, capsule_value) }
@@ -454,9 +492,9 @@ impl FromNapiValue for TensorArg<'_> {
     // SAFETY: live env and object (napi-rs's contract for this call; `check_kind` said object
     // or function).
     if let Some(api) = unsafe { coded(env, exchange::find_api_of_object(env, value))? } {
-      if let Some(fill) = api.dltensor_from_value {
+      if let (Some(fill), Some(release)) = (api.dltensor_from_value, api.release_borrow) {
         // SAFETY: as above.
-        return unsafe { borrow(env, value, fill) };
+        return unsafe { borrow(env, value, fill, release) };
       }
       if let Some(export) = api.managed_tensor_from_value {
         // SAFETY: as above.

@@ -45,11 +45,21 @@ pub struct ExchangeApiHeader {
   pub prev_api: *const ExchangeApiHeader,
 }
 
-/// Fills `out` with a tensor borrowed from `value` and `*out_flags` with its DLPack flags
-/// (`READ_ONLY`, `IS_COPIED`; a bare `DLTensor` cannot carry them). Valid until the calling
-/// native callback returns, as long as no JS runs meanwhile. No allocation, no stream sync.
-pub type DLTensorFromValue =
-  unsafe extern "C" fn(sys::napi_env, sys::napi_value, *mut DLTensor, *mut u64) -> i32;
+/// Fills `out` with a tensor borrowed from `value`, `*out_flags` with its DLPack flags
+/// (`READ_ONLY`, `IS_COPIED`; a bare `DLTensor` cannot carry them) and `*out_keep_alive` with
+/// a token (possibly NULL). Everything `out` points to stays valid until the token is passed to
+/// the table's [`ReleaseBorrow`], whatever JS runs meanwhile (a `dispose()`, a GC). No
+/// allocation per call, no stream sync.
+pub type DLTensorFromValue = unsafe extern "C" fn(
+  sys::napi_env,
+  sys::napi_value,
+  *mut DLTensor,
+  *mut u64,
+  *mut *mut c_void,
+) -> i32;
+/// Ends a borrow: called exactly once per successful [`DLTensorFromValue`] with its token, on
+/// the env's JS thread while the env is alive.
+pub type ReleaseBorrow = unsafe extern "C" fn(sys::napi_env, *mut c_void);
 /// Writes a new owning export of `value` to `*out` (no stream sync).
 pub type ManagedTensorFromValue =
   unsafe extern "C" fn(sys::napi_env, sys::napi_value, *mut *mut DLManagedTensorVersioned) -> i32;
@@ -66,6 +76,8 @@ pub type CurrentWorkStream = unsafe extern "C" fn(sys::napi_env, i32, i32, *mut 
 pub struct ExchangeApi {
   pub header: ExchangeApiHeader,
   pub dltensor_from_value: Option<DLTensorFromValue>,
+  /// Non-NULL whenever `dltensor_from_value` is.
+  pub release_borrow: Option<ReleaseBorrow>,
   pub managed_tensor_from_value: Option<ManagedTensorFromValue>,
   pub managed_tensor_to_value: Option<ManagedTensorToValue>,
   pub current_work_stream: Option<CurrentWorkStream>,
@@ -81,14 +93,16 @@ unsafe impl Sync for ExchangeApiHeader {}
 const _: () = {
   assert!(core::mem::size_of::<ExchangeApiHeader>() == 16);
   assert!(core::mem::offset_of!(ExchangeApi, dltensor_from_value) == 16);
-  assert!(core::mem::offset_of!(ExchangeApi, current_work_stream) == 40);
-  assert!(core::mem::size_of::<ExchangeApi>() == 48);
+  assert!(core::mem::offset_of!(ExchangeApi, release_borrow) == 24);
+  assert!(core::mem::offset_of!(ExchangeApi, current_work_stream) == 48);
+  assert!(core::mem::size_of::<ExchangeApi>() == 56);
 };
 
 impl ExchangeApi {
   /// A major-1 table with the given functions and no older table behind it.
   pub const fn new(
     dltensor_from_value: Option<DLTensorFromValue>,
+    release_borrow: Option<ReleaseBorrow>,
     managed_tensor_from_value: Option<ManagedTensorFromValue>,
     managed_tensor_to_value: Option<ManagedTensorToValue>,
     current_work_stream: Option<CurrentWorkStream>,
@@ -102,6 +116,7 @@ impl ExchangeApi {
         prev_api: ptr::null(),
       },
       dltensor_from_value,
+      release_borrow,
       managed_tensor_from_value,
       managed_tensor_to_value,
       current_work_stream,

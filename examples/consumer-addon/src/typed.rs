@@ -4,6 +4,7 @@
 //!   strided view), float32 or float64;
 //! - `fwhtRows(x)`: the Walsh–Hadamard transform of `fwhtRowsInPlace`, taking any tensor;
 //! - `inspect(x)` / `inspectOwned(x)`: metadata and how the argument arrived (borrowed or owned);
+//! - `addInto(target, source)`: `target += source` (two borrowed arguments);
 //! - `sumAsync(x)`: the sum on the libuv thread pool, from a tensor the task owns;
 //! - `matrix(rows, cols, dtype)` / `matrixCapsule(...)`: a Rust matrix returned as a
 //!   napi-dlpack `Tensor` (or always as a capsule).
@@ -38,6 +39,29 @@ pub fn scale_in_place(mut x: TensorArg, factor: f64) -> napi::Result<(), &'stati
     }
   }
   Ok(())
+}
+
+/// `target += source` for two contiguous float32 tensors of the same length; returns `target`'s
+/// new values. `target` is converted first, so whatever JS `source`'s conversion runs (its
+/// `__dlpack__`, a getter) runs while `target` is borrowed: the borrow keeps `target`'s memory
+/// alive even if that JS disposes it.
+#[napi(js_name = "addInto")]
+pub fn add_into(mut target: TensorArg, source: TensorArg) -> napi::Result<Vec<f64>, &'static str> {
+  let source = source.as_slice::<f32>()?;
+  let target = target.as_mut_slice::<f32>()?;
+  if source.len() != target.len() {
+    return Err(
+      DLPackError::new(
+        ErrorKind::Shape,
+        format!("addInto: {} elements into {}", source.len(), target.len()),
+      )
+      .into(),
+    );
+  }
+  for (into, from) in target.iter_mut().zip(source) {
+    *into += *from;
+  }
+  Ok(target.iter().map(|&v| f64::from(v)).collect())
 }
 
 /// The unnormalised Walsh–Hadamard transform of every row of a 2-D, row-major, writable

@@ -266,6 +266,23 @@ pub(crate) fn strided_of<T: Element, S: ViewSource>(
   Ok(view)
 }
 
+/// Offset in elements of the element at `index` (one coordinate per dimension) from the first
+/// element, or `None` when `index` is out of bounds. For a validated layout every partial sum
+/// lies within [min_offset, max_offset], so nothing overflows.
+fn offset_of(shape: &[i64], strides: &[i64], index: &[usize]) -> Option<isize> {
+  if index.len() != shape.len() {
+    return None;
+  }
+  let mut offset = 0i64;
+  for ((&i, &dim), &stride) in index.iter().zip(shape).zip(strides) {
+    if i as u64 >= dim as u64 {
+      return None;
+    }
+    offset += i as i64 * stride;
+  }
+  Some(offset as isize)
+}
+
 /// Element offsets (in elements, from the first element) in row-major order.
 fn element_offsets<'a>(
   shape: &'a [i64],
@@ -316,18 +333,9 @@ impl<'a, T: Element> StridedView<'a, T> {
 
   /// The element at `index` (one coordinate per dimension), or `None` when out of bounds.
   pub fn get(&self, index: &[usize]) -> Option<T> {
-    if index.len() != self.shape.len() {
-      return None;
-    }
-    let mut offset = 0i64;
-    for ((&i, &dim), &stride) in index.iter().zip(self.shape).zip(self.strides) {
-      if i as u64 >= dim as u64 {
-        return None;
-      }
-      offset += i as i64 * stride; // within [min_offset, max_offset], checked at import
-    }
+    let offset = offset_of(self.shape, self.strides, index)?;
     // SAFETY: the index is in bounds, so the offset lies within the validated span.
-    Some(unsafe { self.first.offset(offset as isize).read() })
+    Some(unsafe { self.first.offset(offset).read() })
   }
 
   /// All elements in row-major order.
@@ -390,31 +398,16 @@ impl<'a, T: Element> StridedViewMut<'a, T> {
     self.numel == 0
   }
 
-  /// Offset of `index` in elements from the first element, or `None` when out of bounds.
-  fn offset_of(&self, index: &[usize]) -> Option<isize> {
-    if index.len() != self.shape.len() {
-      return None;
-    }
-    let mut offset = 0i64;
-    for ((&i, &dim), &stride) in index.iter().zip(self.shape).zip(self.strides) {
-      if i as u64 >= dim as u64 {
-        return None;
-      }
-      offset += i as i64 * stride; // within [min_offset, max_offset], checked at validation
-    }
-    Some(offset as isize)
-  }
-
   /// The element at `index`, or `None` when out of bounds.
   pub fn get(&self, index: &[usize]) -> Option<T> {
-    let offset = self.offset_of(index)?;
+    let offset = offset_of(self.shape, self.strides, index)?;
     // SAFETY: an in-bounds index lies within the validated span.
     Some(unsafe { self.first.offset(offset).read() })
   }
 
   /// Writes `value` at `index`; `false` (nothing written) when out of bounds.
   pub fn set(&mut self, index: &[usize], value: T) -> bool {
-    match self.offset_of(index) {
+    match offset_of(self.shape, self.strides, index) {
       Some(offset) => {
         // SAFETY: in bounds, within the validated, writable span; `&mut self` is the only
         // access through this view.

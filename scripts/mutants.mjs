@@ -176,8 +176,8 @@ const mutants = [
   {
     id: 'capsule-abi-unchecked',
     file: `${crate}/capsule.rs`,
-    find: 'if self.abi_version != CAPSULE_ABI_VERSION || !matches!(self.kind, KIND_LEGACY | KIND_VERSIONED)',
-    replace: 'if false',
+    find: 'if self.abi_version == CAPSULE_ABI_VERSION && matches!(self.kind, KIND_LEGACY | KIND_VERSIONED)',
+    replace: 'if true',
   },
   {
     id: 'fill-overwrites-a-full-payload',
@@ -208,19 +208,25 @@ const mutants = [
   {
     id: 'contiguity-unchecked',
     file: `${crate}/view.rs`,
-    find: '    check_contiguous(tensor)?;\n',
+    find: '  check_contiguous(tensor)?;\n',
     replace: '',
   },
   {
     id: 'read-only-unchecked',
     file: `${crate}/view.rs`,
-    find: 'if tensor.is_read_only() {',
-    replace: 'if false {',
+    find: ') -> Result<&mut [T], DLPackError> {\n  if tensor.is_read_only() {',
+    replace: ') -> Result<&mut [T], DLPackError> {\n  if false {',
+  },
+  {
+    id: 'read-only-unchecked-strided-mut',
+    file: `${crate}/view.rs`,
+    find: ') -> Result<StridedViewMut<\'_, T>, DLPackError> {\n  if tensor.is_read_only() {',
+    replace: ') -> Result<StridedViewMut<\'_, T>, DLPackError> {\n  if false {',
   },
   {
     id: 'bool-bits-unchecked-slice',
     file: `${crate}/view.rs`,
-    find: '    check_bits::<T>(bytes)?;\n',
+    find: '  check_bits::<T>(bytes)?;\n',
     replace: '',
     js: true,
   },

@@ -926,11 +926,28 @@ static napi_value register_large_tensor_fns(napi_env env, napi_value exports);
 /* Defined in the "Hostile layouts" section at the end of this file. */
 static bool register_hostile_layouts(napi_env env, napi_value exports);
 
+/* A function the addon exports, and the one loop that exports a table of them (each section
+ * of this file registers its own table). */
+typedef struct {
+  const char* name;
+  napi_callback cb;
+} c_addon_fn;
+
+static bool export_fns(napi_env env, napi_value exports, const c_addon_fn* fns,
+                       size_t count) {
+  size_t i;
+  for (i = 0; i < count; i++) {
+    napi_value fn;
+    if (napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].cb,
+                             NULL, &fn) != napi_ok ||
+        napi_set_named_property(env, exports, fns[i].name, fn) != napi_ok)
+      return false;
+  }
+  return true;
+}
+
 NAPI_MODULE_INIT() {
-  static const struct {
-    const char* name;
-    napi_callback cb;
-  } fns[] = {
+  static const c_addon_fn fns[] = {
       {"makeTensor", make_tensor},
       {"deleterCalls", deleter_calls},
       {"resetDeleterCalls", reset_deleter_calls},
@@ -945,13 +962,8 @@ NAPI_MODULE_INIT() {
       {"heldToCapsule", held_to_capsule},
       {"releaseAtTeardown", release_at_teardown},
   };
-  size_t i;
-  for (i = 0; i < sizeof fns / sizeof fns[0]; i++) {
-    napi_value fn;
-    NAPI_CALL(env, napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH,
-                                        fns[i].cb, NULL, &fn));
-    NAPI_CALL(env, napi_set_named_property(env, exports, fns[i].name, fn));
-  }
+  if (!export_fns(env, exports, fns, sizeof fns / sizeof fns[0]))
+    return throw_code(env, "ERR_DLPACK_NAPI", "Node-API call failed: export_fns");
   return register_protocol_edges(env, exports);
 }
 
@@ -1190,10 +1202,7 @@ static napi_value tracked_deleter_stats(napi_env env, napi_callback_info info) {
 }
 
 static napi_value register_protocol_edges(napi_env env, napi_value exports) {
-  static const struct {
-    const char* name;
-    napi_callback cb;
-  } fns[] = {
+  static const c_addon_fn fns[] = {
       {"makeOddCapsule", make_odd_capsule},
       {"checkCapsule", check_capsule},
       {"payloadTensor", payload_tensor},
@@ -1202,13 +1211,8 @@ static napi_value register_protocol_edges(napi_env env, napi_value exports) {
       {"makeThreadTrackedTensor", make_thread_tracked_tensor},
       {"trackedDeleterStats", tracked_deleter_stats},
   };
-  size_t i;
-  for (i = 0; i < sizeof fns / sizeof fns[0]; i++) {
-    napi_value fn;
-    NAPI_CALL(env, napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH,
-                                        fns[i].cb, NULL, &fn));
-    NAPI_CALL(env, napi_set_named_property(env, exports, fns[i].name, fn));
-  }
+  if (!export_fns(env, exports, fns, sizeof fns / sizeof fns[0]))
+    return throw_code(env, "ERR_DLPACK_NAPI", "Node-API call failed: export_fns");
   return register_large_tensor_fns(env, exports);
 }
 
@@ -1432,10 +1436,7 @@ static napi_value held_write_u8(napi_env env, napi_callback_info info) {
 }
 
 static napi_value register_large_tensor_fns(napi_env env, napi_value exports) {
-  static const struct {
-    const char* name;
-    napi_callback cb;
-  } fns[] = {
+  static const c_addon_fn fns[] = {
       {"makeMappedTensor", make_mapped_tensor},
       {"makeHugeTensor", make_huge_tensor},
       {"mappedDeleterCalls", mapped_deleter_calls},
@@ -1443,13 +1444,8 @@ static napi_value register_large_tensor_fns(napi_env env, napi_value exports) {
       {"heldReadU8", held_read_u8},
       {"heldWriteU8", held_write_u8},
   };
-  size_t i;
-  for (i = 0; i < sizeof fns / sizeof fns[0]; i++) {
-    napi_value fn;
-    NAPI_CALL(env, napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH,
-                                        fns[i].cb, NULL, &fn));
-    NAPI_CALL(env, napi_set_named_property(env, exports, fns[i].name, fn));
-  }
+  if (!export_fns(env, exports, fns, sizeof fns / sizeof fns[0]))
+    return throw_code(env, "ERR_DLPACK_NAPI", "Node-API call failed: export_fns");
   if (!register_hostile_layouts(env, exports)) return NULL;
   return exports;
 }
@@ -1687,23 +1683,12 @@ static napi_value make_prefix_only_major(napi_env env,
 }
 
 static bool register_hostile_layouts(napi_env env, napi_value exports) {
-  static const struct {
-    const char* name;
-    napi_callback cb;
-  } fns[] = {
+  static const c_addon_fn fns[] = {
       {"makeMisalignedTensor", make_misaligned_tensor},
       {"makeRawTensor", make_raw_tensor},
       {"makePrefixOnlyMajor", make_prefix_only_major},
   };
-  size_t i;
-  for (i = 0; i < sizeof fns / sizeof fns[0]; i++) {
-    napi_value fn;
-    if (napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].cb,
-                             NULL, &fn) != napi_ok ||
-        napi_set_named_property(env, exports, fns[i].name, fn) != napi_ok)
-      return false;
-  }
-  return true;
+  return export_fns(env, exports, fns, sizeof fns / sizeof fns[0]);
 }
 
 /* ======================== end of hostile layouts ======================== */

@@ -400,9 +400,7 @@ impl<'a, T: Element> StridedViewMut<'a, T> {
 
   /// The element at `index`, or `None` when out of bounds.
   pub fn get(&self, index: &[usize]) -> Option<T> {
-    let offset = offset_of(self.shape, self.strides, index)?;
-    // SAFETY: an in-bounds index lies within the validated span.
-    Some(unsafe { self.first.offset(offset).read() })
+    self.as_view().get(index)
   }
 
   /// Writes `value` at `index`; `false` (nothing written) when out of bounds.

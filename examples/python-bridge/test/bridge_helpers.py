@@ -113,6 +113,11 @@ def consume_holder(holder, name):
     return info(name)
 
 
+def consume_holder_copy(holder, name):
+    keep[name] = np.from_dlpack(keep[holder], copy=True)
+    return info(name)
+
+
 def holder_legacy_consumer(holder):
     """What a consumer that only knows the legacy struct gets."""
     return keep[holder].__dlpack__()
@@ -131,6 +136,17 @@ def write_flat(name, index, value):
 
 def release(token):
     return bridge.release(token)
+
+
+def make_and_export(name, count):
+    """make() and to_node() in one call (run on a libuv thread by py.call)."""
+    make(name, "float32", [count])
+    return [to_node(name), keep[name].ctypes.data]
+
+
+def claim_and_sum(token):
+    """to_numpy() on whatever thread runs it; the array dies on return."""
+    return float(bridge.to_numpy(token).sum())
 
 
 def pending():

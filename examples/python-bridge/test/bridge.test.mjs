@@ -6,6 +6,7 @@
 // numpy's by the exact reference count of the exported array (its deleter drops one reference,
 // so a second call would show as one reference too few), the C fixture's by its own counter.
 import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { test } from 'node:test'
@@ -391,4 +392,11 @@ test('errors are coded', () => {
   call('drop', 'legacy_ask')
   assert.equal(c.deleterCalls(), 1)
   assert.equal(bridge.pending(), 0)
+})
+
+test('example.mjs runs and prints the same addresses on both sides', () => {
+  const run = spawnSync(process.execPath, [join(here, '..', 'example.mjs')], { encoding: 'utf8' })
+  assert.equal(run.status, 0, run.stderr + run.stdout)
+  assert.match(run.stdout, /zero-copy both ways: same addresses/)
+  assert.match(run.stdout, /histogram \(int32\): \[3,3,3,3\]/)
 })

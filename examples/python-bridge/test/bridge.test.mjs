@@ -400,3 +400,24 @@ test('example.mjs runs and prints the same addresses on both sides', () => {
   assert.match(run.stdout, /zero-copy both ways: same addresses/)
   assert.match(run.stdout, /histogram \(int32\): \[3,3,3,3\]/)
 })
+
+test("Electron mode: numpy -> Node is a copy (numpy's deleter once, at the import); Node -> numpy stays zero-copy", () => {
+  // napi-dlpack's forced Electron behaviour (NAPI_DLPACK_NO_EXTERNAL_BUFFERS=1) is read once per
+  // process, so it runs in a child.
+  const run = spawnSync(process.execPath, ['--expose-gc', join(here, 'electron_mode_child.mjs')], {
+    encoding: 'utf8',
+    env: { ...process.env, NAPI_DLPACK_NO_EXTERNAL_BUFFERS: '1' },
+  })
+  assert.equal(run.status, 0, run.stderr + run.stdout)
+  const seen = JSON.parse(run.stdout.trim().split('\n').at(-1))
+  assert.equal(seen.externalBuffersAllowed, false)
+  assert.equal(seen.isCopy, true)
+  assert.equal(seen.sameAddress, false)
+  assert.equal(seen.exported, seen.base + 1)
+  assert.equal(seen.afterImport, seen.base, 'copied at the import, which ran the deleter')
+  assert.equal(seen.afterDispose, seen.base, 'and only once')
+  assert.equal(seen.numpyUnchanged, true, 'writes to the copy stay in Node')
+  assert.equal(seen.toNumpySameAddress, true)
+  assert.equal(seen.toNumpyWriteSeen, true)
+  assert.equal(seen.pending, 0)
+})

@@ -51,8 +51,23 @@ typedef struct bridge_entry {
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static bridge_entry* g_entries = NULL;
-static uint64_t g_next_token = 1; /* 0 is never a token */
+static uint64_t g_next_token = 0; /* 0: not started; 0 is never a token */
 static uint64_t g_pending = 0;
+
+/* The first token: 1, or NAPI_DLPACK_BRIDGE_FIRST_TOKEN (tests start near 2^53 to check that
+ * tokens stay exact in JS and that running out is handled). Called with the lock held. */
+static void table_start_locked(void) {
+  const char* first;
+  unsigned long long value;
+  char* end = NULL;
+  if (g_next_token != 0) return;
+  g_next_token = 1;
+  first = getenv("NAPI_DLPACK_BRIDGE_FIRST_TOKEN");
+  if (first == NULL || *first == '\0') return;
+  value = strtoull(first, &end, 10);
+  if (end != NULL && *end == '\0' && value >= 1 && value <= BRIDGE_MAX_TOKEN)
+    g_next_token = (uint64_t)value;
+}
 
 typedef enum {
   TABLE_OK = 0,
@@ -66,6 +81,7 @@ static table_status table_put(uint32_t kind, void* tensor, uint64_t* token) {
   bridge_entry* entry = (bridge_entry*)malloc(sizeof(bridge_entry));
   if (entry == NULL) return TABLE_NO_MEMORY;
   pthread_mutex_lock(&g_lock);
+  table_start_locked();
   if (g_next_token >= BRIDGE_MAX_TOKEN) {
     pthread_mutex_unlock(&g_lock);
     free(entry);
@@ -87,6 +103,7 @@ static table_status table_take(uint64_t token, uint32_t* kind, void** tensor) {
   bridge_entry* found = NULL;
   table_status status;
   pthread_mutex_lock(&g_lock);
+  table_start_locked();
   for (link = &g_entries; *link != NULL; link = &(*link)->next) {
     if ((*link)->token == token) {
       found = *link;
@@ -162,19 +179,35 @@ static PyObject* py_raise(PyObject* type, const char* code,
   return NULL;
 }
 
-/* The token argument: a non-negative int below 2^53. */
+/* The token argument: an int in [0, 2^53), or a float holding one.
+ * node-calls-python passes a JS number that does not fit in an int32 as a
+ * Python float, so tokens past 2^31 arrive as floats. */
 static int py_token(PyObject* arg, uint64_t* token) {
   unsigned long long value;
+  if (PyFloat_Check(arg)) {
+    double number = PyFloat_AsDouble(arg);
+    if (!(number >= 0 && number < 9007199254740992.0) ||
+        number != (double)(uint64_t)number) {
+      PyErr_SetString(PyExc_ValueError,
+                      "ERR_DLPACK_INVALID_ARGUMENT: a token is an integer in "
+                      "[1, 2**53)");
+      return -1;
+    }
+    *token = (uint64_t)number;
+    return 0;
+  }
   if (!PyLong_Check(arg)) {
     PyErr_SetString(PyExc_TypeError,
-                    "ERR_DLPACK_INVALID_ARGUMENT: a token is an int");
+                    "ERR_DLPACK_INVALID_ARGUMENT: a token is an integer in "
+                    "[1, 2**53)");
     return -1;
   }
   value = PyLong_AsUnsignedLongLong(arg);
-  if (value == (unsigned long long)-1 && PyErr_Occurred()) {
+  if ((value == (unsigned long long)-1 && PyErr_Occurred()) ||
+      value >= BRIDGE_MAX_TOKEN) {
     PyErr_Clear();
     PyErr_SetString(PyExc_ValueError,
-                    "ERR_DLPACK_INVALID_ARGUMENT: a token is an int in "
+                    "ERR_DLPACK_INVALID_ARGUMENT: a token is an integer in "
                     "[1, 2**53)");
     return -1;
   }

@@ -10,7 +10,9 @@ const { readFileSync } = require('node:fs')
 const { join } = require('node:path')
 
 const build = join(__dirname, 'build')
-const native = require(join(build, 'napi_dlpack_bridge.node'))
+// NAPI_DLPACK_BRIDGE_NATIVE: another build of bridge.c (test/mutants.mjs); napi_dlpack_bridge.py
+// reads the same variable, so both halves still load one file.
+const native = require(process.env.NAPI_DLPACK_BRIDGE_NATIVE || join(build, 'napi_dlpack_bridge.node'))
 
 /** The Python build.sh built against, and where numpy was installed (install-deps.sh). */
 function config() {

@@ -371,9 +371,9 @@ test('errors are coded', () => {
   throwsCode(() => bridge.toPython({}), 'ERR_DLPACK_NOT_A_CAPSULE')
   throwsCode(() => bridge.fromPython(0), 'ERR_DLPACK_INVALID_ARGUMENT', /ever handed over/)
   throwsCode(() => bridge.fromPython(2 ** 52), 'ERR_DLPACK_INVALID_ARGUMENT')
-  throwsCode(() => bridge.fromPython(1.5), 'ERR_DLPACK_INVALID_ARGUMENT')
-  throwsCode(() => bridge.fromPython(-1), 'ERR_DLPACK_INVALID_ARGUMENT')
-  throwsCode(() => bridge.fromPython('1'), 'ERR_DLPACK_INVALID_ARGUMENT')
+  for (const bad of [1.5, -1, 2 ** 53, Number.NaN, Infinity, '1', 1n, undefined]) {
+    throwsCode(() => bridge.fromPython(bad), 'ERR_DLPACK_INVALID_ARGUMENT', /an integer in \[1, 2\*\*53\)/)
+  }
   throwsCode(() => bridge.release(2 ** 52), 'ERR_DLPACK_INVALID_ARGUMENT')
 
   // another DLPack major: refused, and only its deleter is used (once)
@@ -419,5 +419,22 @@ test("Electron mode: numpy -> Node is a copy (numpy's deleter once, at the impor
   assert.equal(seen.numpyUnchanged, true, 'writes to the copy stay in Node')
   assert.equal(seen.toNumpySameAddress, true)
   assert.equal(seen.toNumpyWriteSeen, true)
+  assert.equal(seen.pending, 0)
+})
+
+test('tokens near 2^53 stay exact, and running out refuses the hand-over with nothing lost', () => {
+  // In a child: the first token comes from NAPI_DLPACK_BRIDGE_FIRST_TOKEN, read once per process.
+  const run = spawnSync(process.execPath, ['--expose-gc', join(here, 'token_limit_child.mjs')], {
+    encoding: 'utf8',
+    env: { ...process.env, NAPI_DLPACK_BRIDGE_FIRST_TOKEN: String(2 ** 53 - 2) },
+  })
+  assert.equal(run.status, 0, run.stderr + run.stdout)
+  const seen = JSON.parse(run.stdout.trim().split('\n').at(-1))
+  assert.deepEqual(seen.tokens, [2 ** 53 - 2, 2 ** 53 - 1], 'both exact as JS numbers, both claimed')
+  assert.equal(seen.claimedBoth, true)
+  assert.match(seen.jsError, /^ERR_DLPACK_NO_MEMORY: /)
+  assert.equal(seen.cDeleterCalls, 1, "the refused C tensor's deleter ran once")
+  assert.match(seen.pythonError, /ERR_DLPACK_NO_MEMORY/)
+  assert.equal(seen.refcountAfterRefusal, seen.base, "numpy's capsule kept its tensor and released it once")
   assert.equal(seen.pending, 0)
 })

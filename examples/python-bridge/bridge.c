@@ -336,6 +336,70 @@ static PyObject* py_take(PyObject* self, PyObject* arg) {
   return result; /* "N" steals the capsule reference, also on failure */
 }
 
+/* A legacy DLManagedTensor presenting a versioned tensor to a consumer that
+ * only knows the pre-1.0 struct (torch before 2.x, old CuPy and JAX). The
+ * DLTensor is copied; its shape and strides still point into the versioned
+ * tensor, which lives until this wrapper's deleter releases it. */
+typedef struct {
+  DLManagedTensor legacy;
+  DLManagedTensorVersioned* inner;
+} legacy_wrapper;
+
+static void legacy_wrapper_deleter(DLManagedTensor* self) {
+  legacy_wrapper* wrapper = (legacy_wrapper*)self->manager_ctx;
+  DLManagedTensorVersioned* inner = wrapper->inner;
+  free(wrapper);
+  if (inner->deleter != NULL) inner->deleter(inner);
+}
+
+/* as_legacy(capsule) -> capsule: an unused "dltensor_versioned" capsule (of
+ * major version 1, not read-only, no padded sub-byte elements: a legacy struct
+ * cannot say either) turned into an unused "dltensor" capsule over the same
+ * memory. The versioned capsule is renamed "used_..." (the new one owns the
+ * tensor); on any failure nothing changes hands. */
+static PyObject* py_as_legacy(PyObject* self, PyObject* capsule) {
+  DLManagedTensorVersioned* inner;
+  legacy_wrapper* wrapper;
+  PyObject* result;
+  (void)self;
+  if (!PyCapsule_IsValid(capsule, kVersionedName)) {
+    return py_raise(PyExc_TypeError, "ERR_DLPACK_NOT_A_CAPSULE",
+                    "as_legacy() takes an unused \"dltensor_versioned\" "
+                    "capsule");
+  }
+  inner = (DLManagedTensorVersioned*)PyCapsule_GetPointer(capsule,
+                                                          kVersionedName);
+  if (inner == NULL) return NULL;
+  if (inner->version.major != DLPACK_MAJOR_VERSION) {
+    return py_raise(PyExc_BufferError, "ERR_DLPACK_VERSION",
+                    "the tensor's DLPack major version is not 1");
+  }
+  if ((inner->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0) {
+    return py_raise(PyExc_BufferError, "ERR_DLPACK_READ_ONLY",
+                    "a read-only tensor cannot be exported as a legacy "
+                    "DLPack tensor (it cannot say it is read-only)");
+  }
+  if ((inner->flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) != 0) {
+    return py_raise(PyExc_BufferError, "ERR_DLPACK_DTYPE",
+                    "padded sub-byte elements cannot be exported as a "
+                    "legacy DLPack tensor");
+  }
+  wrapper = (legacy_wrapper*)malloc(sizeof(legacy_wrapper));
+  if (wrapper == NULL) return PyErr_NoMemory();
+  wrapper->inner = inner;
+  wrapper->legacy.dl_tensor = inner->dl_tensor;
+  wrapper->legacy.manager_ctx = wrapper;
+  wrapper->legacy.deleter = legacy_wrapper_deleter;
+  /* Hand over first: from the rename on, the wrapper owns the tensor. */
+  if (PyCapsule_SetName(capsule, kVersionedUsedName) != 0) {
+    free(wrapper);
+    return NULL;
+  }
+  result = PyCapsule_New(&wrapper->legacy, kLegacyName, py_capsule_destructor);
+  if (result == NULL) legacy_wrapper_deleter(&wrapper->legacy);
+  return result;
+}
+
 /* release(token) -> bool: drops a tensor nobody claimed (its deleter runs
  * now); False if the token was already claimed or released. */
 static PyObject* py_release(PyObject* self, PyObject* arg) {
@@ -367,6 +431,9 @@ static PyMethodDef kPyMethods[] = {
     {"take", py_take, METH_O,
      "take(token) -> (capsule, device_type, device_id, versioned): claim a "
      "tensor from Node"},
+    {"as_legacy", py_as_legacy, METH_O,
+     "as_legacy(capsule) -> capsule: a writable versioned tensor as a legacy "
+     "one, for consumers of the pre-1.0 struct"},
     {"release", py_release, METH_O,
      "release(token) -> bool: release a tensor nobody claimed"},
     {"pending", py_pending, METH_NOARGS,

@@ -101,13 +101,15 @@ class FromNode:
             )
         if self._device[0] == _DEVICE_CPU and stream is not None:
             raise ValueError("ERR_DLPACK_STREAM: stream must be None for CPU tensors")
-        if self._versioned and (max_version is None or max_version[0] < 1):
-            # A legacy-only consumer cannot be told about READ_ONLY; refuse
-            # rather than drop the flag.
-            raise BufferError(
-                "ERR_DLPACK_VERSION: the tensor is a versioned DLPack tensor and the "
-                "consumer asked for the legacy struct (max_version < (1, 0))"
-            )
+        legacy = self._versioned and (max_version is None or max_version[0] < 1)
+        if legacy:
+            # A consumer of the pre-1.0 struct only (torch before 2.x, ...): a
+            # writable tensor is handed over as a legacy struct; a read-only
+            # one is refused (BufferError, ERR_DLPACK_READ_ONLY) rather than
+            # handed over without its flag. The capsule stays ours on refusal.
+            legacy_capsule = _native.as_legacy(self._capsule)
+            self._capsule = None
+            return legacy_capsule
         capsule, self._capsule = self._capsule, None
         if copy is True:
             # The consumer wants its own memory: numpy makes the copy (and marks it

@@ -384,14 +384,41 @@ test('errors are coded', () => {
   // Python side: a coded message in the Error node-calls-python throws
   throwsPython(() => call('to_node_bad', 'int'), /ERR_DLPACK_INVALID_ARGUMENT/)
   throwsPython(() => call('claim', 'nothing', 2 ** 40), /ERR_DLPACK_INVALID_ARGUMENT/)
-  // a versioned tensor refused to a legacy-only consumer (the read-only flag would be lost);
-  // the holder keeps it, and dropping the holder releases it
+  // a read-only tensor refused to a legacy-only consumer (the flag would be lost); the holder
+  // keeps it, and dropping the holder releases it
   c.resetDeleterCalls()
-  call('claim_holder', 'legacy_ask', bridge.toPython(c.makeTensor({ shape: [2], versioned: true })))
-  throwsPython(() => call('holder_legacy_consumer', 'legacy_ask'), /ERR_DLPACK_VERSION/)
+  call('claim_holder', 'legacy_ask', bridge.toPython(c.makeTensor({ shape: [2], versioned: true, readonly: true })))
+  throwsPython(() => call('holder_legacy_consumer', 'legacy_ask'), /ERR_DLPACK_READ_ONLY/)
   call('drop', 'legacy_ask')
   assert.equal(c.deleterCalls(), 1)
+  // another DLPack major never reaches Python (toPython refuses it above)
   assert.equal(bridge.pending(), 0)
+})
+
+test('a consumer of the legacy struct only (torch 1.x) gets a writable tensor as "dltensor", deleter once', () => {
+  c.resetDeleterCalls()
+  const capsule = c.makeTensor({ shape: [2, 3], versioned: true })
+  const address = c.dataPointer(capsule)
+  call('claim_holder', 'old', bridge.toPython(capsule))
+  const seen = call('holder_legacy_consumer', 'old', 'old_arr')
+  assert.equal(seen.capsule, 'dltensor')
+  assert.equal(BigInt(seen.address), address)
+  assert.deepEqual(seen.shape, [2, 3])
+  assert.equal(seen.hex, hexOf(new Float32Array([0, 1, 2, 3, 4, 5])))
+  call('drop', 'old')
+  assert.equal(c.deleterCalls(), 0, 'numpy holds it')
+  call('drop', 'old_arr')
+  assert.equal(c.deleterCalls(), 1, 'the legacy wrapper released the versioned tensor once')
+
+  // a legacy capsule nobody consumes releases it once too
+  c.resetDeleterCalls()
+  call('claim_holder', 'old2', bridge.toPython(c.makeTensor({ shape: [2], versioned: true })))
+  assert.equal(call('holder_legacy_consumer', 'old2'), 'dltensor') // dropped at once
+  call('collect')
+  assert.equal(c.deleterCalls(), 1)
+  throwsPython(() => call('holder_legacy_consumer', 'old2'), /ERR_DLPACK_CAPSULE_CONSUMED/)
+  call('drop', 'old2')
+  assert.equal(c.deleterCalls(), 1)
 })
 
 test('example.mjs runs and prints the same addresses on both sides', () => {

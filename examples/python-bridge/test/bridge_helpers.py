@@ -118,9 +118,15 @@ def consume_holder_copy(holder, name):
     return info(name)
 
 
-def holder_legacy_consumer(holder):
-    """What a consumer that only knows the legacy struct gets."""
-    return keep[holder].__dlpack__()
+def holder_legacy_consumer(holder, name=None):
+    """A consumer of the legacy struct only (as torch 1.x): __dlpack__()
+    without max_version, then numpy imports the "dltensor" capsule it got."""
+    capsule = keep[holder].__dlpack__()
+    kind = repr(capsule).split('"')[1]
+    if name is not None:
+        keep[name] = np.from_dlpack(_Provider(capsule))
+        return dict(info(name), capsule=kind)
+    return kind
 
 
 def take_twice(token):

@@ -29,8 +29,11 @@ export function release(token: number): boolean
 /** Tensors handed over (either direction) and not claimed yet. */
 export function pending(): number
 
-/** node-calls-python's `interpreter`, loaded with the Python that build.sh built against. */
-export function loadInterpreter(): import('node-calls-python').Interpreter
+/**
+ * node-calls-python's `interpreter`, loaded with the Python that build.sh built against; `path`
+ * (default `pythonPath()`) goes first in PYTHONPATH.
+ */
+export function loadInterpreter(options?: { path?: string[] }): import('node-calls-python').Interpreter
 
 /** The folders put first on Python's path: this example's and its `.python-packages`. */
 export function pythonPath(): string[]

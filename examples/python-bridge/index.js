@@ -32,13 +32,13 @@ let interpreter
  * `python3-config` and `python3` from PATH to find (and dlopen) libpython: with pyenv's shims
  * first in PATH that would load a second libpython next to the one it was linked with, and
  * crash. So PATH starts with build/bin (wrappers for the chosen interpreter) while it loads,
- * and PYTHONPATH (read once, when CPython starts) puts `pythonPath()` first.
+ * and PYTHONPATH (read once, when CPython starts) puts `path` (default `pythonPath()`) first.
  */
-function loadInterpreter() {
+function loadInterpreter({ path = pythonPath() } = {}) {
   if (interpreter) return interpreter
   const saved = { PATH: process.env.PATH, PYTHONPATH: process.env.PYTHONPATH }
   process.env.PATH = [join(build, 'bin'), saved.PATH].filter(Boolean).join(':')
-  process.env.PYTHONPATH = [...pythonPath(), saved.PYTHONPATH].filter(Boolean).join(':')
+  process.env.PYTHONPATH = [...path, saved.PYTHONPATH].filter(Boolean).join(':')
   try {
     interpreter = require('node-calls-python').interpreter
   } finally {

@@ -6,7 +6,10 @@
 #   - pip for it (Debian's python3-pip), only when `python -m pip` is missing;
 #   - numpy from PyPI, into .python-packages/ in this folder (pip --target: nothing outside the
 #     repository, no virtualenv, no conflict with Debian's externally managed Python), only when
-#     that folder does not hold the pinned version yet.
+#     that folder does not hold the pinned version yet;
+#   - Debian's python3-torch (torch 1.13, CPU), for the torch case of the tests, only with
+#     Debian's python3 and when it is missing (about 10 MB over the libtorch that the torch peer
+#     suite installs anyway, plus sympy and a few small Python packages).
 # Idempotent. Cost on this kind of machine: python3-dev is usually there already; numpy is one
 # wheel (about 17 MB, about 10 s).
 set -euo pipefail
@@ -42,6 +45,14 @@ fi
 if ! "$PYTHON" -m pip --version >/dev/null 2>&1; then
   echo "install-deps: pip missing for $PYTHON: installing python3-pip"
   apt_install python3-pip
+fi
+
+# torch, where it installs without gigabytes: Debian's python3-torch (1.13, CPU; legacy DLPack
+# only), for Debian's python3. PyPI's Linux torch wheels pull in the CUDA libraries.
+TORCH_INIT=/usr/lib/python3/dist-packages/torch/__init__.py
+if [ "$PYTHON" = /usr/bin/python3 ] && [ ! -f "$TORCH_INIT" ]; then
+  echo "install-deps: installing python3-torch (Debian, torch 1.13 CPU)"
+  apt_install python3-torch
 fi
 
 if [ -f "$TARGET/numpy-$NUMPY_VERSION.dist-info/METADATA" ]; then

@@ -465,3 +465,26 @@ test('tokens near 2^53 stay exact, and running out refuses the hand-over with no
   assert.equal(seen.refcountAfterRefusal, seen.base, "numpy's capsule kept its tensor and released it once")
   assert.equal(seen.pending, 0)
 })
+
+test('torch 1.13 (Debian python3-torch, legacy DLPack only) both ways: same addresses, writes seen, deleter once', (t) => {
+  // scripts/test-prerequisites.mjs sets this where python3-torch is missing (a loud skip, which
+  // fails CI; .ci/run installs it through install-deps.sh).
+  if (process.env.NAPI_DLPACK_SKIP_PYTHON_TORCH === '1') return t.skip('python3-torch is not installed')
+  // In a child: torch must see Debian's numpy 1.x, so .python-packages stays off its path.
+  const run = spawnSync(process.execPath, ['--expose-gc', join(here, 'torch_child.mjs')], { encoding: 'utf8' })
+  assert.equal(run.status, 0, run.stderr + run.stdout)
+  const seen = JSON.parse(run.stdout.trim().split('\n').at(-1))
+  assert.match(seen.torch, /^1\./)
+  assert.equal(seen.toNodeSameAddress, true, "torch's legacy capsule, same memory")
+  assert.deepEqual(seen.toNodeValues, [0, 1, 2, 3, 4, 5])
+  assert.equal(seen.torchSawWrite, true)
+  assert.equal(seen.nodeSawWrite, true)
+  assert.equal(seen.toTorchSameAddress, true, 'our versioned tensor, wrapped as a legacy one')
+  assert.deepEqual(seen.toTorchShape, [2, 2])
+  assert.equal(seen.nodeSawTorchWrite, true)
+  assert.equal(seen.deleterWhileHeld, 0)
+  assert.equal(seen.deleterAfterDrop, 1)
+  assert.equal(seen.readOnlyError, 'ERR_DLPACK_READ_ONLY')
+  assert.equal(seen.readOnlyDeleterCalls, 1)
+  assert.equal(seen.pending, 0)
+})

@@ -55,7 +55,7 @@ try {
     })
     const killed = run.status !== 0
     const failed = (run.stdout.match(/^not ok \d+ - (.*)$/gm) ?? []).slice(0, 2).join('; ')
-    console.log(`${killed ? 'killed  ' : 'SURVIVED'} ${mutant.id}${killed ? `: ${run.signal ?? failed ?? 'exit ' + run.status}` : mutant.note ? ` (${mutant.note})` : ''}`)
+    console.log(`${killed ? 'killed  ' : 'SURVIVED'} ${mutant.id}${killed ? `: ${failed || run.signal || `exit ${run.status}`}` : mutant.note ? ` (${mutant.note})` : ''}`)
     if (!killed && !mutant.note) survivors.push(mutant.id)
   }
 } finally {

@@ -68,12 +68,13 @@ export function peerSkips(env) {
       ...(existsSync(join(bridge, '.python-packages', 'numpy', '__init__.py')) ? [] : ['numpy in examples/python-bridge/.python-packages']),
       ...(existsSync(join(nodeHeaders, 'node_api.h')) && existsSync(join(nodeHeaders, 'common.gypi')) ? [] : [`Node's headers in ${nodeHeaders} (NAPI_DLPACK_NODEDIR)`]),
     ]
-    // Its torch case: Debian's python3-torch (torch 1.13) for Debian's python3.
+    // Its torch case: Debian's python3-torch (torch 1.13), which only Debian's python3 imports.
     const torchInit = '/usr/lib/python3/dist-packages/torch/__init__.py'
-    if (!missing.length && env.NAPI_DLPACK_SKIP_PYTHON_TORCH !== '1' && !existsSync(torchInit)) {
+    const torchMissing = interpreter !== '/usr/bin/python3' ? `Debian's python3 (NAPI_DLPACK_PYTHON is ${interpreter})` : existsSync(torchInit) ? '' : `${torchInit} (python3-torch)`
+    if (!missing.length && env.NAPI_DLPACK_SKIP_PYTHON_TORCH !== '1' && torchMissing) {
       skips.push({
         name: 'Python bridge: its torch 1.13 case (examples/python-bridge/test/bridge.test.mjs)',
-        reason: `missing ${torchInit} (python3-torch)`,
+        reason: `missing ${torchMissing}`,
         remedy: 'bash examples/python-bridge/install-deps.sh (python3-torch from apt)',
         env: { NAPI_DLPACK_SKIP_PYTHON_TORCH: '1' },
       })

@@ -114,9 +114,11 @@ function checkDevice(checked: CheckedOptions, actual: readonly [number, number])
  */
 function fromCapsule(capsule: unknown, checked: CheckedOptions, obtained: boolean): Tensor {
   const device = checked.device
-  return Tensor._fromHandle(
-    callNative(() => native.importCapsule(capsule, checked.mode, checked.stream, device?.type, device?.id, !obtained)),
-  )
+  const handle =
+    device === undefined
+      ? callNative(() => native.importCapsule(capsule, checked.mode, checked.stream))
+      : callNative(() => native.importCapsule(capsule, checked.mode, checked.stream, device.type, device.id, !obtained))
+  return Tensor._fromHandle(handle)
 }
 
 /**

@@ -612,6 +612,10 @@ export class Tensor<D extends DType = DType> {
   __dlpack__(options: DLPackOptions = {}): DLPackCapsule {
     const handle = this.#live().handle
     const { stream, maxVersion, dlDevice, copy } = options ?? {}
+    if (stream == null && maxVersion == null && dlDevice == null && copy == null) {
+      // No option given (the hot path): the native call reads no option either.
+      return call(() => native.exportCapsule(handle)) as DLPackCapsule
+    }
     // JS shapes are converted here; what the request asks for is judged natively, once
     // (src/ops/negotiation.rs `plan_export`).
     let maxMajor: number | null = null

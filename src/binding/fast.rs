@@ -69,16 +69,17 @@ pub fn register_fast_calls(exports: Object, env: Env) -> napi::Result<()> {
   Ok(())
 }
 
-/// Runs `body` with the call's first `N` arguments (missing ones are `undefined`), turning an
-/// error into a thrown JS `Error` with the stable `code`, and a panic into `ERR_DLPACK_NAPI`
-/// (never an unwind into V8).
+/// Runs `body` with the call's first `N` arguments (missing ones are `undefined`) and how many
+/// the caller passed (optional arguments left out are not even looked at: the hot path passes
+/// none), turning an error into a thrown JS `Error` with the stable `code`, and a panic into
+/// `ERR_DLPACK_NAPI` (never an unwind into V8).
 ///
 /// # Safety
 /// `env` and `info` must be the ones Node-API passed to the callback.
 unsafe fn run<const N: usize>(
   env: sys::napi_env,
   info: sys::napi_callback_info,
-  body: impl FnOnce(&Env, [sys::napi_value; N]) -> Result<sys::napi_value>,
+  body: impl FnOnce(&Env, [sys::napi_value; N], usize) -> Result<sys::napi_value>,
 ) -> sys::napi_value {
   let mut argv = [ptr::null_mut(); N];
   let mut argc = N;
@@ -95,7 +96,7 @@ unsafe fn run<const N: usize>(
   };
   let outcome = if status == sys::Status::napi_ok {
     let env_ref = Env::from_raw(env);
-    catch_unwind(AssertUnwindSafe(|| body(&env_ref, argv)))
+    catch_unwind(AssertUnwindSafe(|| body(&env_ref, argv, argc)))
       .unwrap_or_else(|_| Err(fail(ErrorKind::Napi, "internal panic in napi-dlpack")))
   } else {
     Err(napi_failure("napi_get_cb_info", status))
@@ -127,12 +128,28 @@ fn type_of(env: &Env, value: sys::napi_value) -> Result<sys::napi_valuetype> {
   Ok(kind)
 }
 
+/// The argument at `index` of `argv`, if the caller passed it.
+fn given<const N: usize>(
+  argv: &[sys::napi_value; N],
+  argc: usize,
+  index: usize,
+) -> Option<sys::napi_value> {
+  (index < argc).then(|| argv[index])
+}
+
 fn is_nullish(kind: sys::napi_valuetype) -> bool {
   kind == sys::ValueType::napi_undefined || kind == sys::ValueType::napi_null
 }
 
-/// `boolean | null | undefined` (`None`: unset).
-fn optional_bool_arg(env: &Env, value: sys::napi_value, name: &str) -> Result<Option<bool>> {
+/// `boolean | null | undefined` (`None`: unset, or not passed).
+fn optional_bool_arg(
+  env: &Env,
+  value: Option<sys::napi_value>,
+  name: &str,
+) -> Result<Option<bool>> {
+  let Some(value) = value else {
+    return Ok(None);
+  };
   let kind = type_of(env, value)?;
   if is_nullish(kind) {
     return Ok(None);
@@ -151,8 +168,16 @@ fn optional_bool_arg(env: &Env, value: sys::napi_value, name: &str) -> Result<Op
   ))
 }
 
-/// `boolean | undefined` (`default` when undefined).
-fn bool_arg_or(env: &Env, value: sys::napi_value, name: &str, default: bool) -> Result<bool> {
+/// `boolean | undefined` (`default` when undefined or not passed).
+fn bool_arg_or(
+  env: &Env,
+  value: Option<sys::napi_value>,
+  name: &str,
+  default: bool,
+) -> Result<bool> {
+  let Some(value) = value else {
+    return Ok(default);
+  };
   if type_of(env, value)? == sys::ValueType::napi_undefined {
     return Ok(default);
   }
@@ -192,8 +217,15 @@ fn u32_arg(env: &Env, value: sys::napi_value, name: &str) -> Result<u32> {
   Ok(out)
 }
 
-/// An integer `number | null | undefined` (`None`: unset).
-fn optional_integer_arg(env: &Env, value: sys::napi_value, name: &str) -> Result<Option<i64>> {
+/// An integer `number | null | undefined` (`None`: unset, or not passed).
+fn optional_integer_arg(
+  env: &Env,
+  value: Option<sys::napi_value>,
+  name: &str,
+) -> Result<Option<i64>> {
+  let Some(value) = value else {
+    return Ok(None);
+  };
   let kind = type_of(env, value)?;
   if is_nullish(kind) {
     return Ok(None);
@@ -213,8 +245,11 @@ fn optional_integer_arg(env: &Env, value: sys::napi_value, name: &str) -> Result
 /// `Number.MAX_SAFE_INTEGER`.
 const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
-/// `bigint | null | undefined`.
-fn bigint_arg(env: &Env, value: sys::napi_value) -> Result<Option<BigInt>> {
+/// `bigint | null | undefined` (`None`: unset, or not passed).
+fn bigint_arg(env: &Env, value: Option<sys::napi_value>) -> Result<Option<BigInt>> {
+  let Some(value) = value else {
+    return Ok(None);
+  };
   match type_of(env, value)? {
     kind if is_nullish(kind) => Ok(None),
     sys::ValueType::napi_bigint => {
@@ -231,11 +266,14 @@ fn bigint_arg(env: &Env, value: sys::napi_value) -> Result<Option<BigInt>> {
 }
 
 /// The `stream` option of `__dlpack__`: `bigint | number | null | undefined`.
-fn stream_option_arg(env: &Env, value: sys::napi_value) -> Result<Option<StreamOption>> {
+fn stream_option_arg(env: &Env, value: Option<sys::napi_value>) -> Result<Option<StreamOption>> {
+  let Some(value) = value else {
+    return Ok(None);
+  };
   match type_of(env, value)? {
     kind if is_nullish(kind) => Ok(None),
     sys::ValueType::napi_bigint => {
-      let stream = bigint_arg(env, value)?;
+      let stream = bigint_arg(env, Some(value))?;
       Ok(Some(match stream.as_ref().and_then(bigint_value) {
         Some(value) => StreamOption::Integer(value),
         None => StreamOption::OutOfRange,
@@ -261,8 +299,8 @@ fn stream_option_arg(env: &Env, value: sys::napi_value) -> Result<Option<StreamO
 /// A device as two arguments, `deviceType, deviceId` (both `undefined`: none).
 fn device_arg(
   env: &Env,
-  device_type: sys::napi_value,
-  device_id: sys::napi_value,
+  device_type: Option<sys::napi_value>,
+  device_id: Option<sys::napi_value>,
 ) -> Result<Option<Device>> {
   let device_type = optional_integer_arg(env, device_type, "deviceType")?;
   let device_id = optional_integer_arg(env, device_id, "deviceId")?;
@@ -296,20 +334,17 @@ unsafe extern "C" fn export_capsule(
 ) -> sys::napi_value {
   // SAFETY: Node-API's own env and info.
   unsafe {
-    run::<6>(
-      env,
-      info,
-      |env, [handle, copy, stream, max_major, device_type, device_id]| {
-        let handle = handle_of(env, &unknown(env, handle))?;
-        let request = ExportRequest {
-          copy: CopyRequest::from_flag(optional_bool_arg(env, copy, "copy")?),
-          stream: stream_option_arg(env, stream)?,
-          max_major: optional_integer_arg(env, max_major, "maxMajor")?,
-          device: device_arg(env, device_type, device_id)?,
-        };
-        Ok(crate::ops::export::handle_to_capsule(env, handle, &request)?.raw())
-      },
-    )
+    run::<6>(env, info, |env, argv, argc| {
+      let arg = |index| given(&argv, argc, index);
+      let handle = handle_of(env, &unknown(env, argv[0]))?;
+      let request = ExportRequest {
+        copy: CopyRequest::from_flag(optional_bool_arg(env, arg(1), "copy")?),
+        stream: stream_option_arg(env, arg(2))?,
+        max_major: optional_integer_arg(env, arg(3), "maxMajor")?,
+        device: device_arg(env, arg(4), arg(5))?,
+      };
+      Ok(crate::ops::export::handle_to_capsule(env, handle, &request)?.raw())
+    })
   }
 }
 
@@ -322,21 +357,18 @@ unsafe extern "C" fn import_capsule(
 ) -> sys::napi_value {
   // SAFETY: Node-API's own env and info.
   unsafe {
-    run::<6>(
-      env,
-      info,
-      |env, [capsule, copy_mode, stream, device_type, device_id, refuse]| {
-        // Every argument is checked before the capsule is touched: a bad one leaves it usable.
-        let request = ImportRequest {
-          copy: CopyRequest::from_mode(u32_arg(env, copy_mode, "copyMode")?)?,
-          stream: crate::cuda::stream_arg(bigint_arg(env, stream)?.as_ref())?,
-          device: device_arg(env, device_type, device_id)?,
-        };
-        let refuse = bool_arg_or(env, refuse, "refuseBeforeConsuming", true)?;
-        let capsule = unknown(env, capsule);
-        Ok(crate::ops::import::capsule_to_handle(env, capsule, &request, refuse)?.raw())
-      },
-    )
+    run::<6>(env, info, |env, argv, argc| {
+      let arg = |index| given(&argv, argc, index);
+      // Every argument is checked before the capsule is touched: a bad one leaves it usable.
+      let request = ImportRequest {
+        copy: CopyRequest::from_mode(u32_arg(env, argv[1], "copyMode")?)?,
+        stream: crate::cuda::stream_arg(bigint_arg(env, arg(2))?.as_ref())?,
+        device: device_arg(env, arg(3), arg(4))?,
+      };
+      let refuse = bool_arg_or(env, arg(5), "refuseBeforeConsuming", true)?;
+      let capsule = unknown(env, argv[0]);
+      Ok(crate::ops::import::capsule_to_handle(env, capsule, &request, refuse)?.raw())
+    })
   }
 }
 
@@ -347,7 +379,7 @@ unsafe extern "C" fn handle_info_into(
 ) -> sys::napi_value {
   // SAFETY: Node-API's own env and info.
   unsafe {
-    run::<2>(env, info, |env, [handle, out]| {
+    run::<2>(env, info, |env, [handle, out], _| {
       crate::binding::tensor::handle_info_into(env, unknown(env, handle), unknown(env, out))?;
       Ok(ptr::null_mut()) // undefined
     })
@@ -367,7 +399,7 @@ unsafe extern "C" fn bench_tagged_external(
   };
   // SAFETY: Node-API's own env and info.
   unsafe {
-    run::<0>(env, info, |env, []| {
+    run::<0>(env, info, |env, [], _| {
       // SAFETY: our env, on its thread.
       js_memory::tagged_external(env.raw(), [0u64; 2], &BENCH_TAG)
     })

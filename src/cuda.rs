@@ -16,11 +16,11 @@ use napi_dlpack::cuda::{self, CudaDevice, DeviceBuffer, Stream};
 use napi_dlpack::validation::{contiguous_strides, layout_of};
 use napi_dlpack::{DType, Device, DeviceType, ErrorKind, ForeignTensor};
 
+use crate::facts::CopyMode;
 use crate::js_memory;
 use crate::storage::{copy_bytes, Memory, Meta, Storage};
 use crate::tensor::{
   check_attached, fail, handle_of, js_storage_handle, new_handle, parse_dtype, storage_of, Result,
-  COPY_ALWAYS,
 };
 
 /// A JS bigint as i128 (`None` when it does not fit).
@@ -245,14 +245,14 @@ pub(crate) fn import_device<'env>(
   env: &'env Env,
   tensor: ForeignTensor,
   meta: Meta,
-  copy_mode: u32,
+  copy_mode: CopyMode,
   stream: Stream,
 ) -> Result<Unknown<'env>> {
   // On every error below `tensor` drops: the producer's deleter runs, exactly once.
   let device = cuda::validate_foreign(&tensor)?;
   device.wait_for(stream)?;
   let storage = Storage::new(Memory::Foreign(tensor));
-  if copy_mode != COPY_ALWAYS {
+  if copy_mode != CopyMode::Always {
     return new_handle(env, storage, meta);
   }
   let (buffer, copy_meta) = copy_span_to_device(&storage, &meta, &device)?;

@@ -8,6 +8,7 @@
 
 mod cuda;
 mod exchange;
+mod facts;
 mod fast;
 mod js_memory;
 mod own_capsule;

@@ -22,6 +22,7 @@ use napi_dlpack::{
   ForeignTensor,
 };
 
+use crate::facts::{info_bit, info_slot, CopyMode, INFO_SLOTS};
 use crate::js_memory::{self, BufferRef};
 use crate::own_capsule;
 use crate::storage::{copy_bytes, try_zeroed_vec, ExportOwner, Memory, Meta, Storage};
@@ -286,11 +287,6 @@ fn copy_misaligned<'env>(env: &'env Env, base: *mut u8, meta: &Meta) -> Result<U
   host_copy_handle(env, array_buffer, meta)
 }
 
-/// `copyMode` of [`import_capsule`].
-const COPY_IF_NEEDED: u32 = 0;
-pub(crate) const COPY_ALWAYS: u32 = 1;
-const COPY_NEVER: u32 = 2;
-
 /// Consumes a capsule (from any addon) into a new handle. Host tensors stay zero-copy where the
 /// runtime allows external ArrayBuffers and the data is aligned; otherwise they are copied into
 /// V8 memory (`isCopy`), unless `copyMode` is never-copy, which throws instead. CUDA tensors are
@@ -302,12 +298,12 @@ pub fn import_capsule<'env>(
   copy_mode: u32,
   stream: Option<BigInt>,
 ) -> Result<Unknown<'env>> {
-  if !matches!(copy_mode, COPY_IF_NEEDED | COPY_ALWAYS | COPY_NEVER) {
-    return Err(fail(
+  let copy_mode = CopyMode::from_raw(copy_mode).ok_or_else(|| {
+    fail(
       ErrorKind::InvalidArgument,
       format!("invalid copy mode {copy_mode}"),
-    ));
-  }
+    )
+  })?;
   // Checked before the capsule is consumed, so a bad value leaves it usable.
   let stream = crate::cuda::stream_arg(stream.as_ref())?;
   // SAFETY: live value of this env; the payload lives at least as long as this call.
@@ -321,7 +317,7 @@ pub fn import_capsule<'env>(
   } else {
     ExportFormat::Legacy
   };
-  let managed = if copy_mode == COPY_ALWAYS {
+  let managed = if copy_mode == CopyMode::Always {
     managed
   } else {
     // Our own export coming straight back: share the original storage, no copy, no
@@ -372,7 +368,7 @@ pub fn import_capsule<'env>(
 /// A handle for a validated tensor handed over by native code (the exchange table's
 /// `managed_tensor_to_value`): what `importCapsule` makes of it, copying only if needed.
 pub(crate) fn import_foreign<'env>(env: &'env Env, tensor: ForeignTensor) -> Result<Unknown<'env>> {
-  from_foreign(env, tensor, COPY_IF_NEEDED, None)
+  from_foreign(env, tensor, CopyMode::IfNeeded, None)
 }
 
 fn foreign_meta(tensor: &ForeignTensor) -> Meta {
@@ -397,7 +393,7 @@ fn foreign_meta(tensor: &ForeignTensor) -> Meta {
 fn from_foreign<'env>(
   env: &'env Env,
   tensor: ForeignTensor,
-  copy_mode: u32,
+  copy_mode: CopyMode,
   stream: Option<Stream>,
 ) -> Result<Unknown<'env>> {
   let meta = foreign_meta(&tensor);
@@ -411,7 +407,7 @@ fn from_foreign<'env>(
     );
   }
   if !tensor.device().is_host_accessible() {
-    if copy_mode == COPY_ALWAYS {
+    if copy_mode == CopyMode::Always {
       return Err(fail(
         ErrorKind::Device,
         format!(
@@ -428,7 +424,7 @@ fn from_foreign<'env>(
     // No ArrayBuffer can hold it in this runtime, so neither a view nor a copy of it can
     // exist: keep the producer's memory (exports stay zero-copy), `.data` throws
     // ERR_DLPACK_TOO_LARGE and `getData({ offset, length })` views or copies windows of it.
-    if copy_mode == COPY_ALWAYS {
+    if copy_mode == CopyMode::Always {
       return Err(fail(
         ErrorKind::TooLarge,
         format!(
@@ -445,11 +441,11 @@ fn from_foreign<'env>(
   let aligned = is_aligned(tensor.data_ptr() as usize, tensor.dtype());
   // SAFETY: our env, on its thread.
   let zero_copy_possible = aligned && unsafe { js_memory::external_buffers_allowed(env.raw()) };
-  if copy_mode != COPY_ALWAYS && zero_copy_possible {
+  if copy_mode != CopyMode::Always && zero_copy_possible {
     let storage = Storage::new(Memory::Foreign(tensor));
     return new_handle(env, storage, meta);
   }
-  if copy_mode == COPY_NEVER {
+  if copy_mode == CopyMode::Never {
     let why = if aligned {
       "this runtime does not allow external ArrayBuffers (Electron's memory cage), so a JS view needs a copy"
     } else {
@@ -687,14 +683,9 @@ pub fn handle_info(env: &Env, handle: Unknown<'_>) -> Result<HandleInfo> {
   })
 }
 
-/// Length of the Float64Array `handleInfoInto` fills: 12 fixed slots, then shape and strides.
-pub const INFO_SLOTS: usize = 12 + 2 * napi_dlpack::MAX_NDIM;
-
 /// `handleInfo` for the hot path: writes the same facts as numbers into a caller-owned
-/// Float64Array of at least INFO_SLOTS elements (one Node-API call instead of one per field):
-/// `[dtype index (dtypeNames order), device type, device id, byteOffset, bits (1 readonly,
-/// 2 isCopy, 4 contiguous, 8 has version), numel, viewOffset, viewLength, version major,
-/// version minor, DLPack flags, ndim, shape..., strides...]`.
+/// Float64Array of at least INFO_SLOTS elements (one Node-API call instead of one per field), in
+/// the slots `facts::info_slot` names (lib/generated/facts.ts tells them to TypeScript).
 pub fn handle_info_into(env: &Env, handle: Unknown<'_>, out: Unknown<'_>) -> Result<()> {
   let handle = handle_of(env, &handle)?;
   let storage = storage_of(handle)?;
@@ -729,33 +720,36 @@ pub fn handle_info_into(env: &Env, handle: Unknown<'_>, out: Unknown<'_>) -> Res
     .iter()
     .position(|d| *d == meta.dtype)
     .unwrap_or(0);
-  let bits = u8::from(meta.readonly)
-    | u8::from(meta.is_copy) << 1
-    | u8::from(meta.contiguous) << 2
-    | u8::from(meta.version.is_some()) << 3;
+  let mut bits = 0;
+  for (set, bit) in [
+    (meta.readonly, info_bit::READ_ONLY),
+    (meta.is_copy, info_bit::IS_COPY),
+    (meta.contiguous, info_bit::CONTIGUOUS),
+    (meta.version.is_some(), info_bit::HAS_VERSION),
+  ] {
+    if set {
+      bits |= bit;
+    }
+  }
   let (major, minor) = meta.version.unwrap_or((0, 0));
   let ndim = meta.shape.len();
-  slots[..12].copy_from_slice(&[
-    dtype_index as f64,
-    f64::from(meta.device.device_type as u32),
-    f64::from(meta.device.id),
-    export_byte_offset(storage) as f64,
-    f64::from(bits),
-    meta.numel as f64,
-    -meta.min_offset as f64,
-    (meta.span_bytes / meta.dtype.itemsize()) as f64,
-    f64::from(major),
-    f64::from(minor),
-    meta.flags as f64,
-    ndim as f64,
-  ]);
-  for (slot, value) in slots[12..12 + ndim].iter_mut().zip(meta.shape.iter()) {
+  slots[info_slot::DTYPE] = dtype_index as f64;
+  slots[info_slot::DEVICE_TYPE] = f64::from(meta.device.device_type as u32);
+  slots[info_slot::DEVICE_ID] = f64::from(meta.device.id);
+  slots[info_slot::BYTE_OFFSET] = export_byte_offset(storage) as f64;
+  slots[info_slot::BITS] = f64::from(bits);
+  slots[info_slot::NUMEL] = meta.numel as f64;
+  slots[info_slot::VIEW_OFFSET] = -meta.min_offset as f64;
+  slots[info_slot::VIEW_LENGTH] = (meta.span_bytes / meta.dtype.itemsize()) as f64;
+  slots[info_slot::VERSION_MAJOR] = f64::from(major);
+  slots[info_slot::VERSION_MINOR] = f64::from(minor);
+  slots[info_slot::FLAGS] = meta.flags as f64;
+  slots[info_slot::NDIM] = ndim as f64;
+  let (shape_slots, rest) = slots[info_slot::SHAPE..].split_at_mut(ndim);
+  for (slot, value) in shape_slots.iter_mut().zip(meta.shape.iter()) {
     *slot = *value as f64;
   }
-  for (slot, value) in slots[12 + ndim..12 + 2 * ndim]
-    .iter_mut()
-    .zip(meta.strides.iter())
-  {
+  for (slot, value) in rest[..ndim].iter_mut().zip(meta.strides.iter()) {
     *slot = *value as f64;
   }
   Ok(())

@@ -22,7 +22,7 @@ pub mod view;
 
 pub use device::{Device, DeviceType};
 pub use dtype::{DType, DataTypeCode, Element};
-pub use error::{DLPackError, ErrorKind};
+pub use error::{DLPackError, ErrorClass, ErrorKind};
 pub use export::{
   export, export_legacy, export_versioned, take_owner, ExportFormat, IntoDLPack, ShapedBuffer,
   TensorInfo,

@@ -13,7 +13,7 @@ use napi::bindgen_prelude::{BigInt, Unknown};
 use napi::Env;
 use napi_derive::napi;
 use napi_dlpack::cuda::{self, CudaDevice, DeviceBuffer, Stream};
-use napi_dlpack::validation::{contiguous_strides, layout_of};
+use napi_dlpack::layout::{contiguous_strides, layout_of};
 use napi_dlpack::{DType, Device, DeviceType, ErrorKind, ForeignTensor};
 
 use crate::facts::CopyMode;

@@ -16,7 +16,7 @@ use napi::{sys, Env, JsValue};
 use napi_derive::napi;
 use napi_dlpack::capsule;
 use napi_dlpack::cuda::Stream;
-use napi_dlpack::validation::layout_of;
+use napi_dlpack::layout::layout_of;
 use napi_dlpack::{
   export, take_owner, DLPackError, DType, Device, DeviceType, ErrorKind, ExportFormat,
   ForeignTensor,
@@ -175,18 +175,10 @@ fn meta_over_region(
     .checked_add(first_byte)
     .ok_or_else(|| fail(ErrorKind::InvalidLayout, "offset overflows"))?;
   let layout = layout_of(dtype, Device::CPU, shape, strides, first_address)?;
-  let itemsize = dtype.itemsize() as i64;
-  let low = first_byte as i64 + layout.min_offset() * itemsize;
-  let high = first_byte as i64 + (layout.max_offset() + 1) * itemsize;
-  if layout.numel() > 0 && (low < 0 || high > len as i64) {
-    return Err(fail(
-      ErrorKind::InvalidLayout,
-      format!("the tensor reaches bytes {low}..{high} of a buffer of {len} bytes"),
-    ));
-  }
+  layout.check_fits_in(first_byte, len)?;
   let strides = match strides {
     Some(strides) => strides.to_vec(),
-    None => napi_dlpack::validation::contiguous_strides(shape)
+    None => napi_dlpack::layout::contiguous_strides(shape)
       .ok_or_else(|| fail(ErrorKind::Overflow, "strides overflow"))?
       .into_vec(),
   };
@@ -552,7 +544,7 @@ pub fn export_capsule<'env>(
     };
     copy_bytes(&storage, &handle.meta, out)?;
     let copy_meta = Meta {
-      strides: napi_dlpack::validation::contiguous_strides(&handle.meta.shape)
+      strides: napi_dlpack::layout::contiguous_strides(&handle.meta.shape)
         .ok_or_else(|| fail(ErrorKind::Overflow, "strides overflow"))?
         .as_slice()
         .into(),

@@ -22,8 +22,8 @@ use crate::ffi::{
   DLManagedTensorVersionedDeleter, DLPackVersion, DLTensor, DLPACK_FLAG_BITMASK_IS_COPIED,
   DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED, DLPACK_FLAG_BITMASK_READ_ONLY,
 };
+use crate::layout::{layout_of, write_row_major_strides};
 use crate::managed::{ManagedPtr, ManagedTensor};
-use crate::validation::{layout_of, write_row_major_strides};
 
 /// Shape or strides storage; inline up to four dimensions.
 pub type Dims = SmallVec<[i64; 4]>;
@@ -631,18 +631,9 @@ impl<T: Element> ShapedBuffer<T> {
       .checked_mul(T::DTYPE.itemsize())
       .and_then(|bytes| (data.as_ptr() as usize).checked_add(bytes))
       .ok_or_else(|| DLPackError::new(ErrorKind::Overflow, "offset overflows"))?;
-    let layout = layout_of(T::DTYPE, Device::CPU, shape, Some(strides), first_element)?;
-    let low = offset as i64 + layout.min_offset();
-    let high = offset as i64 + layout.max_offset();
-    if layout.numel() > 0 && (low < 0 || high >= data.len() as i64) {
-      return Err(DLPackError::new(
-        ErrorKind::InvalidLayout,
-        format!(
-          "the view reaches elements {low}..={high} of a buffer of {}",
-          data.len()
-        ),
-      ));
-    }
+    let itemsize = T::DTYPE.itemsize();
+    layout_of(T::DTYPE, Device::CPU, shape, Some(strides), first_element)?
+      .check_fits_in(offset * itemsize, data.len() * itemsize)?;
     Ok(ShapedBuffer {
       data,
       shape: Dims::from_slice(shape),

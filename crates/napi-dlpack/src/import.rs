@@ -9,8 +9,9 @@ use crate::ffi::{
   DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLPACK_FLAG_BITMASK_IS_COPIED,
   DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION,
 };
+use crate::layout::{write_row_major_strides, Layout, MAX_NDIM};
 use crate::managed::ManagedTensor;
-use crate::validation::{validate, write_row_major_strides, Layout, MAX_NDIM};
+use crate::validation::validate;
 
 /// A foreign tensor that passed validation. It owns the producer's managed struct and calls the
 /// deleter exactly once when dropped; if validation fails the deleter runs before the error is

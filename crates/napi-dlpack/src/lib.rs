@@ -16,6 +16,7 @@ pub mod exchange;
 pub mod export;
 pub mod ffi;
 pub mod import;
+pub mod layout;
 pub mod managed;
 pub mod validation;
 pub mod view;
@@ -28,6 +29,6 @@ pub use export::{
   TensorInfo,
 };
 pub use import::ForeignTensor;
+pub use layout::{Layout, MAX_NDIM};
 pub use managed::{ManagedPtr, ManagedTensor};
-pub use validation::{Layout, MAX_NDIM};
 pub use view::{FromDLPack, FromDLPackMut, StridedView, StridedViewMut};

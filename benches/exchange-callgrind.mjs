@@ -3,7 +3,8 @@
 // machine wall time is noise, instruction counts are not. Each case runs twice in the bench
 // binary (`EXCHANGE_CALLGRIND=<case>:<n>`), with LOW and HIGH operations, and the difference
 // divided by HIGH - LOW is reported, so start-up and teardown cancel out. Then, unless
-// `--no-criterion`, criterion's medians of the same cases (`cargo bench ... -- vs_dlpark`).
+// `--no-criterion`, the medians of the same cases from `cargo bench ... -- vs_dlpark`:
+// criterion's (one case after another) and an interleaved pass (the cases in turn, each round).
 //
 //   node benches/exchange-callgrind.mjs [--no-criterion]     (needs valgrind)
 import { execFileSync, spawnSync } from 'node:child_process'
@@ -17,6 +18,7 @@ const HIGH = 110_000
 const CASES = [
   'export_release/ours',
   'export_release/dlpark_runtime_rank',
+  'export_release/dlpark_runtime_rank_validated',
   'export_release/dlpark_compile_time_rank',
   'import_validate_release/ours',
   'import_validate_release/dlpark',
@@ -54,19 +56,20 @@ const binary = benchBinary()
 console.log(`callgrind: instructions per operation ((n=${HIGH}) - (n=${LOW})) / ${HIGH - LOW}`)
 for (const name of CASES) {
   const perOp = (instructions(binary, name, HIGH) - instructions(binary, name, LOW)) / (HIGH - LOW)
-  console.log(`  ${name.padEnd(42)} ${perOp.toFixed(1)}`)
+  console.log(`  ${name.padEnd(46)} ${perOp.toFixed(1)}`)
 }
 
 if (!process.argv.includes('--no-criterion')) {
-  execFileSync('cargo', [...cargoArgs, '--', 'vs_dlpark'], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] })
+  const out = execFileSync('cargo', [...cargoArgs, '--', 'vs_dlpark'], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] })
   console.log('criterion: median ns per operation (point estimate and 95% interval)')
   for (const name of CASES) {
-    const file = join(root, 'target', 'criterion', 'vs_dlpark', ...name.split('/'), 'new', 'estimates.json')
+    const file = join(root, 'target', 'criterion', 'vs_dlpark', name.replaceAll('/', '_'), 'new', 'estimates.json')
     if (!existsSync(file)) throw new Error(`no criterion estimates at ${file}`)
     const { median } = JSON.parse(readFileSync(file, 'utf8'))
     const interval = median.confidence_interval
     console.log(
-      `  ${name.padEnd(42)} ${median.point_estimate.toFixed(1)} ns  [${interval.lower_bound.toFixed(1)}, ${interval.upper_bound.toFixed(1)}]`,
+      `  ${name.padEnd(46)} ${median.point_estimate.toFixed(1)} ns  [${interval.lower_bound.toFixed(1)}, ${interval.upper_bound.toFixed(1)}]`,
     )
   }
+  for (const line of out.split('\n')) if (line.startsWith('interleaved_vs_dlpark')) console.log(line)
 }

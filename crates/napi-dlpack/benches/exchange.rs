@@ -19,7 +19,8 @@
 //! And side by side with dlpark (the `vs_dlpark` group), the exchange's own cost with the data
 //! kept out of it: export + release of a 1-d `f32` tensor whose owner frees nothing (ours:
 //! `export_versioned` of a no-op owner; dlpark: its builders with a no-op context, at run-time
-//! rank (`Dynamic`) and compile-time rank (`Fixed`)), and import + validate + release of one
+//! rank (`Dynamic`, also followed by its `validate_export`, since ours validates what it exports)
+//! and compile-time rank (`Fixed`)), and import + validate + release of one
 //! static `DLManagedTensorVersioned` with a no-op deleter (ours: `ForeignTensor::new`; dlpark:
 //! `Managed::from_raw` + `validate`). `EXCHANGE_CALLGRIND=<case>:<n>` runs one of these `n`
 //! times and exits, for instruction counts: `node benches/exchange-callgrind.mjs`.
@@ -200,7 +201,11 @@ fn compare_data() -> *mut f32 {
 
 /// An owner that frees nothing, so export + release costs the exchange only (dlpark's own
 /// bench does the same with a no-op context).
-struct NoopOwner(*mut f32);
+struct NoopOwner {
+  data: *mut f32,
+  /// Read at run time (through `black_box`), as dlpark's shape is: no constant folding.
+  len: i64,
+}
 
 // SAFETY: the pointer is to memory that is never freed; nothing is dropped.
 unsafe impl Send for NoopOwner {}
@@ -208,7 +213,7 @@ unsafe impl Send for NoopOwner {}
 // SAFETY: `compare_data` lives for the whole process and holds COMPARE_LEN elements.
 unsafe impl IntoDLPack for NoopOwner {
   fn tensor_info(&mut self) -> TensorInfo {
-    TensorInfo::contiguous(self.0.cast::<c_void>(), DType::Float32, &[COMPARE_LEN])
+    TensorInfo::contiguous(self.data.cast::<c_void>(), DType::Float32, &[self.len])
   }
 }
 
@@ -224,7 +229,11 @@ unsafe impl dlpark::OpaqueContext for NoopContext {
 }
 
 fn ours_export() {
-  let managed = export_versioned(black_box(NoopOwner(compare_data()))).unwrap();
+  let owner = NoopOwner {
+    data: compare_data(),
+    len: black_box(COMPARE_LEN),
+  };
+  let managed = export_versioned(owner).unwrap();
   drop(black_box(managed));
 }
 
@@ -254,6 +263,23 @@ fn dlpark_export_runtime_rank() {
     .set_device(dlpark_cpu());
   // SAFETY: the data lives for the process; the builder set shape and strides.
   let managed = unsafe { initialized.finish() };
+  drop(black_box(managed));
+}
+
+/// dlpark's run-time-rank export followed by its own export validation (`validate_export`):
+/// what ours does, since `export_versioned` validates the layout it is given.
+fn dlpark_export_runtime_rank_validated() {
+  let shape = [black_box(COMPARE_LEN)];
+  let mut initialized = dlpark::metadata::Dynamic::compact(shape.as_slice())
+    .initialize(NoopContext)
+    .unwrap();
+  initialized
+    .set_data(compare_data().cast())
+    .set_dtype(dlpark_float32())
+    .set_device(dlpark_cpu());
+  // SAFETY: as above.
+  let managed = unsafe { initialized.finish() };
+  black_box(managed.validate_export().unwrap());
   drop(black_box(managed));
 }
 
@@ -316,11 +342,15 @@ fn dlpark_import() {
 }
 
 /// The cases of the dlpark comparison, by name.
-const COMPARISON: [(&str, fn()); 5] = [
+const COMPARISON: [(&str, fn()); 6] = [
   ("export_release/ours", ours_export),
   (
     "export_release/dlpark_runtime_rank",
     dlpark_export_runtime_rank,
+  ),
+  (
+    "export_release/dlpark_runtime_rank_validated",
+    dlpark_export_runtime_rank_validated,
   ),
   (
     "export_release/dlpark_compile_time_rank",
@@ -338,6 +368,29 @@ fn vs_dlpark(c: &mut Criterion) {
     group.bench_function(name, |b| b.iter(case));
   }
   group.finish();
+
+  // Interleaved: every round times each case in turn, so the machine's drift hits all alike.
+  const ROUNDS: usize = 101;
+  const OPS: u32 = 20_000;
+  let mut samples = vec![Vec::with_capacity(ROUNDS); COMPARISON.len()];
+  for round in 0..=ROUNDS {
+    for ((_, case), samples) in COMPARISON.iter().zip(&mut samples) {
+      let start = Instant::now();
+      for _ in 0..OPS {
+        case();
+      }
+      if round > 0 {
+        samples.push(start.elapsed().as_nanos() as f64 / f64::from(OPS));
+      }
+    }
+  }
+  println!("\ninterleaved_vs_dlpark: median ns/op over {ROUNDS} rounds of {OPS} ops per case");
+  for ((name, _), mut samples) in COMPARISON.iter().zip(samples) {
+    println!(
+      "interleaved_vs_dlpark/{name}: {:.1} ns",
+      median(&mut samples)
+    );
+  }
 }
 
 criterion_group!(benches, exchange, interleaved, vs_dlpark);

@@ -31,7 +31,7 @@ const _: () = assert!(core::mem::size_of::<ForeignTensor>() == 64);
 
 impl ForeignTensor {
   /// Validates and takes `managed`. On error `managed` has been dropped (deleter called).
-  #[inline]
+  #[inline(always)]
   pub fn new(managed: ManagedTensor) -> Result<ForeignTensor, DLPackError> {
     let version = managed.version();
     if let Some(version) = version {

@@ -117,11 +117,14 @@ interface SharedHandle {
   readonly handle: unknown
   refs: number
   /** Layout and flags, read from native once per handle and shared by its tensors. */
-  info?: TensorInfo
+  info?: TensorLayout
 }
 
-/** What `handleInfoInto` reports about a handle (slots: `INFO_SLOT`, defined in src/facts.rs). */
-interface TensorInfo {
+/**
+ * What `handleInfoInto` reports about a handle: its `TensorLayout` (src/layout.rs), in the slots
+ * `INFO_SLOT` names (defined in src/facts.rs, generated into lib/generated/facts.ts).
+ */
+interface TensorLayout {
   readonly dtype: DType
   readonly deviceType: number
   readonly deviceId: number
@@ -147,7 +150,7 @@ function slotRange(start: number, length: number): number[] {
   return values
 }
 
-function readInfo(handle: unknown): TensorInfo {
+function readInfo(handle: unknown): TensorLayout {
   call(() => native.handleInfoInto(handle, infoSlots))
   const slots = infoSlots
   const bits = slots[INFO_SLOT.BITS] as number
@@ -330,7 +333,7 @@ export class Tensor<D extends DType = DType> {
     return shared
   }
 
-  #meta(): TensorInfo {
+  #meta(): TensorLayout {
     const shared = this.#live()
     return (shared.info ??= readInfo(shared.handle))
   }

@@ -1,29 +1,54 @@
 //! Facts the addon and its TypeScript layer (`lib/`) must agree on, defined once: here for the
-//! addon's own (copy modes, the slot layout of `handleInfoInto`), in the core crate for the rest
+//! addon's own (copy requests, the slot layout of `handleInfoInto`), in the core crate for the rest
 //! (dtypes, devices, the DLPack version, `MAX_NDIM`, error codes and their classes).
 //! [`typescript`] writes them all as `lib/generated/facts.ts`, which is committed; the test at
 //! the bottom fails when that file is out of date, and rewrites it with
 //! `NAPI_DLPACK_WRITE_GENERATED=1 cargo test -p napi-dlpack-node generated`.
 
-use napi_dlpack::MAX_NDIM;
+use napi_dlpack::{ErrorKind, MAX_NDIM};
 
-/// What an import may do about copies (`copyMode` of `importCapsule`; `copy` of `fromDLPack`).
+use crate::errors::{fail, Result};
+
+/// `copy` of `fromDLPack` and `__dlpack__` (`null`/`undefined`, `true` or `false`), and the
+/// `copyMode` number of `importCapsule` (its discriminant), which `lib/` takes from
+/// `COPY_MODE` in lib/generated/facts.ts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum CopyMode {
-  /// `copy` unset: zero-copy where possible, a copy where not.
+pub enum CopyRequest {
+  /// Copy only if zero-copy is impossible.
   IfNeeded = 0,
-  /// `copy: true`: always a private copy.
+  /// Always copy.
   Always = 1,
-  /// `copy: false`: never a copy; ERR_DLPACK_COPY_REQUIRED where one is needed.
+  /// Never copy: refuse what needs a copy (`ERR_DLPACK_COPY_REQUIRED`).
   Never = 2,
 }
 
-impl CopyMode {
-  pub(crate) const ALL: [CopyMode; 3] = [CopyMode::IfNeeded, CopyMode::Always, CopyMode::Never];
+impl CopyRequest {
+  pub(crate) const ALL: [CopyRequest; 3] = [
+    CopyRequest::IfNeeded,
+    CopyRequest::Always,
+    CopyRequest::Never,
+  ];
 
-  /// The mode a JS caller passed, `None` for any other number.
-  pub(crate) fn from_raw(raw: u32) -> Option<CopyMode> {
-    CopyMode::ALL.into_iter().find(|mode| *mode as u32 == raw)
+  /// The `copyMode` number of `importCapsule`.
+  pub fn from_mode(mode: u32) -> Result<CopyRequest> {
+    CopyRequest::ALL
+      .into_iter()
+      .find(|request| *request as u32 == mode)
+      .ok_or_else(|| {
+        fail(
+          ErrorKind::InvalidArgument,
+          format!("invalid copy mode {mode}"),
+        )
+      })
+  }
+
+  /// `copy: boolean | null | undefined` (`None`: unset).
+  pub fn from_flag(copy: Option<bool>) -> CopyRequest {
+    match copy {
+      None => CopyRequest::IfNeeded,
+      Some(true) => CopyRequest::Always,
+      Some(false) => CopyRequest::Never,
+    }
   }
 }
 
@@ -72,7 +97,7 @@ mod typescript {
   use napi_dlpack::ffi::DLPackVersion;
   use napi_dlpack::{DType, DataTypeCode, DeviceType, ErrorKind, MAX_NDIM};
 
-  use super::{info_bit, info_slot, CopyMode, INFO_SLOTS};
+  use super::{info_bit, info_slot, CopyRequest, INFO_SLOTS};
 
   /// Every slot of `handleInfoInto` with its TypeScript name, in index order.
   pub(super) const INFO_SLOT_NAMES: [(&str, usize); 13] = [
@@ -99,12 +124,12 @@ mod typescript {
     ("HAS_VERSION", info_bit::HAS_VERSION),
   ];
 
-  /// The TypeScript name of a copy mode.
-  const fn copy_mode_name(mode: CopyMode) -> &'static str {
+  /// The TypeScript name of a copy request's `copyMode`.
+  const fn copy_mode_name(mode: CopyRequest) -> &'static str {
     match mode {
-      CopyMode::IfNeeded => "IF_NEEDED",
-      CopyMode::Always => "ALWAYS",
-      CopyMode::Never => "NEVER",
+      CopyRequest::IfNeeded => "IF_NEEDED",
+      CopyRequest::Always => "ALWAYS",
+      CopyRequest::Never => "NEVER",
     }
   }
 
@@ -259,7 +284,7 @@ mod typescript {
 
     line("/** `copyMode` of the addon's `importCapsule`. */");
     line("export const COPY_MODE = Object.freeze({");
-    for mode in CopyMode::ALL {
+    for mode in CopyRequest::ALL {
       line(&format!("  {}: {},", copy_mode_name(mode), mode as u32));
     }
     line("} as const)");
@@ -312,7 +337,7 @@ mod tests {
   use std::path::Path;
 
   use super::typescript::{typescript, GENERATED_PATH, INFO_BITS, INFO_SLOT_NAMES};
-  use super::{info_slot, CopyMode, INFO_SLOTS};
+  use super::{info_slot, CopyRequest, INFO_SLOTS};
 
   /// The committed TypeScript says what the Rust definitions say.
   #[test]
@@ -350,9 +375,9 @@ mod tests {
 
   #[test]
   fn copy_modes_round_trip() {
-    for mode in CopyMode::ALL {
-      assert_eq!(CopyMode::from_raw(mode as u32), Some(mode));
+    for mode in CopyRequest::ALL {
+      assert_eq!(CopyRequest::from_mode(mode as u32).unwrap(), mode);
     }
-    assert_eq!(CopyMode::from_raw(3), None);
+    assert!(CopyRequest::from_mode(3).is_err());
   }
 }

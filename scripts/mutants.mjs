@@ -32,29 +32,29 @@ const crate = 'crates/napi-dlpack/src'
 const addon = 'src'
 const addonCrate = 'napi-dlpack-node'
 const mutants = [
-  // validation.rs: untrusted metadata
+  // layout.rs (the layout arithmetic) and validation.rs (untrusted metadata)
   {
     id: 'stride-extent-wrapping-mul',
-    file: `${crate}/validation.rs`,
+    file: `${crate}/layout.rs`,
     find: '.checked_mul(stride)\n      .ok_or_else(|| overflow("stride extent"))?;',
     replace: '.wrapping_mul(stride);',
     js: true,
   },
   {
     id: 'stride-extent-wrapping-add',
-    file: `${crate}/validation.rs`,
+    file: `${crate}/layout.rs`,
     find: '.checked_add(reach)\n      .ok_or_else(|| overflow("stride extent"))?;',
     replace: '.wrapping_add(reach);',
   },
   {
     id: 'element-count-wrapping-mul',
-    file: `${crate}/validation.rs`,
+    file: `${crate}/layout.rs`,
     find: '.checked_mul(dim)\n      .ok_or_else(|| overflow("element count"))?;',
     replace: '.wrapping_mul(dim);',
   },
   {
     id: 'negative-dimension-accepted',
-    file: `${crate}/validation.rs`,
+    file: `${crate}/layout.rs`,
     find: 'if dim < 0 {\n      return Err(negative_dimension(shape));',
     replace: 'if false {\n      return Err(negative_dimension(shape));',
   },
@@ -62,19 +62,19 @@ const mutants = [
     // (The `<= isize::MAX` filter after it is no mutation target: on 64-bit targets it cannot
     // fail, isize::MAX being i64::MAX.)
     id: 'byte-span-wrapping-mul',
-    file: `${crate}/validation.rs`,
+    file: `${crate}/layout.rs`,
     find: '.and_then(|elements| elements.checked_mul(itemsize))',
     replace: '.map(|elements| elements.wrapping_mul(itemsize))',
   },
   {
     id: 'address-below-zero-accepted',
-    file: `${crate}/validation.rs`,
+    file: `${crate}/layout.rs`,
     find: 'if first_element < below || first_element.checked_add(from_first).is_none() {',
     replace: 'if first_element.checked_add(from_first).is_none() {',
   },
   {
     id: 'address-past-end-accepted',
-    file: `${crate}/validation.rs`,
+    file: `${crate}/layout.rs`,
     find: 'if first_element < below || first_element.checked_add(from_first).is_none() {',
     replace: 'if first_element < below {',
   },
@@ -118,9 +118,21 @@ const mutants = [
   },
   {
     id: 'row-major-ignores-strides',
-    file: `${crate}/validation.rs`,
+    file: `${crate}/layout.rs`,
     find: '    if dim != 1 {\n      if stride != expected {\n        return false;\n      }\n      expected *= dim;',
     replace: '    if dim != 1 {\n      expected *= dim;',
+  },
+  {
+    id: 'fits-in-buffer-ignores-start',
+    file: `${crate}/layout.rs`,
+    find: 'if low < 0 || high > buffer_bytes as i128 {',
+    replace: 'if high > buffer_bytes as i128 {',
+  },
+  {
+    id: 'fits-in-buffer-ignores-end',
+    file: `${crate}/layout.rs`,
+    find: 'if low < 0 || high > buffer_bytes as i128 {',
+    replace: 'if low < 0 {',
   },
   // managed.rs / import.rs: ownership and versions
   {
@@ -242,7 +254,7 @@ const mutants = [
   },
   {
     id: 'view-index-off-by-one',
-    file: `${crate}/view.rs`,
+    file: `${crate}/layout.rs`,
     find: 'if i as u64 >= dim as u64 {',
     replace: 'if i as u64 > dim as u64 {',
   },

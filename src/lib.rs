@@ -6,6 +6,7 @@
 // target of this cdylib everything looks unused.
 #![cfg_attr(test, allow(dead_code))]
 
+mod convert;
 mod cuda;
 mod exchange;
 mod fast;

@@ -37,6 +37,9 @@ fn invalid(message: impl Into<String>) -> DLPackError {
   DLPackError::new(ErrorKind::InvalidArgument, message)
 }
 
+/// Shape or strides of a view, inline up to 4 dimensions.
+pub type Dims = SmallVec<[i64; 4]>;
+
 /// The axis `axis` names in a tensor of `ndim` dimensions (negative counts from the end).
 pub fn normalize_axis(axis: i64, ndim: usize) -> Result<usize, DLPackError> {
   let resolved = if axis < 0 { axis + ndim as i64 } else { axis };
@@ -51,11 +54,7 @@ pub fn normalize_axis(axis: i64, ndim: usize) -> Result<usize, DLPackError> {
 /// Shape and strides of the view whose dimension `i` is dimension `axes[i]` of the input:
 /// metadata only, the elements stay where they are. `axes` must name every dimension exactly
 /// once (negative axes count from the end).
-pub fn permute(
-  shape: &[i64],
-  strides: &[i64],
-  axes: &[i64],
-) -> Result<(SmallVec<[i64; 4]>, SmallVec<[i64; 4]>), DLPackError> {
+pub fn permute(shape: &[i64], strides: &[i64], axes: &[i64]) -> Result<(Dims, Dims), DLPackError> {
   let ndim = shape.len();
   if axes.len() != ndim || strides.len() != ndim {
     return Err(invalid(format!(
@@ -80,21 +79,22 @@ pub fn permute(
 /// The dtypes [`convert`] reads and writes: bool, the integers and the real floats (float16
 /// and bfloat16 with the `half` feature). Complex and the fp8/fp6/fp4 formats are not.
 pub fn is_convertible(dtype: DType) -> bool {
-  match dtype {
-    DType::Bool
-    | DType::Int8
-    | DType::Int16
-    | DType::Int32
-    | DType::Int64
-    | DType::UInt8
-    | DType::UInt16
-    | DType::UInt32
-    | DType::UInt64
-    | DType::Float32
-    | DType::Float64 => true,
-    DType::Float16 | DType::BFloat16 => cfg!(feature = "half"),
-    _ => false,
-  }
+  let half = matches!(dtype, DType::Float16 | DType::BFloat16) && cfg!(feature = "half");
+  half
+    || matches!(
+      dtype,
+      DType::Bool
+        | DType::Int8
+        | DType::Int16
+        | DType::Int32
+        | DType::Int64
+        | DType::UInt8
+        | DType::UInt16
+        | DType::UInt32
+        | DType::UInt64
+        | DType::Float32
+        | DType::Float64
+    )
 }
 
 /// The elements of a host tensor: a layout over memory that stays readable for `'a`.
@@ -662,11 +662,13 @@ fn run<S: Scalar, D: Scalar>(plan: &Plan<'_, '_>, out: &mut [u8]) {
         .collect()
     });
   rows.for_each(|offset, at, channel| {
-    // SAFETY (for the whole closure): `offset` is the offset of an element of the validated
-    // source layout (Strided's contract) and the row's `row_len` elements are `stride` apart
-    // inside it; the destination holds `numel` elements of D (check_out), of which this row
-    // writes `at..at + row_len`.
+    // The pointer arithmetic and accesses below are in bounds: `offset` is the offset of an
+    // element of the validated source layout (Strided's contract) and the row's `row_len`
+    // elements are `stride` apart inside it; the destination holds `numel` elements of D
+    // (check_out), of which this row writes `at..at + row_len`.
+    // SAFETY: see above.
     let row = unsafe { first.offset(offset as isize) };
+    // SAFETY: see above.
     let out_row = unsafe { destination.add(at) };
     match (&table, channel) {
       (Some(table), Some(channel)) => {

@@ -1019,6 +1019,44 @@ mod tests {
     assert_eq!(got[0], ((tie as f64) as f32));
   }
 
+  #[cfg(feature = "half")]
+  #[test]
+  fn half_floats_round_once_from_float64() {
+    let values = [1.0f64 / 3.0, 65520.0, -0.0, 1e-8, 300.5];
+    let got: Vec<half::f16> =
+      convert_values(&values, DType::Float64, DType::Float16, &Affine::default());
+    let want: Vec<half::f16> = values.iter().map(|&v| half::f16::from_f64(v)).collect();
+    assert_eq!(
+      got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+      want.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+    );
+    assert!(
+      got[1].is_infinite(),
+      "65520 rounds up to infinity in float16"
+    );
+    let bytes = [0u8, 128, 255];
+    let affine = Affine {
+      scale: Some(vec![1.0 / 255.0]),
+      ..Affine::default()
+    };
+    let got: Vec<half::bf16> = convert_values(&bytes, DType::UInt8, DType::BFloat16, &affine);
+    let want: Vec<half::bf16> = bytes
+      .iter()
+      .map(|&b| half::bf16::from_f64(f64::from(b) * (1.0 / 255.0)))
+      .collect();
+    assert_eq!(got, want);
+    let back: Vec<u8> = convert_values(
+      &want,
+      DType::BFloat16,
+      DType::UInt8,
+      &Affine {
+        scale: Some(vec![255.0]),
+        ..Affine::default()
+      },
+    );
+    assert_eq!(back, [0, 128, 255]);
+  }
+
   #[test]
   fn affine_entries_are_checked() {
     let values = [1u8, 2, 3, 4];

@@ -839,6 +839,7 @@ module.exports.arrayBufferLimit = nativeBinding.arrayBufferLimit
 module.exports.astypeHandle = nativeBinding.astypeHandle
 module.exports.capsuleDevice = nativeBinding.capsuleDevice
 module.exports.capsuleIsConsumed = nativeBinding.capsuleIsConsumed
+module.exports.checkImportDevice = nativeBinding.checkImportDevice
 module.exports.contiguousHandle = nativeBinding.contiguousHandle
 module.exports.copyHandle = nativeBinding.copyHandle
 module.exports.cudaDeviceCount = nativeBinding.cudaDeviceCount

@@ -12,6 +12,26 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 /** The ArrayBuffer limit in force, in bytes (see `setArrayBufferLimit`). */
 export declare function arrayBufferLimit(): number
 
+/** Arguments of `astypeHandle` (see `Tensor#astype` in lib/tensor.ts). */
+export interface AstypeArgs {
+  scale?: Array<number>
+  offset?: Array<number>
+  mean?: Array<number>
+  std?: Array<number>
+  axis?: number
+  /**
+   * A handle to write into instead of allocating (contiguous, writable, host, same shape,
+   * the target dtype, not overlapping the source).
+   */
+  out?: unknown
+}
+
+/**
+ * The elements converted to `dtype` (the formula of `napi_dlpack::convert`), in a new dense
+ * CPU tensor, or written into `options.out` (then `null` is returned).
+ */
+export declare function astypeHandle(handle: unknown, dtype: string, options: AstypeArgs): unknown | null
+
 /**
  * The device of a capsule's tensor as `[type, id]`, read without consuming it; `null` when it
  * cannot be read without consuming (see `CapsulePayload::peek_device`). Throws as a consume
@@ -27,6 +47,9 @@ export declare function capsuleIsConsumed(value: unknown): boolean
  * for `importCapsule`.
  */
 export declare function checkImportDevice(wantedType: number, wantedId: number, copyMode: number, actualType: number, actualId: number): void
+
+/** A dense row-major copy of a host tensor in V8 memory. */
+export declare function contiguousHandle(handle: unknown): unknown
 
 /**
  * A copy of a tensor in a new handle (`isCopy`): row-major in V8 memory for host tensors, a
@@ -118,6 +141,9 @@ export interface NativeStats {
   /** References this thread's exchange-table state holds (2 once installed). */
   exchangeReferences: number
 }
+
+/** A zero-copy view with dimension `i` being dimension `axes[i]` (see `ops::convert::permute`). */
+export declare function permuteHandle(handle: unknown, axes: Array<number>): unknown
 
 /**
  * Releases the handle's storage now (`dispose()`); later calls fail with ERR_TENSOR_DISPOSED.

@@ -942,3 +942,24 @@ if (available) {
     p.destroyStream(s)
   })
 }
+
+// ---------------------------------------------------------------------------------------------
+// Conversions (lib/convert.ts): views are metadata only, so they work on device memory; the
+// host kernels refuse it.
+
+;(available ? test.serial : test.serial.skip)('permute views CUDA memory in place; contiguous copies and astype refuse it', (t) => {
+  const host = Tensor.from(new Float32Array(24).map((_, i) => i), [2, 3, 4])
+  const device = host.to('cuda:0')
+  const view = device.permute(2, 0, 1)
+  t.deepEqual(view.shape, [4, 2, 3])
+  t.deepEqual(view.strides, [1, 12, 4])
+  t.is(view.dataPointer, device.dataPointer)
+  t.is(String(view.device), 'cuda:0')
+  t.is(device.contiguous().dataPointer, device.dataPointer, 'already contiguous: shared')
+  throwsCode(t, () => view.contiguous(), 'ERR_DLPACK_NOT_CPU', BufferError)
+  throwsCode(t, () => device.astype('float64'), 'ERR_DLPACK_NOT_CPU', BufferError)
+  // Back on the host, the permuted view converts like any other.
+  const back = view.to('cpu').astype('float64')
+  t.deepEqual(Array.from(back.data).slice(0, 6), [0, 4, 8, 12, 16, 20])
+  for (const tensor of [host, device, view, back]) tensor.dispose()
+})

@@ -8,6 +8,7 @@
  * const back = fromDLPack(capsule)    // same memory, no copy
  * ```
  */
+export { type AstypeOptions, type PerChannel } from './convert'
 export { cuda } from './cuda'
 export { Device, type DeviceLike, toDevice } from './device'
 export {

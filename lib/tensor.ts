@@ -1,5 +1,6 @@
 import { MAX_VIEW_BYTES, native } from './native.js'
 import { Device, type DeviceLike, toDevice } from './device'
+import { type AstypeOptions, astypeArgs, permuteAxes, transposeAxes } from './convert'
 import { type DataArray, DLDeviceType, type DType, DTYPES, dtypeOfArray, isDType } from './dtype'
 import {
   BufferError,
@@ -434,6 +435,68 @@ export class Tensor<D extends DType = DType> {
     const target = toDevice(device)
     if (target.equals(this.device) && options?.copy !== true) return this._share()
     return Tensor._fromHandle(call(() => native.toDevice(handle, target.type, target.id))) as Tensor<D>
+  }
+
+  /**
+   * A view with dimension `i` being dimension `axes[i]` of this tensor (`permute(2, 0, 1)`
+   * turns HWC into CHW): zero-copy on any device, same memory and data pointer, only shape and
+   * strides change. `axes` name every dimension once; negative axes count from the end.
+   * `ERR_DLPACK_INVALID_ARGUMENT` otherwise. The view is a new Tensor: dispose it and this one
+   * independently.
+   */
+  permute(...axes: number[]): Tensor<D>
+  permute(axes: readonly number[]): Tensor<D>
+  permute(...args: (number | readonly number[])[]): Tensor<D> {
+    const handle = this.#live().handle
+    const axes = permuteAxes(args)
+    return Tensor._fromHandle(call(() => native.permuteHandle(handle, axes))) as Tensor<D>
+  }
+
+  /** A zero-copy view with dimensions `dim0` and `dim1` swapped (see `permute`). */
+  transpose(dim0: number, dim1: number): Tensor<D> {
+    return this.permute(transposeAxes(this.ndim, dim0, dim1))
+  }
+
+  /**
+   * This tensor in row-major order. Already contiguous: a new Tensor over the same memory (no
+   * copy, same data pointer, same read-only flag). Otherwise: a dense copy in V8 memory
+   * (zero-copy to export in every runtime, Electron included), writable. Host tensors only for
+   * the copy (`ERR_DLPACK_NOT_CPU`: call `.to('cpu')` first).
+   */
+  contiguous(): Tensor<D> {
+    const handle = this.#live().handle
+    if (this.isContiguous) return this._share()
+    return Tensor._fromHandle(call(() => native.contiguousHandle(handle))) as Tensor<D>
+  }
+
+  /**
+   * The elements converted to `dtype`, in a new dense row-major CPU tensor of the same shape
+   * (always a new tensor, even for the same dtype), or written into `options.out` (returned).
+   * Runs natively on host tensors (`ERR_DLPACK_NOT_CPU` for device memory) of bool, integer and
+   * real float dtypes (others: `ERR_DLPACK_INVALID_ARGUMENT`).
+   *
+   * The result is the plain JS loop's, bit for bit:
+   * - integer (or bool) to integer (or bool) with no options: the exact value, saturated to the
+   *   target's range (`int16` -3 → `uint8` 0, 300 → 255); bool targets get `value !== 0`;
+   * - otherwise each value as a JS number (float64; 64-bit integers past 2^53 round), then the
+   *   options given, in the order `* scale`, `+ offset`, `- mean`, `/ std` (each one float64
+   *   operation), then stored: float targets round to nearest, ties to even (as a
+   *   `Float32Array` store does); integer targets map NaN to 0, round to nearest with ties to
+   *   even and saturate (as a `Uint8ClampedArray` store does); bool targets get `v !== 0`.
+   *
+   * HWC uint8 image to normalised CHW float32:
+   * `img.permute(2, 0, 1).astype('float32', { scale: 1 / 255, mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225], axis: 0 })`.
+   */
+  astype<T extends DType>(dtype: T, options: AstypeOptions<Tensor<T>> = {}): Tensor<T> {
+    const handle = this.#live().handle
+    const { args } = astypeArgs(dtype, options)
+    const out = options.out
+    if (out !== undefined && !(out instanceof Tensor)) {
+      throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', 'out must be a Tensor')
+    }
+    args.out = out?._handle()
+    const result = call(() => native.astypeHandle(handle, dtype, args))
+    return out ?? (Tensor._fromHandle(result) as Tensor<T>)
   }
 
   /** Dimensions. */

@@ -19,6 +19,11 @@ const SOURCES: &[(&str, &str, &str)] = &[
   ("binding", "binding/mod.rs", include_str!("binding/mod.rs")),
   (
     "binding",
+    "binding/convert.rs",
+    include_str!("binding/convert.rs"),
+  ),
+  (
+    "binding",
     "binding/cuda.rs",
     include_str!("binding/cuda.rs"),
   ),
@@ -34,6 +39,7 @@ const SOURCES: &[(&str, &str, &str)] = &[
   ),
   ("exchange", "exchange.rs", include_str!("exchange.rs")),
   ("ops", "ops/mod.rs", include_str!("ops/mod.rs")),
+  ("ops", "ops/convert.rs", include_str!("ops/convert.rs")),
   ("ops", "ops/copy.rs", include_str!("ops/copy.rs")),
   ("ops", "ops/export.rs", include_str!("ops/export.rs")),
   ("ops", "ops/import.rs", include_str!("ops/import.rs")),

@@ -583,6 +583,31 @@ pub unsafe fn arraybuffer_new(
   Ok((value, data.cast()))
 }
 
+/// A new V8-owned ArrayBuffer of `len` bytes whose contents are not initialised, for a
+/// producer that writes every byte before JS can see it: the ArrayBuffer of a Node `Buffer`,
+/// which `napi_create_buffer` allocates without zero-filling (runtimes that zero-fill anyway
+/// are merely slower). Returns the ArrayBuffer, the data pointer and its byte offset in it
+/// (checked first: see [`check_arraybuffer_alloc`]).
+///
+/// # Safety
+/// `env` must be the live environment of the calling thread; the caller must write all `len`
+/// bytes before handing the ArrayBuffer (or a view of it) to JS.
+pub unsafe fn arraybuffer_new_uninit(
+  env: sys::napi_env,
+  len: usize,
+) -> Result<(sys::napi_value, *mut u8, usize)> {
+  check_arraybuffer_alloc(len)?;
+  let mut data = ptr::null_mut();
+  let mut buffer = ptr::null_mut();
+  // SAFETY: valid env.
+  status("napi_create_buffer", unsafe {
+    sys::napi_create_buffer(env, len, &mut data, &mut buffer)
+  })?;
+  // SAFETY: `buffer` is the Uint8Array (Buffer) just made.
+  let (data, _len, array_buffer, offset) = unsafe { typedarray_bytes(env, buffer)? };
+  Ok((array_buffer, data, offset))
+}
+
 /// Data pointer, length, backing buffer (ArrayBuffer or SharedArrayBuffer) and byte offset in
 /// it of a Uint8Array.
 ///

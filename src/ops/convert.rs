@@ -2,6 +2,7 @@
 //! `#astype`). The kernels and their exact formula live in `napi_dlpack::convert`; this module
 //! turns handles into their sources and destinations.
 
+use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 use napi::bindgen_prelude::Unknown;
@@ -12,10 +13,10 @@ use napi_dlpack::{DType, Device, ErrorKind};
 
 use crate::errors::{fail, Result};
 use crate::handle::{new_handle, Handle};
-use crate::js_memory;
+use crate::js_memory::{self, BufferRef};
 use crate::layout::TensorLayout;
 use crate::ops::import::js_storage_handle;
-use crate::storage::Storage;
+use crate::storage::{Memory, Storage};
 
 /// A new handle over the same memory with dimension `i` being dimension `axes[i]` of the
 /// input: only shape and strides change (any device; the data pointer is the same).
@@ -83,25 +84,47 @@ fn strided((storage, layout): &HostTensor) -> Strided<'_> {
   }
 }
 
-/// Runs `write` over a new zeroed V8 ArrayBuffer for a row-major CPU tensor of `dtype` with
-/// `shape`, and wraps it in a handle.
+/// Runs `write` over a new V8 ArrayBuffer for a row-major CPU tensor of `dtype` with `shape`,
+/// and wraps it in a handle. The buffer is not zero-filled first: `write` (a conversion
+/// kernel) stores every byte, and on error the buffer is dropped unseen. Zero-filling 25 MB
+/// and faulting in its pages cost more than the conversion itself.
 fn new_dense_handle<'env>(
   env: &'env Env,
   dtype: DType,
   shape: &[i64],
-  write: impl FnOnce(&mut [u8]) -> Result<()>,
+  write: impl FnOnce(&mut [MaybeUninit<u8>]) -> Result<()>,
 ) -> Result<Unknown<'env>> {
   let layout = TensorLayout::row_major(dtype, shape, Device::CPU)?;
-  // SAFETY: our env, on its thread.
-  let (array_buffer, data) = unsafe { js_memory::arraybuffer_new(env.raw(), layout.span_bytes)? };
-  let bytes: &mut [u8] = if layout.span_bytes == 0 {
-    &mut []
-  } else {
-    // SAFETY: V8 gave us `span_bytes` writable bytes at `data`, referenced by nothing else yet.
-    unsafe { std::slice::from_raw_parts_mut(data, layout.span_bytes) }
-  };
-  write(bytes)?;
-  js_storage_handle(env, array_buffer, layout)
+  let len = layout.span_bytes;
+  if len == 0 {
+    // SAFETY: our env, on its thread.
+    let (array_buffer, _data) = unsafe { js_memory::arraybuffer_new(env.raw(), 0)? };
+    write(&mut [])?;
+    return js_storage_handle(env, array_buffer, layout);
+  }
+  // SAFETY: our env, on its thread; every byte is written (below) before JS sees the buffer.
+  let (array_buffer, data, base_offset) =
+    unsafe { js_memory::arraybuffer_new_uninit(env.raw(), len)? };
+  if (data as usize) % dtype.itemsize() != 0 {
+    // Runtimes' allocators align far more than an element; should one not, the zeroed
+    // ArrayBuffer path (aligned by V8) takes it.
+    // SAFETY: our env, on its thread.
+    let (array_buffer, data) = unsafe { js_memory::arraybuffer_new(env.raw(), len)? };
+    // SAFETY: V8 gave us `len` writable bytes at `data`, referenced by nothing else yet.
+    write(unsafe { std::slice::from_raw_parts_mut(data.cast(), len) })?;
+    return js_storage_handle(env, array_buffer, layout);
+  }
+  // SAFETY: the runtime gave us `len` writable (uninitialised) bytes at `data`, referenced by
+  // nothing else yet; MaybeUninit makes no claim about their contents.
+  write(unsafe { std::slice::from_raw_parts_mut(data.cast(), len) })?;
+  // SAFETY: a live ArrayBuffer of this env; the reference keeps it (and `data`) alive.
+  let buffer = unsafe { BufferRef::new(env.raw(), array_buffer)? };
+  let storage = Storage::new(Memory::Js {
+    base: data,
+    base_offset,
+    buffer,
+  });
+  new_handle(env, storage, layout)
 }
 
 /// A dense row-major copy of a host tensor in V8 memory (the JS side calls this only for
@@ -110,7 +133,7 @@ pub(crate) fn contiguous<'env>(env: &'env Env, handle: &Handle) -> Result<Unknow
   let source = host_tensor(env, handle)?;
   let layout = &source.1;
   new_dense_handle(env, layout.dtype, &layout.shape, |out| {
-    Ok(convert::copy_dense(&strided(&source), out)?)
+    Ok(convert::copy_dense_uninit(&strided(&source), out)?)
   })
 }
 
@@ -127,7 +150,7 @@ pub(crate) fn astype<'env>(
   let shape = &source.1.shape;
   let Some((out_storage, out_layout)) = out else {
     return new_dense_handle(env, target, shape, |bytes| {
-      Ok(convert::convert(&strided(source), target, affine, bytes)?)
+      Ok(convert::convert_uninit(&strided(source), target, affine, bytes)?)
     })
     .map(Some);
   };

@@ -25,6 +25,8 @@
 //! number, bit for bit.
 
 use core::marker::PhantomData;
+use core::mem::MaybeUninit;
+use core::ops::Range;
 
 use smallvec::SmallVec;
 
@@ -308,9 +310,12 @@ impl Steps {
 }
 
 /// One element type as the conversions see it (read and written unaligned, by value).
-trait Scalar: Copy + 'static {
+trait Scalar: Copy + Send + Sync + 'static {
   /// Whether the exact integer path applies to it (integers and bool).
   const INTEGER: bool;
+  /// `f32` and `f64`: converting to them is a machine instruction that vectorises, cheaper
+  /// than a lookup table (the other targets round in software or saturate).
+  const HARDWARE_FLOAT: bool = false;
   fn to_f64(self) -> f64;
   /// The documented rounding and saturation of the float64 path.
   fn from_f64(value: f64) -> Self;
@@ -369,9 +374,10 @@ macro_rules! integer_scalar {
 integer_scalar!(i8, i16, i32, i64, u8, u16, u32, u64);
 
 macro_rules! float_scalar {
-  ($($ty:ty: $to:expr, $from:expr);* $(;)?) => {$(
+  ($($ty:ty: $to:expr, $from:expr, $hardware:expr);* $(;)?) => {$(
     impl Scalar for $ty {
       const INTEGER: bool = false;
+      const HARDWARE_FLOAT: bool = $hardware;
       #[inline(always)]
       fn to_f64(self) -> f64 {
         $to(self)
@@ -390,13 +396,13 @@ macro_rules! float_scalar {
   )*};
 }
 float_scalar!(
-  f32: f64::from, |value: f64| value as f32;
-  f64: |value: f64| value, |value: f64| value;
+  f32: f64::from, |value: f64| value as f32, true;
+  f64: |value: f64| value, |value: f64| value, true;
 );
 #[cfg(feature = "half")]
 float_scalar!(
-  half::f16: f64::from, half::f16::from_f64;
-  half::bf16: f64::from, half::bf16::from_f64;
+  half::f16: f64::from, half::f16::from_f64, false;
+  half::bf16: f64::from, half::bf16::from_f64, false;
 );
 
 /// The source's dimensions after dropping size-1 dimensions and merging neighbours that are
@@ -478,7 +484,11 @@ impl Rows {
   }
 }
 
-fn check_out(source: &Strided<'_>, target: DType, out: &[u8]) -> Result<(), DLPackError> {
+fn check_out(
+  source: &Strided<'_>,
+  target: DType,
+  out: &[MaybeUninit<u8>],
+) -> Result<(), DLPackError> {
   let needed = source.dense_bytes(target);
   if out.len() != needed {
     return Err(invalid(format!(
@@ -494,8 +504,24 @@ fn check_out(source: &Strided<'_>, target: DType, out: &[u8]) -> Result<(), DLPa
   Ok(())
 }
 
+/// `out` as memory the kernels write without reading.
+fn as_uninit(out: &mut [u8]) -> &mut [MaybeUninit<u8>] {
+  // SAFETY: same layout; the kernels only ever store initialised values through the result,
+  // so `out` stays initialised.
+  unsafe { core::slice::from_raw_parts_mut(out.as_mut_ptr().cast(), out.len()) }
+}
+
 /// Copies the elements of `source` into `out` (`numel * itemsize` bytes) in row-major order.
 pub fn copy_dense(source: &Strided<'_>, out: &mut [u8]) -> Result<(), DLPackError> {
+  copy_dense_uninit(source, as_uninit(out))
+}
+
+/// [`copy_dense`] into memory that may be uninitialised (a fresh allocation): on success every
+/// byte of `out` has been written; on error none has.
+pub fn copy_dense_uninit(
+  source: &Strided<'_>,
+  out: &mut [MaybeUninit<u8>],
+) -> Result<(), DLPackError> {
   check_out(source, source.dtype, out)?;
   if source.numel == 0 {
     return Ok(());
@@ -511,12 +537,21 @@ pub fn copy_dense(source: &Strided<'_>, out: &mut [u8]) -> Result<(), DLPackErro
   Ok(())
 }
 
-fn copy_rows<E: Copy>(source: &Strided<'_>, out: &mut [u8]) {
+fn copy_rows<E: Copy>(source: &Strided<'_>, out: &mut [MaybeUninit<u8>]) {
   let rows = Rows::of(source.shape, source.strides, None);
   let row_len = rows.shape[rows.shape.len() - 1];
   let stride = rows.strides[rows.strides.len() - 1] as isize;
   let first = source.first.cast::<E>();
   let destination = out.as_mut_ptr().cast::<E>();
+  if let [3 | 4, pixels] = rows.shape[..] {
+    if rows.strides[..] == [1, rows.shape[0] as i64] {
+      match rows.shape[0] {
+        3 => deinterleave::<E, 3>(first, destination, pixels, Parallel::of_machine()),
+        _ => deinterleave::<E, 4>(first, destination, pixels, Parallel::of_machine()),
+      }
+      return;
+    }
+  }
   rows.for_each(|offset, at, _| {
     // SAFETY: `offset` is the offset of an element of the validated source layout (Strided's
     // contract), the row's elements are `stride` apart inside it, and the destination holds
@@ -541,6 +576,32 @@ fn copy_rows<E: Copy>(source: &Strided<'_>, out: &mut [u8]) {
   });
 }
 
+/// The planar copy of `pixels` interleaved pixels of `C` channels (the CHW view of an HWC
+/// image): one pass over the source in memory order instead of one strided pass per channel.
+fn deinterleave<E: Copy, const C: usize>(
+  first: *const E,
+  destination: *mut E,
+  pixels: usize,
+  parallel: Parallel,
+) {
+  let (source, out) = (Shared(first.cast_mut()), Shared(destination));
+  parallel.for_ranges(pixels, C, |range| {
+    let (first, destination) = (source.get().cast_const(), out.get());
+    for p in range {
+      for c in 0..C {
+        // In bounds: element `c` of pixel `p` is element `p * C + c` of the dense source
+        // (Strided's contract), and the destination holds the `C * pixels` elements
+        // (check_out). SAFETY: see above.
+        unsafe {
+          destination
+            .add(c * pixels + p)
+            .write_unaligned(first.add(p * C + c).read_unaligned())
+        };
+      }
+    }
+  });
+}
+
 /// Writes the elements of `source` converted to `target` (see the module docs for the formula)
 /// into `out`, dense and row-major (`numel * target.itemsize()` bytes, not overlapping the
 /// source). `ERR_DLPACK_INVALID_ARGUMENT` for dtypes [`is_convertible`] refuses, a badly sized
@@ -550,6 +611,27 @@ pub fn convert(
   target: DType,
   affine: &Affine,
   out: &mut [u8],
+) -> Result<(), DLPackError> {
+  convert_uninit(source, target, affine, as_uninit(out))
+}
+
+/// [`convert`] into memory that may be uninitialised (a fresh allocation): on success every
+/// byte of `out` has been written; on error none has.
+pub fn convert_uninit(
+  source: &Strided<'_>,
+  target: DType,
+  affine: &Affine,
+  out: &mut [MaybeUninit<u8>],
+) -> Result<(), DLPackError> {
+  convert_with(source, target, affine, out, Parallel::of_machine())
+}
+
+fn convert_with(
+  source: &Strided<'_>,
+  target: DType,
+  affine: &Affine,
+  out: &mut [MaybeUninit<u8>],
+  parallel: Parallel,
 ) -> Result<(), DLPackError> {
   for dtype in [source.dtype, target] {
     if !is_convertible(dtype) {
@@ -568,6 +650,7 @@ pub fn convert(
     affine,
     channels,
     rows: Rows::of(source.shape, source.strides, axis),
+    parallel,
   };
   dispatch_source(&plan, target, out);
   Ok(())
@@ -579,9 +662,10 @@ struct Plan<'p, 'a> {
   affine: &'p Affine,
   channels: usize,
   rows: Rows,
+  parallel: Parallel,
 }
 
-fn dispatch_source(plan: &Plan<'_, '_>, target: DType, out: &mut [u8]) {
+fn dispatch_source(plan: &Plan<'_, '_>, target: DType, out: &mut [MaybeUninit<u8>]) {
   match plan.source.dtype {
     DType::Bool => dispatch_target::<BoolByte>(plan, target, out),
     DType::Int8 => dispatch_target::<i8>(plan, target, out),
@@ -602,7 +686,7 @@ fn dispatch_source(plan: &Plan<'_, '_>, target: DType, out: &mut [u8]) {
   }
 }
 
-fn dispatch_target<S: Scalar>(plan: &Plan<'_, '_>, target: DType, out: &mut [u8]) {
+fn dispatch_target<S: Scalar>(plan: &Plan<'_, '_>, target: DType, out: &mut [MaybeUninit<u8>]) {
   match target {
     DType::Bool => run::<S, BoolByte>(plan, out),
     DType::Int8 => run::<S, i8>(plan, out),
@@ -636,7 +720,88 @@ fn convert_one<S: Scalar, D: Scalar>(value: S, steps: &Steps, exact_integers: bo
 /// Sources with at most this many channels of one-byte elements go through a lookup table.
 const MAX_TABLE_CHANNELS: usize = 64;
 
-fn run<S: Scalar, D: Scalar>(plan: &Plan<'_, '_>, out: &mut [u8]) {
+/// Conversions of at least this many elements are split over threads: below it, starting a
+/// thread (tens of microseconds) costs more than its share of the work saves.
+const PARALLEL_MIN_ELEMENTS: usize = 1 << 20;
+
+/// At most this many threads work on one conversion (memory bandwidth, not cores, is the limit
+/// past a few).
+const MAX_THREADS: usize = 4;
+
+/// How a conversion is split over threads. Every element is computed by the same function
+/// whichever thread computes it, so the split never changes the result.
+#[derive(Debug, Clone, Copy)]
+struct Parallel {
+  threads: usize,
+  min_elements: usize,
+}
+
+impl Parallel {
+  fn of_machine() -> Parallel {
+    let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
+    Parallel {
+      threads: cores.min(MAX_THREADS),
+      min_elements: PARALLEL_MIN_ELEMENTS,
+    }
+  }
+
+  /// Calls `work` on disjoint ranges that together cover `0..items` (each item being
+  /// `item_elements` elements): one range on this thread when the work is small, otherwise one
+  /// per thread, the first on this thread. A thread the system refuses to start has its range
+  /// run here instead.
+  fn for_ranges(&self, items: usize, item_elements: usize, work: impl Fn(Range<usize>) + Sync) {
+    let elements = items.saturating_mul(item_elements);
+    let threads = if elements >= self.min_elements {
+      self.threads.clamp(1, items.max(1))
+    } else {
+      1
+    };
+    if threads == 1 {
+      work(0..items);
+      return;
+    }
+    let per_thread = items.div_ceil(threads);
+    let work = &work;
+    std::thread::scope(|scope| {
+      let mut start = per_thread;
+      while start < items {
+        let range = start..(start + per_thread).min(items);
+        start = range.end;
+        let spawned = std::thread::Builder::new()
+          .name("napi-dlpack-convert".into())
+          .spawn_scoped(scope, {
+            let range = range.clone();
+            move || work(range)
+          });
+        if spawned.is_err() {
+          work(range);
+        }
+      }
+      work(0..per_thread.min(items));
+    });
+  }
+}
+
+/// A pointer the threads of one conversion share: all of them read the source through it, and
+/// each writes its own disjoint part of the destination through it.
+#[derive(Clone, Copy)]
+struct Shared<T>(*mut T);
+
+// SAFETY: the threads of `Parallel::for_ranges` only read the source (not written by anyone
+// during the conversion: Strided's contract) and write disjoint ranges of the destination;
+// the scope joins them before the conversion returns.
+unsafe impl<T> Send for Shared<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for Shared<T> {}
+
+impl<T> Shared<T> {
+  /// The pointer (a method, so that closures capture the whole `Shared`, not its field).
+  fn get(self) -> *mut T {
+    self.0
+  }
+}
+
+fn run<S: Scalar, D: Scalar>(plan: &Plan<'_, '_>, out: &mut [MaybeUninit<u8>]) {
   let exact_integers = S::INTEGER && D::INTEGER && plan.affine.is_identity();
   let steps: SmallVec<[Steps; 4]> = (0..plan.channels)
     .map(|channel| plan.affine.steps(channel))
@@ -646,9 +811,15 @@ fn run<S: Scalar, D: Scalar>(plan: &Plan<'_, '_>, out: &mut [u8]) {
   let stride = rows.strides[rows.strides.len() - 1] as isize;
   let first = plan.source.first.cast::<S>();
   let destination = out.as_mut_ptr().cast::<D>();
+  // A dense source under one set of steps: one run of `numel` elements, in the same order as
+  // the destination.
+  let flat = rows.shape.len() == 1 && stride == 1 && plan.channels == 1;
   // One-byte sources take 256 values: convert each once per channel (with the same function,
-  // so the results are identical) and look the elements up.
+  // so the results are identical) and look the elements up. Not for a dense source without
+  // steps into f32/f64: the conversion itself is one vectorised instruction there.
+  let direct = flat && D::HARDWARE_FLOAT && plan.affine.is_identity();
   let table: Option<Vec<D>> = (size_of::<S>() == 1
+    && !direct
     && plan.channels <= MAX_TABLE_CHANNELS
     && plan.source.numel >= 4 * 256 * plan.channels)
     .then(|| {
@@ -661,8 +832,55 @@ fn run<S: Scalar, D: Scalar>(plan: &Plan<'_, '_>, out: &mut [u8]) {
         })
         .collect()
     });
+  if flat {
+    let (source, out) = (Shared(first.cast_mut()), Shared(destination));
+    let steps = steps[0];
+    match &table {
+      Some(table) => {
+        let lookup: &[D; 256] = table[..256]
+          .try_into()
+          .expect("the table holds 256 entries per channel");
+        plan.parallel.for_ranges(row_len, 1, |range| {
+          let (first, destination) = (source.get().cast::<u8>(), out.get());
+          for i in range {
+            // In bounds: the source's `numel` elements are dense from `first` (Strided's
+            // contract), the destination holds `numel` elements of D (check_out).
+            // SAFETY: see above; one-byte elements.
+            let byte = unsafe { first.add(i).read() };
+            // SAFETY: see above.
+            unsafe { destination.add(i).write_unaligned(lookup[usize::from(byte)]) };
+          }
+        });
+      }
+      None if direct => plan.parallel.for_ranges(row_len, 1, |range| {
+        let (first, destination) = (source.get(), out.get());
+        for i in range {
+          // In bounds as above. SAFETY: see above.
+          let value = unsafe { first.add(i).read_unaligned() };
+          // The float64 path without steps (convert_one's result for an identity affine into a
+          // float target), written out so that the loop has no branch and vectorises.
+          // SAFETY: see above.
+          unsafe { destination.add(i).write_unaligned(D::from_f64(value.to_f64())) };
+        }
+      }),
+      None => plan.parallel.for_ranges(row_len, 1, |range| {
+        let (first, destination) = (source.get(), out.get());
+        for i in range {
+          // In bounds as above. SAFETY: see above.
+          let value = unsafe { first.add(i).read_unaligned() };
+          // SAFETY: see above.
+          unsafe {
+            destination
+              .add(i)
+              .write_unaligned(convert_one::<S, D>(value, &steps, exact_integers))
+          };
+        }
+      }),
+    }
+    return;
+  }
   if let Some(table) = &table {
-    if lookup_pixels(table, rows, first.cast::<u8>(), destination) {
+    if lookup_pixels(table, rows, first.cast::<u8>(), destination, plan.parallel) {
       return;
     }
   }
@@ -724,17 +942,28 @@ fn lookup_pixels<D: Scalar>(
   rows: &Rows,
   first: *const u8,
   destination: *mut D,
+  parallel: Parallel,
 ) -> bool {
   match (rows.shape.len(), rows.channel_dim, rows.shape.as_slice()) {
     (2, Some(dim), shape) if shape[dim] == 3 => {
-      lookup_pixels_of::<D, 3>(table, rows, dim, first, destination)
+      lookup_pixels_of::<D, 3>(table, rows, dim, first, destination, parallel)
     }
     (2, Some(dim), shape) if shape[dim] == 4 => {
-      lookup_pixels_of::<D, 4>(table, rows, dim, first, destination)
+      lookup_pixels_of::<D, 4>(table, rows, dim, first, destination, parallel)
     }
     _ => return false,
   }
   true
+}
+
+/// Where the pixels of [`lookup_pixels_of`] are: element strides of a pixel and of a channel
+/// in the source, and of a pixel and of a channel in the destination.
+#[derive(Clone, Copy)]
+struct PixelStrides {
+  source_pixel: isize,
+  source_channel: isize,
+  out_pixel: usize,
+  out_channel: usize,
 }
 
 fn lookup_pixels_of<D: Scalar, const C: usize>(
@@ -743,6 +972,7 @@ fn lookup_pixels_of<D: Scalar, const C: usize>(
   channel_dim: usize,
   first: *const u8,
   destination: *mut D,
+  parallel: Parallel,
 ) {
   // One 256-entry table per channel (the table holds C * 256 entries): indexing with a byte
   // needs no bounds check.
@@ -753,28 +983,76 @@ fn lookup_pixels_of<D: Scalar, const C: usize>(
   });
   let pixel_dim = 1 - channel_dim;
   let pixels = rows.shape[pixel_dim];
-  let pixel_stride = rows.strides[pixel_dim] as isize;
-  let channel_stride = rows.strides[channel_dim] as isize;
   // The destination is row-major over the two dimensions.
   let (out_pixel, out_channel) = if channel_dim == 0 {
     (1, pixels)
   } else {
     (C, 1)
   };
-  for p in 0..pixels {
+  let strides = PixelStrides {
+    source_pixel: rows.strides[pixel_dim] as isize,
+    source_channel: rows.strides[channel_dim] as isize,
+    out_pixel,
+    out_channel,
+  };
+  let (source, out) = (Shared(first.cast_mut()), Shared(destination));
+  parallel.for_ranges(pixels, C, |range| {
+    let (first, destination) = (source.get().cast_const(), out.get());
+    // Interleaved pixels (HWC, the layout decoders produce) with the strides spelled out as
+    // constants, so that the loop needs no multiplications by runtime strides.
+    let interleaved = strides.source_pixel == C as isize && strides.source_channel == 1;
+    match (interleaved, channel_dim) {
+      (true, 0) => lookup_pixel_range(
+        &lookups,
+        range,
+        first,
+        destination,
+        PixelStrides {
+          source_pixel: C as isize,
+          source_channel: 1,
+          out_pixel: 1,
+          out_channel: pixels,
+        },
+      ),
+      (true, _) => lookup_pixel_range(
+        &lookups,
+        range,
+        first,
+        destination,
+        PixelStrides {
+          source_pixel: C as isize,
+          source_channel: 1,
+          out_pixel: C,
+          out_channel: 1,
+        },
+      ),
+      (false, _) => lookup_pixel_range(&lookups, range, first, destination, strides),
+    }
+  });
+}
+
+#[inline(always)]
+fn lookup_pixel_range<D: Scalar, const C: usize>(
+  lookups: &[&[D; 256]; C],
+  range: Range<usize>,
+  first: *const u8,
+  destination: *mut D,
+  strides: PixelStrides,
+) {
+  for p in range {
     // In bounds: pixel `p` and channel `c` name an element of the validated source layout
     // (Strided's contract); the destination holds the `C * pixels` elements (check_out).
     // SAFETY: see above.
-    let source = unsafe { first.offset(p as isize * pixel_stride) };
+    let source = unsafe { first.offset(p as isize * strides.source_pixel) };
     // SAFETY: see above.
-    let out = unsafe { destination.add(p * out_pixel) };
+    let out = unsafe { destination.add(p * strides.out_pixel) };
     for (c, lookup) in lookups.iter().enumerate() {
       // SAFETY: see above; one-byte elements.
-      let byte = unsafe { source.offset(c as isize * channel_stride).read() };
+      let byte = unsafe { source.offset(c as isize * strides.source_channel).read() };
       // SAFETY: see above.
       unsafe {
         out
-          .add(c * out_channel)
+          .add(c * strides.out_channel)
           .write_unaligned(lookup[usize::from(byte)])
       };
     }
@@ -1092,6 +1370,129 @@ mod tests {
     assert_eq!(error.kind(), ErrorKind::InvalidArgument);
     let error = convert(&source, DType::Float32, &Affine::default(), &mut out[..12]).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidArgument);
+  }
+
+  /// Splits every conversion that has more than one element over three threads.
+  const SPLIT: Parallel = Parallel {
+    threads: 3,
+    min_elements: 1,
+  };
+  const SERIAL: Parallel = Parallel {
+    threads: 1,
+    min_elements: usize::MAX,
+  };
+
+  fn convert_split(
+    source: &Strided<'_>,
+    target: DType,
+    affine: &Affine,
+    parallel: Parallel,
+  ) -> Vec<u8> {
+    let mut out = vec![0xa5u8; source.dense_bytes(target)];
+    convert_with(source, target, affine, as_uninit(&mut out), parallel).unwrap();
+    out
+  }
+
+  /// The ranges of a split cover every item exactly once, for counts that do and do not
+  /// divide evenly, and fewer items than threads.
+  #[test]
+  fn parallel_ranges_cover_every_item_once() {
+    for items in [0usize, 1, 2, 3, 4, 5, 7, 100, 1001] {
+      let seen: Vec<std::sync::atomic::AtomicUsize> =
+        (0..items).map(|_| Default::default()).collect();
+      SPLIT.for_ranges(items, 1, |range| {
+        for i in range {
+          seen[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+      });
+      assert!(
+        seen.iter().all(|count| count.load(std::sync::atomic::Ordering::Relaxed) == 1),
+        "{items} items"
+      );
+    }
+  }
+
+  /// Every fast path (dense lookup, dense direct, interleaved and strided pixel lookups,
+  /// de-interleaving copy), split over threads at odd boundaries, gives the bytes of the
+  /// serial general path and of the formula written out element by element.
+  #[test]
+  fn split_conversions_match_the_serial_ones_and_the_formula() {
+    for (h, w) in [(1usize, 1025usize), (7, 151), (33, 97)] {
+      let n = h * w * 3;
+      let pixels: Vec<u8> = (0..n).map(|i| (i * 131 % 251) as u8).collect();
+      let hwc = [h as i64, w as i64, 3];
+      let hwc_strides = strides_of(&hwc);
+      let (chw, chw_strides) = permute(&hwc, &hwc_strides, &[2, 0, 1]).unwrap();
+      // Every other column of a wider image: strided pixels.
+      let wide: Vec<u8> = (0..n * 2).map(|i| (i * 77 % 253) as u8).collect();
+      let cropped = [h as i64, w as i64, 3];
+      let cropped_strides = [(w * 6) as i64, 6, 1];
+      let normalise = Affine {
+        scale: Some(vec![1.0 / 255.0]),
+        mean: Some(vec![0.485, 0.456, 0.406]),
+        std: Some(vec![0.229, 0.224, 0.225]),
+        axis: Some(0),
+        ..Affine::default()
+      };
+      let scale = Affine {
+        scale: Some(vec![1.0 / 255.0]),
+        ..Affine::default()
+      };
+      let channels_last = Affine {
+        axis: Some(2),
+        ..normalise.clone()
+      };
+      let cases: [(&[u8], &[i64], &[i64], DType, &Affine); 6] = [
+        (&pixels, &hwc, &hwc_strides, DType::Float32, &Affine::default()),
+        (&pixels, &hwc, &hwc_strides, DType::Float32, &scale),
+        (&pixels, &hwc, &hwc_strides, DType::Float64, &channels_last),
+        (&pixels, &chw, &chw_strides, DType::Float32, &normalise),
+        (&wide, &cropped, &cropped_strides, DType::Float32, &channels_last),
+        (&pixels, &chw, &chw_strides, DType::Int16, &Affine::default()),
+      ];
+      for (bytes, shape, strides, target, affine) in cases {
+        let source = Strided::over_bytes(bytes, 0, DType::UInt8, shape, strides).unwrap();
+        let split = convert_split(&source, target, affine, SPLIT);
+        assert_eq!(
+          split,
+          convert_split(&source, target, affine, SERIAL),
+          "{shape:?} {strides:?} {target}"
+        );
+        let (channels, axis) = affine.channels(shape).unwrap();
+        let want: Vec<u8> = reference_offsets(shape, strides)
+          .iter()
+          .enumerate()
+          .flat_map(|(linear, &offset)| {
+            let channel = match axis {
+              Some(axis) if channels > 1 => {
+                let inner: i64 = shape[axis + 1..].iter().product();
+                (linear as i64 / inner % shape[axis]) as usize
+              }
+              _ => 0,
+            };
+            let v = f64::from(bytes[offset as usize]);
+            let v = affine.steps(channel).apply(v);
+            match target {
+              DType::Float32 => (v as f32).to_ne_bytes().to_vec(),
+              DType::Float64 => v.to_ne_bytes().to_vec(),
+              _ => (v as i16).to_ne_bytes().to_vec(),
+            }
+          })
+          .collect();
+        assert_eq!(split, want, "{shape:?} {strides:?} {target}");
+      }
+      let source = Strided::over_bytes(&pixels, 0, DType::UInt8, &chw, &chw_strides).unwrap();
+      let mut out = vec![0u8; n];
+      copy_dense(&source, &mut out).unwrap();
+      let want: Vec<u8> = reference_offsets(&chw, &chw_strides)
+        .iter()
+        .map(|&offset| pixels[offset as usize])
+        .collect();
+      assert_eq!(out, want, "copy of the CHW view {h}x{w}");
+      let mut split = vec![0u8; n];
+      deinterleave::<u8, 3>(pixels.as_ptr(), split.as_mut_ptr(), h * w, SPLIT);
+      assert_eq!(split, want, "de-interleaved over threads {h}x{w}");
+    }
   }
 
   #[test]

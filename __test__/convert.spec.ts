@@ -350,3 +350,31 @@ test('astype and contiguous work on zero-size and 0-d tensors', (t) => {
   t.deepEqual(Array.from(scalar.astype('uint8').data), [0])
   t.deepEqual(Array.from(scalar.astype('float32', { scale: 0.5 }).data), [-1.5])
 })
+
+// Past a million elements the kernels split the work over threads and write into output memory
+// that was not zero-filled first: every byte must still come out as the JS loop's, at odd sizes
+// whose thread boundaries fall mid-row and mid-pixel.
+test('large conversions (threaded, not zero-filled first) equal the JS loops byte for byte', (t) => {
+  const [H, W, C] = [517, 1031, 3]
+  const HW = H * W
+  const next = random(15)
+  const pixels = Uint8Array.from({ length: H * W * C }, () => Math.floor(next() * 256))
+  const image = Tensor.from(pixels, [H, W, C])
+  const mean = [0.485, 0.456, 0.406]
+  const std = [0.229, 0.224, 0.225]
+  const scale = 1 / 255
+  const normalised = new Float32Array(C * HW)
+  const planar = new Uint8Array(C * HW)
+  for (let c = 0; c < C; c++) {
+    for (let p = 0; p < HW; p++) {
+      normalised[c * HW + p] = (pixels[p * C + c] * scale - mean[c]) / std[c]
+      planar[c * HW + p] = pixels[p * C + c]
+    }
+  }
+  const bytes = (view: ArrayBufferView) => Buffer.from(view.buffer, view.byteOffset, view.byteLength)
+  const chw = image.permute(2, 0, 1)
+  t.true(bytes(chw.astype('float32', { scale, mean, std, axis: 0 }).data).equals(bytes(normalised)))
+  t.true(bytes(chw.contiguous().data).equals(bytes(planar)))
+  t.true(bytes(image.astype('float32').data).equals(bytes(new Float32Array(pixels))))
+  t.true(bytes(image.astype('float64', { scale }).data).equals(bytes(Float64Array.from(pixels, (x) => x * scale))))
+})

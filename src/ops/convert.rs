@@ -105,7 +105,7 @@ fn new_dense_handle<'env>(
   // SAFETY: our env, on its thread; every byte is written (below) before JS sees the buffer.
   let (array_buffer, data, base_offset) =
     unsafe { js_memory::arraybuffer_new_uninit(env.raw(), len)? };
-  if (data as usize) % dtype.itemsize() != 0 {
+  if !(data as usize).is_multiple_of(dtype.itemsize()) {
     // Runtimes' allocators align far more than an element; should one not, the zeroed
     // ArrayBuffer path (aligned by V8) takes it.
     // SAFETY: our env, on its thread.
@@ -150,7 +150,12 @@ pub(crate) fn astype<'env>(
   let shape = &source.1.shape;
   let Some((out_storage, out_layout)) = out else {
     return new_dense_handle(env, target, shape, |bytes| {
-      Ok(convert::convert_uninit(&strided(source), target, affine, bytes)?)
+      Ok(convert::convert_uninit(
+        &strided(source),
+        target,
+        affine,
+        bytes,
+      )?)
     })
     .map(Some);
   };

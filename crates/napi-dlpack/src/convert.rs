@@ -848,7 +848,11 @@ fn run<S: Scalar, D: Scalar>(plan: &Plan<'_, '_>, out: &mut [MaybeUninit<u8>]) {
             // SAFETY: see above; one-byte elements.
             let byte = unsafe { first.add(i).read() };
             // SAFETY: see above.
-            unsafe { destination.add(i).write_unaligned(lookup[usize::from(byte)]) };
+            unsafe {
+              destination
+                .add(i)
+                .write_unaligned(lookup[usize::from(byte)])
+            };
           }
         });
       }
@@ -860,7 +864,11 @@ fn run<S: Scalar, D: Scalar>(plan: &Plan<'_, '_>, out: &mut [MaybeUninit<u8>]) {
           // The float64 path without steps (convert_one's result for an identity affine into a
           // float target), written out so that the loop has no branch and vectorises.
           // SAFETY: see above.
-          unsafe { destination.add(i).write_unaligned(D::from_f64(value.to_f64())) };
+          unsafe {
+            destination
+              .add(i)
+              .write_unaligned(D::from_f64(value.to_f64()))
+          };
         }
       }),
       None => plan.parallel.for_ranges(row_len, 1, |range| {
@@ -1382,6 +1390,9 @@ mod tests {
     min_elements: usize::MAX,
   };
 
+  /// Source bytes, shape, strides, target and steps of one conversion.
+  type Case<'a> = (&'a [u8], &'a [i64], &'a [i64], DType, &'a Affine);
+
   fn convert_split(
     source: &Strided<'_>,
     target: DType,
@@ -1406,7 +1417,9 @@ mod tests {
         }
       });
       assert!(
-        seen.iter().all(|count| count.load(std::sync::atomic::Ordering::Relaxed) == 1),
+        seen
+          .iter()
+          .all(|count| count.load(std::sync::atomic::Ordering::Relaxed) == 1),
         "{items} items"
       );
     }
@@ -1442,13 +1455,31 @@ mod tests {
         axis: Some(2),
         ..normalise.clone()
       };
-      let cases: [(&[u8], &[i64], &[i64], DType, &Affine); 6] = [
-        (&pixels, &hwc, &hwc_strides, DType::Float32, &Affine::default()),
+      let cases: [Case<'_>; 6] = [
+        (
+          &pixels,
+          &hwc,
+          &hwc_strides,
+          DType::Float32,
+          &Affine::default(),
+        ),
         (&pixels, &hwc, &hwc_strides, DType::Float32, &scale),
         (&pixels, &hwc, &hwc_strides, DType::Float64, &channels_last),
         (&pixels, &chw, &chw_strides, DType::Float32, &normalise),
-        (&wide, &cropped, &cropped_strides, DType::Float32, &channels_last),
-        (&pixels, &chw, &chw_strides, DType::Int16, &Affine::default()),
+        (
+          &wide,
+          &cropped,
+          &cropped_strides,
+          DType::Float32,
+          &channels_last,
+        ),
+        (
+          &pixels,
+          &chw,
+          &chw_strides,
+          DType::Int16,
+          &Affine::default(),
+        ),
       ];
       for (bytes, shape, strides, target, affine) in cases {
         let source = Strided::over_bytes(bytes, 0, DType::UInt8, shape, strides).unwrap();

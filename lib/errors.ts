@@ -50,6 +50,7 @@ const CLASS_BY_CODE: Record<string, ErrorClass> = {
   ERR_DLPACK_STREAM: BufferError,
   ERR_DLPACK_NOT_CPU: BufferError,
   ERR_DLPACK_TOO_LARGE: BufferError,
+  ERR_DLPACK_NULLS: BufferError,
   ERR_DLPACK_NOT_A_CAPSULE: CapsuleError,
   ERR_DLPACK_CAPSULE_CONSUMED: CapsuleError,
   ERR_DLPACK_CAPSULE_ABI: CapsuleError,
@@ -69,6 +70,7 @@ const CLASS_BY_CODE: Record<string, ErrorClass> = {
   ERR_TENSOR_DETACHED: TensorDisposedError,
   ERR_DLPACK_READ_ONLY: ReadOnlyError,
   ERR_DLPACK_INVALID_ARGUMENT: DLPackTypeError,
+  ERR_DLPACK_UNSUPPORTED_DTYPE: DLPackTypeError,
   ERR_CUDA_UNAVAILABLE: CudaError,
   ERR_CUDA: CudaError,
 }

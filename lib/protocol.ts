@@ -1,10 +1,12 @@
 import { native } from './native.js'
 import { type Device, type DeviceLike, toDevice } from './device'
 import { DLDeviceType, type DType, DTYPES, dtypeOfArray, isDType } from './dtype'
+import { type AdaptedSource, adapt } from './adapters'
 import { BufferError, CapsuleError, DLPackTypeError } from './errors'
 import {
   type ArrayDType,
   callNative,
+  type ClampedTensor,
   createFromMemory,
   type DLPackCapsule,
   type DLPackOptions,
@@ -45,6 +47,7 @@ export type DLPackSource =
   | SharedArrayBuffer
   | ArrayBufferView
   | NDArrayLike
+  | AdaptedSource
 
 export interface FromDLPackOptions {
   /** The device the result must be on (default: where the data is). */
@@ -57,6 +60,12 @@ export interface FromDLPackOptions {
    * too. Unset: the legacy default stream. `-1n`: no synchronisation. `0` is refused.
    */
   stream?: bigint | number | null
+  /**
+   * TensorFlow.js tensors only: share the tfjs tensor's memory writable. By default the result
+   * is read-only, because tfjs treats tensors as immutable and shares one array between
+   * several of them (reshape, clone): a write would silently change them all.
+   */
+  writable?: boolean
 }
 
 /** The newest DLPack version we understand, as announced to producers. */
@@ -134,8 +143,11 @@ function fromCapsule(capsule: unknown, options: FromDLPackOptions, checked: Chec
  * - a capsule from `__dlpack__` (ours or any addon's);
  * - any object with `__dlpack__` (and optionally `__dlpack_device__`);
  * - an ArrayBuffer, SharedArrayBuffer, TypedArray, DataView or Buffer (keeps it alive);
- * - an ndarray-like `{ data, shape, stride | strides, offset }` (scijs ndarray, @stdlib/ndarray).
+ * - an ndarray-like `{ data, shape, stride | strides, offset }` (scijs ndarray, @stdlib/ndarray);
+ * - a library's tensor or image as it is (lib/adapters.ts): ONNX Runtime / transformers.js
+ *   tensors, sharp raw output, ImageData / RawImage, Arrow vectors, tfjs tensors.
  */
+export function fromDLPack(source: ClampedTensor | Uint8ClampedArray | { readonly data: Uint8ClampedArray; readonly width: number; readonly height: number }, options?: FromDLPackOptions): ClampedTensor
 export function fromDLPack<D extends DType>(source: Tensor<D>, options?: FromDLPackOptions): Tensor<D>
 export function fromDLPack<A extends ArrayBufferView>(source: A, options?: FromDLPackOptions): Tensor<ArrayDType<A>>
 export function fromDLPack(source: DLPackSource, options?: FromDLPackOptions): Tensor
@@ -155,7 +167,7 @@ export function fromDLPack(source: DLPackSource, options: FromDLPackOptions = {}
         true,
       )
     }
-    if (options.copy === true) return Tensor._fromHandle(callNative(() => native.copyHandle(source._handle())))
+    if (options.copy === true) return Tensor._fromHandle(callNative(() => native.copyHandle(source._handle())), source.clamped)
     return source._share()
   }
   if (typeof source !== 'object' || source === null) {
@@ -215,14 +227,25 @@ export function fromDLPack(source: DLPackSource, options: FromDLPackOptions = {}
       if (!(error instanceof CapsuleError) || error.code !== 'ERR_DLPACK_NOT_A_CAPSULE' || native.isExternal(source)) {
         throw error
       }
+    }
+    // Off the capsule hot path: the libraries' own tensors and images (all on the CPU).
+    const adapted = adapt(source, options)
+    if (adapted === undefined) {
       throw new DLPackTypeError(
         'ERR_DLPACK_INVALID_ARGUMENT',
-        'expected a Tensor, a DLPack capsule, an object with __dlpack__, an ArrayBuffer, a TypedArray or an ndarray-like object',
+        'expected a Tensor, a DLPack capsule, an object with __dlpack__, an ArrayBuffer, a TypedArray, an ndarray-like object or a supported library tensor (README "Interoperability")',
       )
+    }
+    tensor = adapted
+    try {
+      checkDevice(checked.device, [DLDeviceType.CPU, 0], options.copy)
+    } catch (error) {
+      tensor.dispose()
+      throw error
     }
   }
   if (options.copy === true) {
-    const copy = Tensor._fromHandle(callNative(() => native.copyHandle(tensor._handle())))
+    const copy = Tensor._fromHandle(callNative(() => native.copyHandle(tensor._handle())), tensor.clamped)
     tensor.dispose()
     return copy
   }

@@ -2,6 +2,17 @@ import { MAX_VIEW_BYTES, native } from './native.js'
 import { Device, type DeviceLike, toDevice } from './device'
 import { type DataArray, DLDeviceType, type DType, DTYPES, dtypeOfArray, isDType } from './dtype'
 import {
+  type ArrowModule,
+  type ArrowParts,
+  arrowParts,
+  type ImageDataArgs,
+  type OrtTensorArgs,
+  type PeerViewOptions,
+  toArrow,
+  toImageData,
+  toOrt,
+} from './interop'
+import {
   BufferError,
   DLPackTypeError,
   ReadOnlyError,
@@ -86,6 +97,24 @@ export interface FromArrayOptions<D extends DType = DType> {
   offset?: number
   /** Mark the tensor read-only: exports carry READ_ONLY, `.data` refuses a writable view. */
   readonly?: boolean
+  /**
+   * uint8 only: JS views of the tensor are `Uint8ClampedArray`s (writes clamp to 0..255, as
+   * `ImageData` and canvas pixels expect). Default: whether `array` is a `Uint8ClampedArray`.
+   */
+  clamped?: boolean
+}
+
+/**
+ * A uint8 tensor made from a `Uint8ClampedArray` (an `ImageData`, a canvas or RawImage's
+ * pixels, or `Tensor.from(x, shape, { clamped: true })`): its `data` and `toTypedArray()` are
+ * `Uint8ClampedArray`s, so writes clamp as they did in the source. Exports carry plain DLPack
+ * uint8 (DLPack has no clamped type); `fromDLPack(tensor)` keeps the flag.
+ */
+export type ClampedTensor = Tensor<'uint8'> & {
+  readonly clamped: true
+  readonly data: Uint8ClampedArray
+  getData(options?: DataOptions): Uint8ClampedArray
+  toTypedArray(): Uint8ClampedArray
 }
 
 /** The dtype of a TypedArray type. */
@@ -117,6 +146,8 @@ interface SharedHandle {
   refs: number
   /** Layout and flags, read from native once per handle and shared by its tensors. */
   info?: TensorInfo
+  /** JS views are `Uint8ClampedArray`s (uint8 only; see `ClampedTensor`). */
+  readonly clamped: boolean
 }
 
 /** What `handleInfoInto` reports about a handle (see src/tensor.rs). */
@@ -275,6 +306,12 @@ function isDetached(buffer: ArrayBuffer | SharedArrayBuffer): boolean {
   }
 }
 
+function isClampedArray(value: unknown): value is Uint8ClampedArray {
+  return Object.prototype.toString.call(value) === '[object Uint8ClampedArray]'
+}
+
+type ViewConstructor = ReturnType<(typeof DTYPES)[DType]['view']> | Uint8ClampedArrayConstructor
+
 export function isSharedArrayBuffer(value: unknown): value is SharedArrayBuffer {
   return typeof SharedArrayBuffer === 'function' && value instanceof SharedArrayBuffer
 }
@@ -302,9 +339,9 @@ export class Tensor<D extends DType = DType> {
     setExchangeHandle(this, shared.handle)
   }
 
-  /** @internal A new tensor over a fresh native handle. */
-  static _fromHandle(handle: unknown): Tensor {
-    return new Tensor(internal, { handle, refs: 1 })
+  /** @internal A new tensor over a fresh native handle (`clamped`: see `ClampedTensor`). */
+  static _fromHandle(handle: unknown, clamped = false): Tensor {
+    return new Tensor(internal, { handle, refs: 1, clamped })
   }
 
   /** @internal A new tensor object sharing this tensor's native handle (no capsule). */
@@ -338,6 +375,11 @@ export class Tensor<D extends DType = DType> {
    * offset) cannot be viewed by a TypedArray or handed to typed consumers: the tensor is then a
    * copy of it, `isCopy === true` (later writes to `array` are not seen), as for foreign memory.
    */
+  static from(
+    array: Uint8ClampedArray,
+    shape?: readonly number[],
+    options?: Omit<FromArrayOptions, 'dtype' | 'clamped'> & { dtype?: 'uint8'; clamped?: true },
+  ): ClampedTensor
   static from<D extends DType>(
     array: ArrayBufferView | ArrayBuffer | SharedArrayBuffer,
     shape: readonly number[] | undefined,
@@ -368,8 +410,12 @@ export class Tensor<D extends DType = DType> {
       }
       shape = [byteLength / itemsize - (options.offset ?? 0)]
     }
+    const clamped = options.clamped ?? isClampedArray(array)
+    if (clamped && dtype !== 'uint8') {
+      throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `clamped views are uint8 only, not ${dtype}`)
+    }
     const handle = wrapMemory(array, dtype, shape, options.strides, options.offset ?? 0, options.readonly ?? false)
-    return Tensor._fromHandle(handle)
+    return Tensor._fromHandle(handle, clamped)
   }
 
   /**
@@ -491,6 +537,11 @@ export class Tensor<D extends DType = DType> {
     return this.#meta().viewOffset
   }
 
+  /** Whether JS views of this uint8 tensor are `Uint8ClampedArray`s (see `ClampedTensor`). */
+  get clamped(): boolean {
+    return this.#live().clamped
+  }
+
   /** Whether the tensor has been disposed. */
   get disposed(): boolean {
     return this.#shared === null
@@ -544,16 +595,21 @@ export class Tensor<D extends DType = DType> {
       }
       const window = call(() => native.handleWindow(this.#live().handle, offset, length))
       const spec = DTYPES[meta.dtype as DType]
-      return new (spec.view())(window.buffer as ArrayBuffer, window.byteOffset, length * spec.lanes) as DataArray<D>
+      return new (this.#viewType())(window.buffer as ArrayBuffer, window.byteOffset, length * spec.lanes) as DataArray<D>
     }
     if (this.#data === undefined) {
       const view = call(() => native.handleView(this.#live().handle))
       const spec = DTYPES[meta.dtype as DType]
-      const View = spec.view()
+      const View = this.#viewType()
       this.#data = new View(view.buffer as ArrayBuffer, view.byteOffset, meta.viewLength * spec.lanes) as DataArray<D>
       this.#dataWritable = !meta.readonly
     }
     return this.#data
+  }
+
+  /** The TypedArray type of JS views: the dtype's, or `Uint8ClampedArray` for clamped tensors. */
+  #viewType(): ViewConstructor {
+    return this.#live().clamped ? Uint8ClampedArray : DTYPES[this.#meta().dtype].view()
   }
 
   /**
@@ -569,10 +625,43 @@ export class Tensor<D extends DType = DType> {
     try {
       const view = call(() => native.handleView(copy))
       const spec = DTYPES[meta.dtype as DType]
-      return new (spec.view())(view.buffer as ArrayBuffer, view.byteOffset, meta.numel * spec.lanes) as DataArray<D>
+      return new (this.#viewType())(view.buffer as ArrayBuffer, view.byteOffset, meta.numel * spec.lanes) as DataArray<D>
     } finally {
       call(() => native.releaseHandle(copy))
     }
+  }
+
+  /**
+   * The arguments of ONNX Runtime's (and transformers.js's) Tensor constructor:
+   * `new ort.Tensor(...t.toOrt())`. `data` is this tensor's memory when it is dense row-major,
+   * else a dense copy (ORT has no strides); `bool` keeps its label. Read-only tensors need
+   * `{ allowReadOnly: true }` (ORT must then not write to it, e.g. as a `fetches` output).
+   */
+  toOrt(options?: PeerViewOptions): OrtTensorArgs<D> {
+    return toOrt(this, options)
+  }
+
+  /**
+   * A uint8 `[height, width, channels]` (or `[height, width]`) tensor as image pixels: `data` is
+   * a `Uint8ClampedArray` over this tensor's memory (a dense copy if it is not dense row-major),
+   * for `new ImageData(data, width, height)` (4 channels) or `new RawImage(data, width,
+   * height, channels)`.
+   */
+  toImageData(options?: PeerViewOptions): ImageDataArgs {
+    return toImageData(this, options)
+  }
+
+  /**
+   * An apache-arrow Vector over this tensor (`arrow`: the apache-arrow module): rows are the
+   * first dimension, further dimensions nested FixedSizeLists. Zero-copy when dense row-major.
+   */
+  toArrow(arrow: ArrowModule, options?: PeerViewOptions): unknown {
+    return toArrow(this, arrow, options)
+  }
+
+  /** The parts `toArrow` assembles (leaf type name, dense values, rows, list sizes). */
+  arrowParts(options?: PeerViewOptions): ArrowParts {
+    return arrowParts(this, options)
   }
 
   /** Nested arrays of the elements (bool as booleans, 64-bit integers as bigints, complex as [re, im]). */
@@ -680,8 +769,11 @@ export function createFromMemory(
   shape: readonly number[],
   strides: readonly number[] | undefined,
   offset: number,
+  readonly = false,
 ): Tensor {
-  return Tensor._fromHandle(wrapMemory(memory, dtype, shape, strides, offset, false))
+  // A Uint8ClampedArray keeps clamping through the tensor (see `ClampedTensor`).
+  const clamped = dtype === 'uint8' && isClampedArray(memory)
+  return Tensor._fromHandle(wrapMemory(memory, dtype, shape, strides, offset, readonly), clamped)
 }
 
 export { call as callNative, type DeviceLike }

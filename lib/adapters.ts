@@ -47,7 +47,8 @@ export interface ArrowDataLike {
   readonly length: number
   readonly offset: number
   readonly nullCount: number
-  readonly values: ArrayBufferView | undefined
+  /** The leaf values (a TypedArray; bit-packed for Bool; absent for lists). */
+  readonly values?: unknown
   readonly children: readonly ArrowDataLike[]
 }
 

@@ -140,12 +140,16 @@ export function arrowParts(tensor: Tensor, options: PeerViewOptions = {}): Arrow
   return { type, values, rows, listSizes }
 }
 
-/** The parts of the apache-arrow module `toArrow` calls (pass the module itself). */
+/**
+ * The parts of the apache-arrow module `toArrow` calls (pass the module itself). Its overloads
+ * are too precise to restate here, hence the `never` parameters: any apache-arrow version's
+ * functions fit.
+ */
 export interface ArrowModule {
-  makeData(props: Record<string, unknown>): unknown
+  makeData(props: never): unknown
   makeVector(data: never): unknown
-  Field: new (name: string, type: unknown, nullable?: boolean) => unknown
-  FixedSizeList: new (listSize: number, child: unknown) => unknown
+  Field: new (name: never, type: never, nullable?: never) => unknown
+  FixedSizeList: new (listSize: never, child: never) => unknown
 }
 
 /**
@@ -162,11 +166,13 @@ export function toArrow(tensor: Tensor, arrow: ArrowModule, options: PeerViewOpt
   const shape = [rows, ...listSizes]
   const prefix = (end: number) => shape.slice(0, end).reduce((n, d) => n * d, 1)
   let childType: unknown = new Leaf()
-  let data = arrow.makeData({ type: childType, data: values, length: prefix(shape.length), nullCount: 0 })
+  const makeData = (props: Record<string, unknown>) => arrow.makeData(props as never)
+  let data = makeData({ type: childType, data: values, length: prefix(shape.length), nullCount: 0 })
   // Innermost list first: the list over axis `axis` has one row per element of the axes before it.
   for (let axis = shape.length - 1; axis >= 1; axis--) {
-    childType = new arrow.FixedSizeList(shape[axis] as number, new arrow.Field('item', childType, false))
-    data = arrow.makeData({ type: childType, length: prefix(axis), nullCount: 0, child: data })
+    const field = new arrow.Field('item' as never, childType as never, false as never)
+    childType = new arrow.FixedSizeList(shape[axis] as never, field as never)
+    data = makeData({ type: childType, length: prefix(axis), nullCount: 0, child: data })
   }
   return arrow.makeVector(data as never)
 }

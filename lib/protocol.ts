@@ -41,6 +41,7 @@ export interface NDArrayLike {
 /** Everything `fromDLPack` accepts. */
 export type DLPackSource =
   | Tensor
+  | ClampedTensor
   | DLPackCapsule
   | CanDLPack
   | ArrayBuffer
@@ -147,11 +148,14 @@ function fromCapsule(capsule: unknown, options: FromDLPackOptions, checked: Chec
  * - a library's tensor or image as it is (lib/adapters.ts): ONNX Runtime / transformers.js
  *   tensors, sharp raw output, ImageData / RawImage, Arrow vectors, tfjs tensors.
  */
-export function fromDLPack(source: ClampedTensor | Uint8ClampedArray | { readonly data: Uint8ClampedArray; readonly width: number; readonly height: number }, options?: FromDLPackOptions): ClampedTensor
 export function fromDLPack<D extends DType>(source: Tensor<D>, options?: FromDLPackOptions): Tensor<D>
+export function fromDLPack(
+  source: ClampedTensor | Uint8ClampedArray | { readonly data: Uint8ClampedArray; readonly width: number; readonly height: number },
+  options?: FromDLPackOptions,
+): ClampedTensor
 export function fromDLPack<A extends ArrayBufferView>(source: A, options?: FromDLPackOptions): Tensor<ArrayDType<A>>
 export function fromDLPack(source: DLPackSource, options?: FromDLPackOptions): Tensor
-export function fromDLPack(source: DLPackSource, options: FromDLPackOptions = {}): Tensor {
+export function fromDLPack(source: DLPackSource, options: FromDLPackOptions = {}): Tensor | ClampedTensor {
   // Every option is checked first: a bad one leaves a capsule unconsumed and asks no producer.
   const checked = checkOptions(options)
   if (source instanceof Tensor) {

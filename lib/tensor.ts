@@ -108,9 +108,11 @@ export interface FromArrayOptions<D extends DType = DType> {
  * A uint8 tensor made from a `Uint8ClampedArray` (an `ImageData`, a canvas or RawImage's
  * pixels, or `Tensor.from(x, shape, { clamped: true })`): its `data` and `toTypedArray()` are
  * `Uint8ClampedArray`s, so writes clamp as they did in the source. Exports carry plain DLPack
- * uint8 (DLPack has no clamped type); `fromDLPack(tensor)` keeps the flag.
+ * uint8 (DLPack has no clamped type); `fromDLPack(tensor)` keeps the flag. At runtime it is a
+ * `Tensor` (`instanceof` holds); its type is not assignable to `Tensor<'uint8'>`, whose views
+ * are `Uint8Array`s.
  */
-export type ClampedTensor = Tensor<'uint8'> & {
+export type ClampedTensor = Omit<Tensor<'uint8'>, 'clamped' | 'data' | 'getData' | 'toTypedArray'> & {
   readonly clamped: true
   readonly data: Uint8ClampedArray
   getData(options?: DataOptions): Uint8ClampedArray
@@ -399,7 +401,7 @@ export class Tensor<D extends DType = DType> {
     array: ArrayBufferView | ArrayBuffer | SharedArrayBuffer,
     shape?: readonly number[],
     options: FromArrayOptions = {},
-  ): Tensor {
+  ): Tensor | ClampedTensor {
     const natural = ArrayBuffer.isView(array) ? (dtypeOfArray(array) ?? 'uint8') : 'uint8'
     const dtype = checkDType(options.dtype ?? natural)
     const byteLength = ArrayBuffer.isView(array) ? array.byteLength : (array as ArrayBuffer).byteLength

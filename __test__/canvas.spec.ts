@@ -85,3 +85,20 @@ test('pitfall: translucent pixels round-trip lossily through the canvas (premult
   t.is(back.data[3], 10, 'alpha is kept')
   t.notDeepEqual([...back.data.subarray(0, 3)], [100, 50, 20], 'colour is not: it was stored premultiplied')
 })
+
+test('Tensor.from: clamped follows the array, can be asked for, and is uint8 only', (t) => {
+  const fromClamped = Tensor.from(new Uint8ClampedArray(4))
+  t.true(fromClamped.clamped)
+  t.true(fromClamped.data instanceof Uint8ClampedArray)
+  const plain = Tensor.from(new Uint8ClampedArray(4), undefined, { clamped: false })
+  t.false(plain.clamped, 'clamped: false gives Uint8Array views')
+  t.true(plain.data instanceof Uint8Array)
+  const asked = Tensor.from(new Uint8Array(4), [2, 2], { clamped: true })
+  t.true(asked.clamped)
+  asked.data[0] = 999
+  t.is(asked.data[0], 255)
+  t.false(Tensor.from(new Uint8Array(4)).clamped)
+  throwsCode(t, () => Tensor.from(new Float32Array(4), undefined, { clamped: true }), 'ERR_DLPACK_INVALID_ARGUMENT', DLPackTypeError)
+  // ndarray-like objects over a Uint8ClampedArray stay clamped too
+  t.true(fromDLPack({ data: new Uint8ClampedArray(6), shape: [2, 3] }).clamped)
+})

@@ -374,4 +374,9 @@ test('ORT tensors that are not CPU numeric arrays are refused with a code', (t) 
   const short = { type: 'float32', dims: [2, 2], location: 'cpu', data: new Float32Array(3) }
   throwsCode(t, () => fromDLPack(short), 'ERR_DLPACK_INVALID_ARGUMENT', DLPackTypeError)
   throwsCode(t, () => Tensor.zeros([2], 'bfloat16').toOrt(), 'ERR_DLPACK_UNSUPPORTED_DTYPE', DLPackTypeError)
+  // library tensors are CPU memory: another device is refused, a copy to none is made
+  const cpu = new ort.Tensor('float32', new Float32Array(2), [2])
+  throwsCode(t, () => fromDLPack(cpu, { device: 'cuda:0' }), 'ERR_DLPACK_DEVICE', BufferError)
+  throwsCode(t, () => fromDLPack(cpu, { device: 'cuda:0', copy: false }), 'ERR_DLPACK_COPY_REQUIRED', BufferError)
+  t.is(fromDLPack(cpu, { device: 'cpu' }).dataPointer, addressOf(cpu.data as Float32Array))
 })

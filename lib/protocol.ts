@@ -221,24 +221,27 @@ export function fromDLPack(source: DLPackSource, options: FromDLPackOptions = {}
     const strides = source.shape.length === 0 ? undefined : (source.strides ?? source.stride)
     tensor = createFromMemory(source.data, dtype, source.shape, strides, source.offset ?? 0)
   } else {
-    // Anything else must be a capsule; the native import checks its type tag, so capsules
-    // (the hot path) cost one native call. An External that is no capsule stays
-    // ERR_DLPACK_NOT_A_CAPSULE (an External can only be meant as one); any other value is
-    // none of the inputs fromDLPack accepts.
-    try {
-      return fromCapsule(source, options, checked, false)
-    } catch (error) {
-      if (!(error instanceof CapsuleError) || error.code !== 'ERR_DLPACK_NOT_A_CAPSULE' || native.isExternal(source)) {
-        throw error
-      }
-    }
-    // Off the capsule hot path: the libraries' own tensors and images (all on the CPU).
-    const adapted = adapt(source, options)
+    // Library tensors and images (lib/adapters.ts) have a prototype; capsules (Externals) have
+    // none in Node and Deno, so the capsule hot path pays one prototype read and a library
+    // object no failed capsule import. (Bun gives Externals a bare prototype: there a capsule
+    // is first read as a library object, which costs a few property misses.)
+    const adapted = Object.getPrototypeOf(source) === null ? undefined : adapt(source, options)
     if (adapted === undefined) {
-      throw new DLPackTypeError(
-        'ERR_DLPACK_INVALID_ARGUMENT',
-        'expected a Tensor, a DLPack capsule, an object with __dlpack__, an ArrayBuffer, a TypedArray, an ndarray-like object or a supported library tensor (README "Interoperability")',
-      )
+      // Anything else must be a capsule; the native import checks its type tag, so capsules
+      // (the hot path) cost one native call. An External that is no capsule stays
+      // ERR_DLPACK_NOT_A_CAPSULE (an External can only be meant as one); any other value is
+      // none of the inputs fromDLPack accepts.
+      try {
+        return fromCapsule(source, options, checked, false)
+      } catch (error) {
+        if (!(error instanceof CapsuleError) || error.code !== 'ERR_DLPACK_NOT_A_CAPSULE' || native.isExternal(source)) {
+          throw error
+        }
+        throw new DLPackTypeError(
+          'ERR_DLPACK_INVALID_ARGUMENT',
+          'expected a Tensor, a DLPack capsule, an object with __dlpack__, an ArrayBuffer, a TypedArray, an ndarray-like object or a supported library tensor (README "Interoperability")',
+        )
+      }
     }
     tensor = adapted
     try {

@@ -97,3 +97,14 @@ test('pitfalls back to tfjs: uint8 becomes an int32 copy, 64-bit integers are re
   t.not(x.dataSync().buffer, bytes.data.buffer, 'a copy')
   t.throws(() => tf.tensor(Tensor.from(new BigInt64Array([1n])).data as unknown as Float32Array))
 })
+
+test('copy: true gives a writable copy that leaves the tf tensor alone', (t) => {
+  const values = new Float32Array([1, 2])
+  const x = tf.tensor(values)
+  const copy = fromDLPack(x, { copy: true })
+  t.true(copy.isCopy)
+  t.false(copy.readonly)
+  t.not(copy.dataPointer, addressOf(values))
+  copy.data[0] = 50
+  t.is(x.dataSync()[0], 1)
+})

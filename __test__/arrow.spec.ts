@@ -173,3 +173,26 @@ test('toArrow of a strided view is a dense copy; parts name the leaf type', (t) 
   t.deepEqual([...(parts.values as Int16Array)], [1, 4, 2, 5, 3, 6])
   throwsCode(t, () => Tensor.from(new Float32Array(4), [2], { dtype: 'complex64' }).arrowParts(), 'ERR_DLPACK_UNSUPPORTED_DTYPE', DLPackTypeError)
 })
+
+test('nulls inside FixedSizeList rows are refused too', (t) => {
+  const leaf = arrow.vectorFromArray([1, null, 3, 4], new arrow.Float32()).data[0]!
+  const pairs = arrow.makeData({
+    type: new arrow.FixedSizeList(2, new arrow.Field('item', new arrow.Float32(), true)),
+    length: 2,
+    nullCount: 0,
+    child: leaf,
+  })
+  throwsCode(t, () => fromDLPack(pairs), 'ERR_DLPACK_NULLS', BufferError)
+  t.deepEqual(fromDLPack(pairs, { copy: true }).shape, [2, 2])
+})
+
+test('toArrow of float16 stores the bits as apache-arrow does (Uint16Array over the same memory)', (t) => {
+  const bits = new Uint16Array([0x3c00, 0x4000])
+  const half = Tensor.from(bits, undefined, { dtype: 'float16' })
+  const vector = half.toArrow(arrow) as arrow.Vector<arrow.Float16>
+  t.is(String(vector.type), 'Float16')
+  const values = vector.data[0]!.values
+  t.true(values instanceof Uint16Array)
+  t.is(addressOf(values), half.dataPointer)
+  t.is(vector.get(1), 2)
+})

@@ -102,3 +102,10 @@ test('Tensor.from: clamped follows the array, can be asked for, and is uint8 onl
   // ndarray-like objects over a Uint8ClampedArray stay clamped too
   t.true(fromDLPack({ data: new Uint8ClampedArray(6), shape: [2, 3] }).clamped)
 })
+
+test('image-like objects whose data is not whole pixels are refused', (t) => {
+  const partial = throwsCode(t, () => fromDLPack({ data: new Uint8ClampedArray(10), width: 2, height: 2 }), 'ERR_DLPACK_INVALID_ARGUMENT', DLPackTypeError)
+  t.regex(partial.message, /not a whole number of channels/)
+  throwsCode(t, () => fromDLPack({ data: new Uint8ClampedArray(12), width: 2, height: 2, channels: 4 }), 'ERR_DLPACK_INVALID_ARGUMENT', DLPackTypeError)
+  t.deepEqual(fromDLPack({ data: new Uint8ClampedArray(12), width: 2, height: 2 }).shape, [2, 2, 3], 'channels inferred')
+})

@@ -380,3 +380,12 @@ test('ORT tensors that are not CPU numeric arrays are refused with a code', (t) 
   throwsCode(t, () => fromDLPack(cpu, { device: 'cuda:0', copy: false }), 'ERR_DLPACK_COPY_REQUIRED', BufferError)
   t.is(fromDLPack(cpu, { device: 'cpu' }).dataPointer, addressOf(cpu.data as Float32Array))
 })
+
+test('a clamped tensor (ImageData pixels) goes to ORT as a Uint8Array over the same memory', (t) => {
+  const pixels = Tensor.from(new Uint8ClampedArray([1, 2, 3, 4]), [1, 4])
+  const [type, data] = pixels.toOrt()
+  t.is(type, 'uint8')
+  t.true(data instanceof Uint8Array, 'ORT checks the array type')
+  const ortTensor = new ort.Tensor('uint8', data, [1, 4])
+  t.is(addressOf(ortTensor.data as Uint8Array), pixels.dataPointer)
+})

@@ -9,7 +9,7 @@ import { createRequire } from 'node:module'
 
 import test from 'ava'
 
-import { BufferError, ReadOnlyError, Tensor, TensorDisposedError, fromDLPack } from '../dist/index.js'
+import { BufferError, DLPackTypeError, ReadOnlyError, Tensor, TensorDisposedError, fromDLPack } from '../dist/index.js'
 import { addressOf, throwsCode } from './helpers.js'
 
 type Tf = typeof import('@tensorflow/tfjs')
@@ -107,4 +107,8 @@ test('copy: true gives a writable copy that leaves the tf tensor alone', (t) => 
   t.not(copy.dataPointer, addressOf(values))
   copy.data[0] = 50
   t.is(x.dataSync()[0], 1)
+})
+
+test('string tf tensors are refused with ERR_DLPACK_UNSUPPORTED_DTYPE', (t) => {
+  throwsCode(t, () => fromDLPack(tf.tensor(['a', 'b'])), 'ERR_DLPACK_UNSUPPORTED_DTYPE', DLPackTypeError)
 })

@@ -136,7 +136,7 @@ function fromOrt(source: OrtTensorLike): Tensor {
     throw new BufferError('ERR_DLPACK_NOT_CPU', `the ORT tensor's data is on '${location}': download it first (await tensor.getData())`)
   }
   const type = source.type
-  if (!isDType(type) || DTYPES[type].lanes !== 1) {
+  if (!isDType(type)) {
     throw unsupported(`ORT type '${type}' has no DLPack dtype here (packed int4/uint4 and string tensors are not numeric arrays)`)
   }
   const data = source.data

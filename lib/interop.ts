@@ -4,7 +4,7 @@
  * layout ORT, ImageData and Arrow know); a dense copy otherwise, never silently a view of other
  * elements.
  */
-import { DLDeviceType, type DataArray, type DType, DTYPES } from './dtype'
+import { DLDeviceType, type DataArray, type DType } from './dtype'
 import { BufferError, DLPackTypeError } from './errors'
 import type { DataOptions, Tensor } from './tensor'
 
@@ -58,10 +58,8 @@ export function denseData<D extends DType>(tensor: Tensor<D>, options: PeerViewO
   checkHost(tensor)
   if (tensor.isContiguous && tensor.offset === 0) {
     const dataOptions: DataOptions = options.allowReadOnly === true ? { allowReadOnly: true } : {}
-    const view = tensor.getData(dataOptions) as ArrayBufferView & { length: number }
-    const length = tensor.numel * DTYPES[tensor.dtype].lanes
     // `data` spans the lowest to the highest element: for a dense tensor, exactly its elements.
-    return (view.length === length ? view : (view as Uint8Array).subarray(0, length)) as DataArray<D>
+    return tensor.getData(dataOptions)
   }
   return tensor.toTypedArray()
 }

@@ -103,4 +103,7 @@ test("pitfall: a small Buffer lives in Node's 8 KiB pool; import the Buffer, not
 test('an unknown sharp depth is refused with ERR_DLPACK_UNSUPPORTED_DTYPE', (t) => {
   const odd = { data: new Uint8Array(4), info: { width: 1, height: 1, channels: 4, depth: 'bitfield' } }
   throwsCode(t, () => fromDLPack(odd), 'ERR_DLPACK_UNSUPPORTED_DTYPE', DLPackTypeError)
+  // names every object has are no depths either
+  const inherited = { data: new Uint8Array(4), info: { width: 1, height: 1, channels: 4, depth: 'constructor' } }
+  throwsCode(t, () => fromDLPack(inherited), 'ERR_DLPACK_UNSUPPORTED_DTYPE', DLPackTypeError)
 })

@@ -148,19 +148,19 @@ function fromOrt(source: OrtTensorLike): Tensor {
 // ---------------------------------------------------------------------------------------------
 // sharp raw output, ImageData, RawImage
 
-/** sharp's `info.depth` names (libvips band formats). */
-const SHARP_DEPTHS: Readonly<Record<string, DType>> = {
-  uchar: 'uint8',
-  char: 'int8',
-  ushort: 'uint16',
-  short: 'int16',
-  uint: 'uint32',
-  int: 'int32',
-  float: 'float32',
-  double: 'float64',
-  complex: 'complex64',
-  dpcomplex: 'complex128',
-}
+/** sharp's `info.depth` names (libvips band formats); a Map, so no inherited name matches. */
+const SHARP_DEPTHS: ReadonlyMap<unknown, DType> = new Map<string, DType>([
+  ['uchar', 'uint8'],
+  ['char', 'int8'],
+  ['ushort', 'uint16'],
+  ['short', 'int16'],
+  ['uint', 'uint32'],
+  ['int', 'int32'],
+  ['float', 'float32'],
+  ['double', 'float64'],
+  ['complex', 'complex64'],
+  ['dpcomplex', 'complex128'],
+])
 
 function isSharpRaw(value: Fields): boolean {
   const info = value.info
@@ -171,8 +171,8 @@ function fromSharp(source: SharpRawLike): Tensor {
   const { width, height, channels, depth } = source.info
   let dtype: DType | undefined
   if (depth !== undefined) {
-    dtype = SHARP_DEPTHS[depth]
-    if (dtype === undefined) throw unsupported(`sharp depth '${depth}' has no DLPack dtype`)
+    dtype = SHARP_DEPTHS.get(depth)
+    if (dtype === undefined) throw unsupported(`sharp depth '${String(depth)}' has no DLPack dtype`)
   } else {
     dtype = dtypeOfArray(source.data) ?? 'uint8'
   }
@@ -223,8 +223,8 @@ function arrowDType(type: ArrowTypeLike): DType {
     const name = `${type.isSigned ? 'int' : 'uint'}${type.bitWidth}`
     if (isDType(name)) return name
   }
-  if (type.typeId === ArrowType.Float && type.precision !== undefined) {
-    const name = ARROW_FLOATS[type.precision]
+  if (type.typeId === ArrowType.Float && Number.isInteger(type.precision)) {
+    const name = ARROW_FLOATS[type.precision as number]
     if (name !== undefined) return name
   }
   if (type.typeId === ArrowType.Bool) return 'bool'

@@ -147,13 +147,16 @@ interface SharedHandle {
   readonly handle: unknown
   refs: number
   /** Layout and flags, read from native once per handle and shared by its tensors. */
-  info?: TensorInfo
+  info?: TensorLayout
   /** JS views are `Uint8ClampedArray`s (uint8 only; see `ClampedTensor`). */
   readonly clamped: boolean
 }
 
-/** What `handleInfoInto` reports about a handle (see src/tensor.rs). */
-interface TensorInfo {
+/**
+ * What `handleInfoInto` reports about a handle: its `TensorLayout` (src/layout.rs, whose
+ * `write_slots` gives the slot order).
+ */
+interface TensorLayout {
   readonly dtype: DType
   readonly deviceType: number
   readonly deviceId: number
@@ -180,7 +183,7 @@ function slotRange(start: number, length: number): number[] {
   return values
 }
 
-function readInfo(handle: unknown): TensorInfo {
+function readInfo(handle: unknown): TensorLayout {
   call(() => native.handleInfoInto(handle, infoSlots))
   const slots = infoSlots
   const bits = slots[4] as number
@@ -366,7 +369,7 @@ export class Tensor<D extends DType = DType> {
     return shared
   }
 
-  #meta(): TensorInfo {
+  #meta(): TensorLayout {
     const shared = this.#live()
     return (shared.info ??= readInfo(shared.handle))
   }

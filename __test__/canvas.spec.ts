@@ -99,6 +99,10 @@ test('Tensor.from: clamped follows the array, can be asked for, and is uint8 onl
   t.is(asked.data[0], 255)
   t.false(Tensor.from(new Uint8Array(4)).clamped)
   throwsCode(t, () => Tensor.from(new Float32Array(4), undefined, { clamped: true }), 'ERR_DLPACK_INVALID_ARGUMENT', DLPackTypeError)
+  // reinterpreted as another dtype, clamped bytes are just bytes
+  const flags = Tensor.from(new Uint8ClampedArray([1, 0]), undefined, { dtype: 'bool' })
+  t.false(flags.clamped)
+  t.deepEqual(flags.toArray(), [true, false])
   // ndarray-like objects over a Uint8ClampedArray stay clamped too
   t.true(fromDLPack({ data: new Uint8ClampedArray(6), shape: [2, 3] }).clamped)
 })

@@ -415,7 +415,8 @@ export class Tensor<D extends DType = DType> {
       }
       shape = [byteLength / itemsize - (options.offset ?? 0)]
     }
-    const clamped = options.clamped ?? isClampedArray(array)
+    // A Uint8ClampedArray reinterpreted as another dtype (e.g. 'bool') is not clamped.
+    const clamped = options.clamped ?? (dtype === 'uint8' && isClampedArray(array))
     if (clamped && dtype !== 'uint8') {
       throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `clamped views are uint8 only, not ${dtype}`)
     }

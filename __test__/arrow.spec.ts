@@ -196,3 +196,14 @@ test('toArrow of float16 stores the bits as apache-arrow does (Uint16Array over 
   t.is(addressOf(values), half.dataPointer)
   t.is(vector.get(1), 2)
 })
+
+test('empty columns: one empty chunk, or no chunk at all, are [0] tensors', (t) => {
+  const schema = new arrow.Schema([new arrow.Field('x', new arrow.Float32())])
+  const column = new arrow.Table(schema).getChild('x')!
+  const empty = fromDLPack(column)
+  t.deepEqual(empty.shape, [0])
+  t.is(empty.dtype, 'float32')
+  const noChunks = fromDLPack({ type: new arrow.Int16(), data: [] })
+  t.deepEqual(noChunks.shape, [0])
+  t.is(noChunks.dtype, 'int16')
+})

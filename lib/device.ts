@@ -1,24 +1,9 @@
 import { DLDeviceType } from './dtype'
+import { DEVICE_NAMES } from './generated/facts'
 import { DLPackTypeError } from './errors'
 
-const NAMES: Record<number, string> = {
-  [DLDeviceType.CPU]: 'cpu',
-  [DLDeviceType.CUDA]: 'cuda',
-  [DLDeviceType.CUDAHost]: 'cuda_host',
-  [DLDeviceType.OpenCL]: 'opencl',
-  [DLDeviceType.Vulkan]: 'vulkan',
-  [DLDeviceType.Metal]: 'metal',
-  [DLDeviceType.VPI]: 'vpi',
-  [DLDeviceType.ROCM]: 'rocm',
-  [DLDeviceType.ROCMHost]: 'rocm_host',
-  [DLDeviceType.ExtDev]: 'ext_dev',
-  [DLDeviceType.CUDAManaged]: 'cuda_managed',
-  [DLDeviceType.OneAPI]: 'oneapi',
-  [DLDeviceType.WebGPU]: 'webgpu',
-  [DLDeviceType.Hexagon]: 'hexagon',
-  [DLDeviceType.MAIA]: 'maia',
-  [DLDeviceType.Trn]: 'trn',
-}
+/** Device-string names by device type (defined in Rust: lib/generated/facts.ts). */
+const NAMES: Readonly<Record<number, string>> = DEVICE_NAMES
 
 /** A device: DLPack type and ordinal. Prints as `cpu` or `cuda:0`. */
 export class Device<T extends DLDeviceType = DLDeviceType, I extends number = number> {

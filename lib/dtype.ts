@@ -1,44 +1,8 @@
-/** DLPack device types (`DLDeviceType`, DLPack 1.3). */
-export enum DLDeviceType {
-  CPU = 1,
-  CUDA = 2,
-  CUDAHost = 3,
-  OpenCL = 4,
-  Vulkan = 7,
-  Metal = 8,
-  VPI = 9,
-  ROCM = 10,
-  ROCMHost = 11,
-  ExtDev = 12,
-  CUDAManaged = 13,
-  OneAPI = 14,
-  WebGPU = 15,
-  Hexagon = 16,
-  MAIA = 17,
-  Trn = 18,
-}
+import { DLDataTypeCode, DLDeviceType, DTYPE_FACTS, type DTypeName } from './generated/facts'
 
-/** DLPack element type codes (`DLDataTypeCode`, DLPack 1.3). */
-export enum DLDataTypeCode {
-  Int = 0,
-  UInt = 1,
-  Float = 2,
-  OpaqueHandle = 3,
-  Bfloat = 4,
-  Complex = 5,
-  Bool = 6,
-  Float8_e3m4 = 7,
-  Float8_e4m3 = 8,
-  Float8_e4m3b11fnuz = 9,
-  Float8_e4m3fn = 10,
-  Float8_e4m3fnuz = 11,
-  Float8_e5m2 = 12,
-  Float8_e5m2fnuz = 13,
-  Float8_e8m0fnu = 14,
-  Float6_e2m3fn = 15,
-  Float6_e3m2fn = 16,
-  Float4_e2m1fn = 17,
-}
+// The DLPack enums and the dtype table are defined in Rust (lib/generated/facts.ts); this file
+// adds what only JS has: the TypedArray each dtype is viewed through.
+export { DLDataTypeCode, DLDeviceType }
 
 /**
  * `Float16Array` where the consumer's TypeScript lib declares it (TS ≥ 5.7 with
@@ -114,45 +78,58 @@ interface DTypeSpec {
 const float16View = (): TypedArrayConstructor =>
   (globalThis as { Float16Array?: Float16ArrayConstructor }).Float16Array ?? Uint16Array
 
-const spec = (code: DLDataTypeCode, bits: number, view: () => TypedArrayConstructor, lanes = 1): DTypeSpec => ({
-  code,
-  bits,
-  itemsize: Math.max(1, bits / 8),
-  lanes,
-  view,
-})
-
 const u8 = () => Uint8Array
 
-/** Facts about every dtype. */
-export const DTYPES: Readonly<Record<DType, Readonly<DTypeSpec>>> = {
-  bool: spec(DLDataTypeCode.Bool, 8, u8),
-  int8: spec(DLDataTypeCode.Int, 8, () => Int8Array),
-  int16: spec(DLDataTypeCode.Int, 16, () => Int16Array),
-  int32: spec(DLDataTypeCode.Int, 32, () => Int32Array),
-  int64: spec(DLDataTypeCode.Int, 64, () => BigInt64Array),
-  uint8: spec(DLDataTypeCode.UInt, 8, u8),
-  uint16: spec(DLDataTypeCode.UInt, 16, () => Uint16Array),
-  uint32: spec(DLDataTypeCode.UInt, 32, () => Uint32Array),
-  uint64: spec(DLDataTypeCode.UInt, 64, () => BigUint64Array),
-  float16: spec(DLDataTypeCode.Float, 16, float16View),
-  bfloat16: spec(DLDataTypeCode.Bfloat, 16, () => Uint16Array),
-  float32: spec(DLDataTypeCode.Float, 32, () => Float32Array),
-  float64: spec(DLDataTypeCode.Float, 64, () => Float64Array),
-  complex64: spec(DLDataTypeCode.Complex, 64, () => Float32Array, 2),
-  complex128: spec(DLDataTypeCode.Complex, 128, () => Float64Array, 2),
-  float8_e3m4: spec(DLDataTypeCode.Float8_e3m4, 8, u8),
-  float8_e4m3: spec(DLDataTypeCode.Float8_e4m3, 8, u8),
-  float8_e4m3b11fnuz: spec(DLDataTypeCode.Float8_e4m3b11fnuz, 8, u8),
-  float8_e4m3fn: spec(DLDataTypeCode.Float8_e4m3fn, 8, u8),
-  float8_e4m3fnuz: spec(DLDataTypeCode.Float8_e4m3fnuz, 8, u8),
-  float8_e5m2: spec(DLDataTypeCode.Float8_e5m2, 8, u8),
-  float8_e5m2fnuz: spec(DLDataTypeCode.Float8_e5m2fnuz, 8, u8),
-  float8_e8m0fnu: spec(DLDataTypeCode.Float8_e8m0fnu, 8, u8),
-  float6_e2m3fn: spec(DLDataTypeCode.Float6_e2m3fn, 6, u8),
-  float6_e3m2fn: spec(DLDataTypeCode.Float6_e3m2fn, 6, u8),
-  float4_e2m1fn: spec(DLDataTypeCode.Float4_e2m1fn, 4, u8),
+/** The TypedArray constructor each dtype's data is viewed through (the one JS-only fact). */
+const VIEWS: Readonly<Record<DType, () => TypedArrayConstructor>> = {
+  bool: u8,
+  int8: () => Int8Array,
+  int16: () => Int16Array,
+  int32: () => Int32Array,
+  int64: () => BigInt64Array,
+  uint8: u8,
+  uint16: () => Uint16Array,
+  uint32: () => Uint32Array,
+  uint64: () => BigUint64Array,
+  float16: float16View,
+  bfloat16: () => Uint16Array,
+  float32: () => Float32Array,
+  float64: () => Float64Array,
+  complex64: () => Float32Array,
+  complex128: () => Float64Array,
+  float8_e3m4: u8,
+  float8_e4m3: u8,
+  float8_e4m3b11fnuz: u8,
+  float8_e4m3fn: u8,
+  float8_e4m3fnuz: u8,
+  float8_e5m2: u8,
+  float8_e5m2fnuz: u8,
+  float8_e8m0fnu: u8,
+  float6_e2m3fn: u8,
+  float6_e3m2fn: u8,
+  float4_e2m1fn: u8,
 }
+
+// The dtype names of the public types are exactly the Rust table's: a dtype added in Rust fails
+// to compile here until it has a view type.
+type SameKeys<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false
+const dtypeNamesMatchRust: SameKeys<DType, DTypeName> = true
+void dtypeNamesMatchRust
+
+/** Facts about every dtype. */
+export const DTYPES: Readonly<Record<DType, Readonly<DTypeSpec>>> = Object.fromEntries(
+  Object.entries(DTYPE_FACTS).map(([name, { code, bits, itemsize }]) => [
+    name,
+    Object.freeze({
+      code,
+      bits,
+      itemsize,
+      // Complex elements are two JS values (interleaved real and imaginary parts).
+      lanes: code === DLDataTypeCode.Complex ? 2 : 1,
+      view: VIEWS[name as DType],
+    }),
+  ]),
+) as Record<DType, Readonly<DTypeSpec>>
 
 export const DTYPE_NAMES = Object.freeze(Object.keys(DTYPES) as DType[])
 

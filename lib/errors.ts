@@ -1,3 +1,5 @@
+import { ERROR_CLASS_BY_CODE, type ErrorClassName } from './generated/facts'
+
 /**
  * Errors thrown by napi-dlpack. Every error carries a stable `code` (listed in the README);
  * match on `code`, or on the class for a whole family of failures.
@@ -42,42 +44,34 @@ export class DLPackTypeError extends DLPackError {}
 /** CUDA is unavailable or a driver call failed. */
 export class CudaError extends DLPackError {}
 
+/** A Node-API call failed inside the addon: the runtime refused an operation. */
+export class NodeApiError extends DLPackError {}
+
 type ErrorClass = new (code: string, message: string, options?: { cause?: unknown }) => DLPackError
 
-const CLASS_BY_CODE: Record<string, ErrorClass> = {
-  ERR_DLPACK_COPY_REQUIRED: BufferError,
-  ERR_DLPACK_DEVICE: BufferError,
-  ERR_DLPACK_STREAM: BufferError,
-  ERR_DLPACK_NOT_CPU: BufferError,
-  ERR_DLPACK_TOO_LARGE: BufferError,
-  ERR_DLPACK_NULLS: BufferError,
-  ERR_DLPACK_NOT_A_CAPSULE: CapsuleError,
-  ERR_DLPACK_CAPSULE_CONSUMED: CapsuleError,
-  ERR_DLPACK_CAPSULE_ABI: CapsuleError,
-  ERR_DLPACK_NULL_TENSOR: InvalidTensorError, // Rust raw-pointer API only (README)
-  ERR_DLPACK_VERSION: InvalidTensorError,
-  ERR_DLPACK_NDIM: InvalidTensorError,
-  ERR_DLPACK_NULL_SHAPE: InvalidTensorError,
-  ERR_DLPACK_SHAPE: InvalidTensorError,
-  ERR_DLPACK_OVERFLOW: InvalidTensorError,
-  ERR_DLPACK_NULL_DATA: InvalidTensorError,
-  ERR_DLPACK_BYTE_OFFSET: InvalidTensorError,
-  ERR_DLPACK_DTYPE: InvalidTensorError,
-  ERR_DLPACK_INVALID_LAYOUT: InvalidTensorError,
-  ERR_DLPACK_MISALIGNED: InvalidTensorError,
-  ERR_DLPACK_INVALID_BOOL: InvalidTensorError,
-  ERR_TENSOR_DISPOSED: TensorDisposedError,
-  ERR_TENSOR_DETACHED: TensorDisposedError,
-  ERR_DLPACK_READ_ONLY: ReadOnlyError,
-  ERR_DLPACK_INVALID_ARGUMENT: DLPackTypeError,
-  ERR_DLPACK_UNSUPPORTED_DTYPE: DLPackTypeError,
-  ERR_CUDA_UNAVAILABLE: CudaError,
-  ERR_CUDA: CudaError,
+/** The class behind each name the Rust table (lib/generated/facts.ts) uses. */
+const CLASSES: Readonly<Record<ErrorClassName, ErrorClass>> = {
+  BufferError,
+  CapsuleError,
+  InvalidTensorError,
+  TensorDisposedError,
+  ReadOnlyError,
+  DLPackTypeError,
+  CudaError,
+  NodeApiError,
 }
+
+/**
+ * The class of every code the addon throws (defined in Rust: `ErrorKind::class`). The codes
+ * only the JS layer throws (`ERR_DLPACK_ADDON_*`, on load) are `DLPackError`s.
+ */
+const CLASS_BY_CODE: ReadonlyMap<string, ErrorClass> = new Map(
+  Object.entries(ERROR_CLASS_BY_CODE).map(([code, name]) => [code, CLASSES[name]]),
+)
 
 /** Creates the right error class for a code. */
 export function dlpackError(code: string, message: string, cause?: unknown): DLPackError {
-  const ErrorClass = CLASS_BY_CODE[code] ?? DLPackError
+  const ErrorClass = CLASS_BY_CODE.get(code) ?? DLPackError
   return new ErrorClass(code, message, cause === undefined ? undefined : { cause })
 }
 

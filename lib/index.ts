@@ -28,6 +28,7 @@ export {
   DLPackError,
   DLPackTypeError,
   InvalidTensorError,
+  NodeApiError,
   ReadOnlyError,
   TensorDisposedError,
 } from './errors'

@@ -24,8 +24,8 @@ export interface FastCalls {
     deviceId?: number,
   ): unknown
   /**
-   * Consumes a capsule into a handle, as `fromDLPack`'s options ask: `copyMode` 0 if needed,
-   * 1 always, 2 never; the consumer `stream`; the device the result must be on. With
+   * Consumes a capsule into a handle, as `fromDLPack`'s options ask: `copyMode` one of
+   * `COPY_MODE` (lib/generated/facts.ts); the consumer `stream`; the device the result must be on. With
    * `refuseBeforeConsuming` (the default) a capsule refused for its device is left unconsumed.
    */
   importCapsule(

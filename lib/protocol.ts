@@ -3,6 +3,7 @@ import { type Device, type DeviceLike, toDevice } from './device'
 import { DLDeviceType, type DType, DTYPES, dtypeOfArray, isDType } from './dtype'
 import { type AdaptedSource, adapt } from './adapters'
 import { BufferError, CapsuleError, DLPackTypeError } from './errors'
+import { COPY_MODE, DLPACK_VERSION } from './generated/facts'
 import {
   type ArrayDType,
   callNative,
@@ -70,16 +71,12 @@ export interface FromDLPackOptions {
 }
 
 /** The newest DLPack version we understand, as announced to producers. */
-export const MAX_VERSION: readonly [number, number] = Object.freeze([1, 3]) as unknown as readonly [number, number]
-
-const COPY_IF_NEEDED = 0
-const COPY_ALWAYS = 1
-const COPY_NEVER = 2
+export const MAX_VERSION: readonly [number, number] = DLPACK_VERSION
 
 function copyMode(copy: boolean | null | undefined): number {
-  if (copy === undefined || copy === null) return COPY_IF_NEEDED
-  if (copy === true) return COPY_ALWAYS
-  if (copy === false) return COPY_NEVER
+  if (copy === undefined || copy === null) return COPY_MODE.IF_NEEDED
+  if (copy === true) return COPY_MODE.ALWAYS
+  if (copy === false) return COPY_MODE.NEVER
   throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', 'copy must be a boolean, null or undefined')
 }
 

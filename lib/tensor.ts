@@ -19,6 +19,7 @@ import {
   TensorDisposedError,
   rethrow,
 } from './errors'
+import { DTYPE_ORDER, HOST_ACCESSIBLE_DEVICE_TYPES, INFO_BIT, INFO_SLOT, INFO_SLOTS } from './generated/facts'
 
 declare const capsuleBrand: unique symbol
 
@@ -153,8 +154,8 @@ interface SharedHandle {
 }
 
 /**
- * What `handleInfoInto` reports about a handle: its `TensorLayout` (src/layout.rs, whose
- * `write_slots` gives the slot order).
+ * What `handleInfoInto` reports about a handle: its `TensorLayout` (src/layout.rs), in the slots
+ * `INFO_SLOT` names (defined in src/facts.rs, generated into lib/generated/facts.ts).
  */
 interface TensorLayout {
   readonly dtype: DType
@@ -173,9 +174,8 @@ interface TensorLayout {
   readonly strides: readonly number[]
 }
 
-/** Reused output buffer of `handleInfoInto` (12 fixed slots + shape and strides of up to 64 dims). */
-const infoSlots = new Float64Array(12 + 2 * 64)
-const dtypeByIndex = native.dtypeNames() as DType[]
+/** Reused output buffer of `handleInfoInto` (fixed slots + shape and strides of up to MAX_NDIM dims). */
+const infoSlots = new Float64Array(INFO_SLOTS)
 
 function slotRange(start: number, length: number): number[] {
   const values = new Array<number>(length)
@@ -186,23 +186,26 @@ function slotRange(start: number, length: number): number[] {
 function readInfo(handle: unknown): TensorLayout {
   call(() => native.handleInfoInto(handle, infoSlots))
   const slots = infoSlots
-  const bits = slots[4] as number
-  const ndim = slots[11] as number
+  const bits = slots[INFO_SLOT.BITS] as number
+  const ndim = slots[INFO_SLOT.NDIM] as number
   return {
-    dtype: dtypeByIndex[slots[0] as number] as DType,
-    deviceType: slots[1] as number,
-    deviceId: slots[2] as number,
-    byteOffset: slots[3] as number,
-    readonly: (bits & 1) !== 0,
-    isCopy: (bits & 2) !== 0,
-    contiguous: (bits & 4) !== 0,
-    numel: slots[5] as number,
-    viewOffset: slots[6] as number,
-    viewLength: slots[7] as number,
-    version: (bits & 8) !== 0 ? Object.freeze([slots[8] as number, slots[9] as number] as const) : undefined,
-    flags: slots[10] as number,
-    shape: Object.freeze(slotRange(12, ndim)),
-    strides: Object.freeze(slotRange(12 + ndim, ndim)),
+    dtype: DTYPE_ORDER[slots[INFO_SLOT.DTYPE] as number] as DType,
+    deviceType: slots[INFO_SLOT.DEVICE_TYPE] as number,
+    deviceId: slots[INFO_SLOT.DEVICE_ID] as number,
+    byteOffset: slots[INFO_SLOT.BYTE_OFFSET] as number,
+    readonly: (bits & INFO_BIT.READ_ONLY) !== 0,
+    isCopy: (bits & INFO_BIT.IS_COPY) !== 0,
+    contiguous: (bits & INFO_BIT.CONTIGUOUS) !== 0,
+    numel: slots[INFO_SLOT.NUMEL] as number,
+    viewOffset: slots[INFO_SLOT.VIEW_OFFSET] as number,
+    viewLength: slots[INFO_SLOT.VIEW_LENGTH] as number,
+    version:
+      (bits & INFO_BIT.HAS_VERSION) !== 0
+        ? Object.freeze([slots[INFO_SLOT.VERSION_MAJOR] as number, slots[INFO_SLOT.VERSION_MINOR] as number] as const)
+        : undefined,
+    flags: slots[INFO_SLOT.FLAGS] as number,
+    shape: Object.freeze(slotRange(INFO_SLOT.SHAPE, ndim)),
+    strides: Object.freeze(slotRange(INFO_SLOT.SHAPE + ndim, ndim)),
   }
 }
 
@@ -624,7 +627,7 @@ export class Tensor<D extends DType = DType> {
    */
   toTypedArray(): DataArray<D> {
     const meta = this.#meta()
-    if (meta.deviceType !== DLDeviceType.CPU && meta.deviceType !== DLDeviceType.CUDAHost && meta.deviceType !== DLDeviceType.ROCMHost) {
+    if (!HOST_ACCESSIBLE_DEVICE_TYPES.includes(meta.deviceType)) {
       throw new BufferError('ERR_DLPACK_NOT_CPU', `tensor memory is on ${String(this.device)}; call .to('cpu') first`)
     }
     const copy = call(() => native.copyHandle(this.#live().handle))

@@ -3,7 +3,7 @@
 
 /// The layers, bottom first: the rank of a module is the index of its layer.
 const LAYERS: &[&[&str]] = &[
-  &["errors"],
+  &["errors", "facts"],
   &["js_memory"],
   &["layout"],
   &["storage"],
@@ -54,6 +54,7 @@ const SOURCES: &[(&str, &str, &str)] = &[
   ("layout", "layout.rs", include_str!("layout.rs")),
   ("js_memory", "js_memory.rs", include_str!("js_memory.rs")),
   ("errors", "errors.rs", include_str!("errors.rs")),
+  ("facts", "facts.rs", include_str!("facts.rs")),
 ];
 
 fn rank(module: &str) -> Option<usize> {

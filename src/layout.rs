@@ -7,10 +7,11 @@
 
 use std::sync::Arc;
 
-use napi_dlpack::validation::{contiguous_strides, layout_of};
-use napi_dlpack::{DType, Device, ErrorKind, ForeignTensor, MAX_NDIM};
+use napi_dlpack::layout::{contiguous_strides, layout_of};
+use napi_dlpack::{DType, Device, ErrorKind, ForeignTensor};
 
 use crate::errors::{fail, Result};
+use crate::facts::{info_bit, info_slot};
 
 /// The layout of one tensor over a storage, and its flags.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,9 +47,6 @@ pub(crate) fn is_aligned(address: usize, dtype: DType) -> bool {
   address.is_multiple_of(dtype.itemsize().min(8))
 }
 
-/// Length of the Float64Array `handleInfoInto` fills: 12 fixed slots, then shape and strides.
-pub const INFO_SLOTS: usize = 12 + 2 * MAX_NDIM;
-
 impl TensorLayout {
   /// The layout of a tensor over a host region of `len` bytes at address `base` (an integer:
   /// only used for the alignment check), checking that every element lies inside it.
@@ -67,15 +65,7 @@ impl TensorLayout {
       .checked_add(first_byte)
       .ok_or_else(|| fail(ErrorKind::InvalidLayout, "offset overflows"))?;
     let checked = layout_of(dtype, Device::CPU, shape, strides, first_address)?;
-    let itemsize = dtype.itemsize() as i64;
-    let low = first_byte as i64 + checked.min_offset() * itemsize;
-    let high = first_byte as i64 + (checked.max_offset() + 1) * itemsize;
-    if checked.numel() > 0 && (low < 0 || high > len as i64) {
-      return Err(fail(
-        ErrorKind::InvalidLayout,
-        format!("the tensor reaches bytes {low}..{high} of a buffer of {len} bytes"),
-      ));
-    }
+    checked.check_fits_in(first_byte, len)?;
     let strides = match strides {
       Some(strides) => strides.to_vec(),
       None => contiguous_strides(shape)
@@ -172,42 +162,44 @@ impl TensorLayout {
   }
 
   /// Writes the layout as numbers into `slots` (`handleInfoInto`'s Float64Array, at least
-  /// [`INFO_SLOTS`] long): `[dtype index (DType::ALL order), device type, device id,
-  /// byte_offset, bits (1 read-only, 2 copied, 4 contiguous, 8 has version), numel, view offset,
-  /// view length, version major, version minor, DLPack flags, ndim, shape..., strides...]`.
-  /// `byte_offset` is the DLPack byte_offset an export carries (it depends on the storage).
+  /// `facts::INFO_SLOTS` long), in the slots `facts::info_slot` names (the same names reach
+  /// TypeScript through lib/generated/facts.ts). `byte_offset` is the DLPack byte_offset an
+  /// export carries (it depends on the storage).
   pub fn write_slots(&self, byte_offset: u64, slots: &mut [f64]) {
     let dtype_index = DType::ALL
       .iter()
       .position(|d| *d == self.dtype)
       .unwrap_or(0);
-    let bits = u8::from(self.read_only)
-      | u8::from(self.copied) << 1
-      | u8::from(self.contiguous) << 2
-      | u8::from(self.version.is_some()) << 3;
+    let mut bits = 0;
+    for (set, bit) in [
+      (self.read_only, info_bit::READ_ONLY),
+      (self.copied, info_bit::IS_COPY),
+      (self.contiguous, info_bit::CONTIGUOUS),
+      (self.version.is_some(), info_bit::HAS_VERSION),
+    ] {
+      if set {
+        bits |= bit;
+      }
+    }
     let (major, minor) = self.version.unwrap_or((0, 0));
     let ndim = self.shape.len();
-    slots[..12].copy_from_slice(&[
-      dtype_index as f64,
-      f64::from(self.device.device_type as u32),
-      f64::from(self.device.id),
-      byte_offset as f64,
-      f64::from(bits),
-      self.numel as f64,
-      -self.min_offset as f64,
-      self.span_elements() as f64,
-      f64::from(major),
-      f64::from(minor),
-      self.flags as f64,
-      ndim as f64,
-    ]);
-    for (slot, value) in slots[12..12 + ndim].iter_mut().zip(self.shape.iter()) {
+    slots[info_slot::DTYPE] = dtype_index as f64;
+    slots[info_slot::DEVICE_TYPE] = f64::from(self.device.device_type as u32);
+    slots[info_slot::DEVICE_ID] = f64::from(self.device.id);
+    slots[info_slot::BYTE_OFFSET] = byte_offset as f64;
+    slots[info_slot::BITS] = f64::from(bits);
+    slots[info_slot::NUMEL] = self.numel as f64;
+    slots[info_slot::VIEW_OFFSET] = -self.min_offset as f64;
+    slots[info_slot::VIEW_LENGTH] = self.span_elements() as f64;
+    slots[info_slot::VERSION_MAJOR] = f64::from(major);
+    slots[info_slot::VERSION_MINOR] = f64::from(minor);
+    slots[info_slot::FLAGS] = self.flags as f64;
+    slots[info_slot::NDIM] = ndim as f64;
+    let (shape_slots, rest) = slots[info_slot::SHAPE..].split_at_mut(ndim);
+    for (slot, value) in shape_slots.iter_mut().zip(self.shape.iter()) {
       *slot = *value as f64;
     }
-    for (slot, value) in slots[12 + ndim..12 + 2 * ndim]
-      .iter_mut()
-      .zip(self.strides.iter())
-    {
+    for (slot, value) in rest[..ndim].iter_mut().zip(self.strides.iter()) {
       *slot = *value as f64;
     }
   }
@@ -216,6 +208,7 @@ impl TensorLayout {
 #[cfg(test)]
 mod tests {
   use super::*;
+  use crate::facts::INFO_SLOTS;
 
   #[test]
   fn over_region_row_major() {

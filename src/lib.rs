@@ -17,6 +17,7 @@
 //! | layout | `layout` | `TensorLayout`: a tensor's place in its storage (plain data) |
 //! | JS memory | `js_memory` | raw Node-API calls on ArrayBuffers and externals; env teardown |
 //! | errors | `errors` | the one error type and the one Node-API status check |
+//! | facts | `facts` | what the addon and `lib/` must agree on (copy modes, `handleInfoInto`'s slots), generated into `lib/generated/facts.ts` |
 //!
 //! - **JS meets Rust** in `binding` only: `#[napi]` functions (declared in the generated
 //!   `index.d.ts`) and the raw hot-path calls of `binding::fast` (declared in `lib/native.ts`);
@@ -40,6 +41,7 @@ mod binding;
 mod cuda;
 mod errors;
 mod exchange;
+mod facts;
 mod handle;
 mod js_memory;
 mod layout;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use napi::Env;
 use napi_dlpack::cuda::{self, DeviceBuffer};
+use napi_dlpack::layout::element_offsets;
 use napi_dlpack::{DeviceType, ErrorKind, ForeignTensor};
 
 use crate::errors::{fail, Result};
@@ -216,23 +217,15 @@ pub unsafe fn gather(
     unsafe { std::ptr::copy_nonoverlapping(first, out.as_mut_ptr(), out.len()) };
     return;
   }
-  let ndim = shape.len();
-  let mut index = vec![0i64; ndim];
-  let mut offset = 0i64;
-  for chunk in out.chunks_exact_mut(itemsize) {
+  let numel = out.len() / itemsize;
+  for (chunk, offset) in out
+    .chunks_exact_mut(itemsize)
+    .zip(element_offsets(shape, strides, numel))
+  {
     // SAFETY: `offset` is the element offset of an in-bounds index (caller contract).
     let source = unsafe { first.offset(offset as isize * itemsize as isize) };
     // SAFETY: one element, readable (caller contract); `chunk` is one element long.
     unsafe { std::ptr::copy_nonoverlapping(source, chunk.as_mut_ptr(), itemsize) };
-    for axis in (0..ndim).rev() {
-      index[axis] += 1;
-      offset += strides[axis];
-      if index[axis] < shape[axis] {
-        break;
-      }
-      offset -= strides[axis] * shape[axis];
-      index[axis] = 0;
-    }
   }
 }
 

@@ -9,9 +9,9 @@ use napi_dlpack::{capsule, DType, Device, ErrorKind};
 
 use crate::binding::parse_dtype;
 use crate::errors::{fail, Result};
+use crate::facts::INFO_SLOTS;
 use crate::handle::Handle;
 use crate::js_memory;
-use crate::layout::INFO_SLOTS;
 use crate::ops::negotiation::{self, CopyRequest};
 use crate::ops::view::HostView;
 use crate::own_capsule::handle_of;

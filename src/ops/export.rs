@@ -5,7 +5,7 @@ use std::sync::Arc;
 use napi::bindgen_prelude::Unknown;
 use napi::Env;
 use napi_dlpack::cuda::Stream;
-use napi_dlpack::validation::contiguous_strides;
+use napi_dlpack::layout::contiguous_strides;
 use napi_dlpack::{Device, DeviceType, ErrorKind};
 
 use crate::errors::{fail, Result};

@@ -12,40 +12,8 @@ use napi_dlpack::{Device, DeviceType, ErrorKind, ExportFormat};
 
 use crate::errors::{fail, Result};
 
-/// `copy` of `fromDLPack` and `__dlpack__`: `null`/`undefined`, `true` or `false`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CopyRequest {
-  /// Copy only if zero-copy is impossible.
-  IfNeeded,
-  /// Always copy.
-  Always,
-  /// Never copy: refuse what needs a copy (`ERR_DLPACK_COPY_REQUIRED`).
-  Never,
-}
-
-impl CopyRequest {
-  /// The `copyMode` number of `importCapsule` (0 if needed, 1 always, 2 never).
-  pub fn from_mode(mode: u32) -> Result<CopyRequest> {
-    match mode {
-      0 => Ok(CopyRequest::IfNeeded),
-      1 => Ok(CopyRequest::Always),
-      2 => Ok(CopyRequest::Never),
-      _ => Err(fail(
-        ErrorKind::InvalidArgument,
-        format!("invalid copy mode {mode}"),
-      )),
-    }
-  }
-
-  /// `copy: boolean | null | undefined` (`None`: unset).
-  pub fn from_flag(copy: Option<bool>) -> CopyRequest {
-    match copy {
-      None => CopyRequest::IfNeeded,
-      Some(true) => CopyRequest::Always,
-      Some(false) => CopyRequest::Never,
-    }
-  }
-}
+// `CopyRequest` is one of the facts `lib/` shares (its `copyMode` numbers): defined in `facts`.
+pub use crate::facts::CopyRequest;
 
 /// What an import asks for, checked before the capsule is consumed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

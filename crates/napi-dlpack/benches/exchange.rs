@@ -15,12 +15,26 @@
 //!   median per size. On a shared VM the speed of identical code drifts by tens of percent over
 //!   seconds, more than any real difference between sizes, so only measurements taken side by
 //!   side say whether the cost is flat.
+//!
+//! And side by side with dlpark (the `vs_dlpark` group), the exchange's own cost with the data
+//! kept out of it: export + release of a 1-d `f32` tensor whose owner frees nothing (ours:
+//! `export_versioned` of a no-op owner; dlpark: its builders with a no-op context, at run-time
+//! rank (`Dynamic`, also followed by its `validate_export`, since ours validates what it exports)
+//! and compile-time rank (`Fixed`)), and import + validate + release of one
+//! static `DLManagedTensorVersioned` with a no-op deleter (ours: `ForeignTensor::new`; dlpark:
+//! `Managed::from_raw` + `validate`). `EXCHANGE_CALLGRIND=<case>:<n>` runs one of these `n`
+//! times and exits, for instruction counts: `node benches/exchange-callgrind.mjs`.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use napi_dlpack::{export_versioned, take_owner, ForeignTensor, ManagedTensor};
+use std::ffi::c_void;
+
+use criterion::{criterion_group, BenchmarkId, Criterion};
+use napi_dlpack::ffi::{DLManagedTensorVersioned, DLPackVersion, DLTensor};
+use napi_dlpack::{
+  export_versioned, take_owner, DType, ForeignTensor, IntoDLPack, ManagedTensor, TensorInfo,
+};
 
 const SIZES: [(&str, usize); 3] = [("1Ki", 1 << 10), ("1Mi", 1 << 20), ("256Mi", 1 << 28)];
 /// Exports per timed batch. Seven in flight at a time fit glibc's per-thread allocation cache
@@ -174,5 +188,230 @@ fn interleaved(_: &mut Criterion) {
   }
 }
 
-criterion_group!(benches, exchange, interleaved);
-criterion_main!(benches);
+/// Elements of the tensor in the dlpark comparison (its data is never touched).
+const COMPARE_LEN: i64 = 1 << 10;
+
+/// Memory the comparison's exports describe: allocated once, never freed.
+fn compare_data() -> *mut f32 {
+  static DATA: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+  *DATA.get_or_init(|| {
+    Box::leak(vec![0f32; COMPARE_LEN as usize].into_boxed_slice()).as_mut_ptr() as usize
+  }) as *mut f32
+}
+
+/// An owner that frees nothing, so export + release costs the exchange only (dlpark's own
+/// bench does the same with a no-op context).
+struct NoopOwner {
+  data: *mut f32,
+  /// Read at run time (through `black_box`), as dlpark's shape is: no constant folding.
+  len: i64,
+}
+
+// SAFETY: the pointer is to memory that is never freed; nothing is dropped.
+unsafe impl Send for NoopOwner {}
+
+// SAFETY: `compare_data` lives for the whole process and holds COMPARE_LEN elements.
+unsafe impl IntoDLPack for NoopOwner {
+  fn tensor_info(&mut self) -> TensorInfo {
+    TensorInfo::contiguous(self.data.cast::<c_void>(), DType::Float32, &[self.len])
+  }
+}
+
+struct NoopContext;
+
+// SAFETY: nothing to release; callable from any thread.
+unsafe impl dlpark::OpaqueContext for NoopContext {
+  fn into_raw(self) -> *mut c_void {
+    std::ptr::null_mut()
+  }
+
+  unsafe fn drop_raw(_raw: *mut c_void) {}
+}
+
+fn ours_export() {
+  let owner = NoopOwner {
+    data: compare_data(),
+    len: black_box(COMPARE_LEN),
+  };
+  let managed = export_versioned(owner).unwrap();
+  drop(black_box(managed));
+}
+
+fn dlpark_float32() -> dlpark::ffi::DLDataType {
+  dlpark::ffi::DLDataType {
+    code: dlpark::ffi::DLDataTypeCode::FLOAT,
+    bits: 32,
+    lanes: 1,
+  }
+}
+
+fn dlpark_cpu() -> dlpark::ffi::DLDevice {
+  dlpark::ffi::DLDevice {
+    device_type: dlpark::ffi::DLDeviceType::CPU,
+    device_id: 0,
+  }
+}
+
+fn dlpark_export_runtime_rank() {
+  let shape = [black_box(COMPARE_LEN)];
+  let mut initialized = dlpark::metadata::Dynamic::compact(shape.as_slice())
+    .initialize(NoopContext)
+    .unwrap();
+  initialized
+    .set_data(compare_data().cast())
+    .set_dtype(dlpark_float32())
+    .set_device(dlpark_cpu());
+  // SAFETY: the data lives for the process; the builder set shape and strides.
+  let managed = unsafe { initialized.finish() };
+  drop(black_box(managed));
+}
+
+/// dlpark's run-time-rank export followed by its own export validation (`validate_export`):
+/// what ours does, since `export_versioned` validates the layout it is given.
+fn dlpark_export_runtime_rank_validated() {
+  let shape = [black_box(COMPARE_LEN)];
+  let mut initialized = dlpark::metadata::Dynamic::compact(shape.as_slice())
+    .initialize(NoopContext)
+    .unwrap();
+  initialized
+    .set_data(compare_data().cast())
+    .set_dtype(dlpark_float32())
+    .set_device(dlpark_cpu());
+  // SAFETY: as above.
+  let managed = unsafe { initialized.finish() };
+  black_box(managed.validate_export().unwrap());
+  drop(black_box(managed));
+}
+
+fn dlpark_export_compile_time_rank() {
+  let shape = [black_box(COMPARE_LEN)];
+  let strides = [1i64];
+  let mut initialized = dlpark::metadata::Fixed::new(&shape, &strides)
+    .initialize_as::<dlpark::ffi::DLManagedTensorVersioned>(NoopContext)
+    .unwrap();
+  initialized
+    .set_data(compare_data().cast())
+    .set_dtype(dlpark_float32())
+    .set_device(dlpark_cpu());
+  // SAFETY: as above.
+  let managed = unsafe { initialized.finish() };
+  drop(black_box(managed));
+}
+
+unsafe extern "C" fn noop_deleter(_: *mut DLManagedTensorVersioned) {}
+
+/// One versioned tensor with a no-op deleter, for repeated imports (never freed).
+fn static_tensor() -> *mut DLManagedTensorVersioned {
+  static TENSOR: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+  *TENSOR.get_or_init(|| {
+    let dims: &'static mut [i64; 2] = Box::leak(Box::new([COMPARE_LEN, 1]));
+    let managed = Box::leak(Box::new(DLManagedTensorVersioned {
+      version: DLPackVersion::CURRENT,
+      manager_ctx: std::ptr::null_mut(),
+      deleter: Some(noop_deleter),
+      flags: 0,
+      dl_tensor: DLTensor {
+        data: compare_data().cast(),
+        device: napi_dlpack::Device::CPU.to_dl(),
+        ndim: 1,
+        dtype: DType::Float32.to_dl(),
+        shape: dims.as_mut_ptr(),
+        // SAFETY: one past the shape, inside `dims`.
+        strides: unsafe { dims.as_mut_ptr().add(1) },
+        byte_offset: 0,
+      },
+    }));
+    managed as *mut DLManagedTensorVersioned as usize
+  }) as *mut DLManagedTensorVersioned
+}
+
+fn ours_import() {
+  // SAFETY: a live versioned tensor whose deleter does nothing, so it can be taken repeatedly.
+  let managed = unsafe { ManagedTensor::from_raw_versioned(black_box(static_tensor())) }.unwrap();
+  let tensor = ForeignTensor::new(managed).unwrap();
+  black_box(tensor.layout());
+  drop(tensor);
+}
+
+fn dlpark_import() {
+  let raw = black_box(static_tensor()).cast::<dlpark::ffi::DLManagedTensorVersioned>();
+  // SAFETY: as above; dlpark's struct has the same layout (checked in ffi.rs's tests).
+  let managed = unsafe { dlpark::versioned::Dlpack::from_raw(raw) }.unwrap();
+  black_box(managed.validate().unwrap());
+  drop(managed);
+}
+
+/// The cases of the dlpark comparison, by name.
+const COMPARISON: [(&str, fn()); 6] = [
+  ("export_release/ours", ours_export),
+  (
+    "export_release/dlpark_runtime_rank",
+    dlpark_export_runtime_rank,
+  ),
+  (
+    "export_release/dlpark_runtime_rank_validated",
+    dlpark_export_runtime_rank_validated,
+  ),
+  (
+    "export_release/dlpark_compile_time_rank",
+    dlpark_export_compile_time_rank,
+  ),
+  ("import_validate_release/ours", ours_import),
+  ("import_validate_release/dlpark", dlpark_import),
+];
+
+fn vs_dlpark(c: &mut Criterion) {
+  let mut group = c.benchmark_group("vs_dlpark");
+  group.warm_up_time(Duration::from_millis(500));
+  group.measurement_time(Duration::from_secs(2));
+  for (name, case) in COMPARISON {
+    group.bench_function(name, |b| b.iter(case));
+  }
+  group.finish();
+
+  // Interleaved: every round times each case in turn, so the machine's drift hits all alike.
+  const ROUNDS: usize = 101;
+  const OPS: u32 = 20_000;
+  let mut samples = vec![Vec::with_capacity(ROUNDS); COMPARISON.len()];
+  for round in 0..=ROUNDS {
+    for ((_, case), samples) in COMPARISON.iter().zip(&mut samples) {
+      let start = Instant::now();
+      for _ in 0..OPS {
+        case();
+      }
+      if round > 0 {
+        samples.push(start.elapsed().as_nanos() as f64 / f64::from(OPS));
+      }
+    }
+  }
+  println!("\ninterleaved_vs_dlpark: median ns/op over {ROUNDS} rounds of {OPS} ops per case");
+  for ((name, _), mut samples) in COMPARISON.iter().zip(samples) {
+    println!(
+      "interleaved_vs_dlpark/{name}: {:.1} ns",
+      median(&mut samples)
+    );
+  }
+}
+
+criterion_group!(benches, exchange, interleaved, vs_dlpark);
+
+fn main() {
+  // `EXCHANGE_CALLGRIND=<case>:<n>`: run one comparison case n times (under callgrind).
+  if let Ok(spec) = std::env::var("EXCHANGE_CALLGRIND") {
+    let (name, count) = spec.split_once(':').expect("EXCHANGE_CALLGRIND=<case>:<n>");
+    let count: u64 = count.parse().expect("a count");
+    let (_, case) = COMPARISON
+      .iter()
+      .find(|(case, _)| *case == name)
+      .unwrap_or_else(|| panic!("unknown case {name}"));
+    // Lazily made statics first, so the counts hold the loop only.
+    compare_data();
+    static_tensor();
+    for _ in 0..count {
+      case();
+    }
+    return;
+  }
+  benches();
+  Criterion::default().configure_from_args().final_summary();
+}

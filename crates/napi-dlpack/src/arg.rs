@@ -35,8 +35,9 @@ use crate::exchange::{self, coded_error, take_exception, ExchangeApi};
 use crate::export::{export_versioned, IntoDLPack};
 use crate::ffi::{DLTensor, DLPACK_FLAG_BITMASK_READ_ONLY};
 use crate::import::ForeignTensor;
+use crate::layout::Layout;
 use crate::managed::{ManagedPtr, ManagedTensor};
-use crate::validation::{validate, Layout};
+use crate::validation::validate;
 use crate::view::{
   mut_slice_of, slice_of, strided_mut_of, strided_of, vec_of, StridedView, StridedViewMut,
   ViewSource,

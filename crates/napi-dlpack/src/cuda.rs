@@ -44,7 +44,7 @@ use crate::dtype::DType;
 use crate::error::{DLPackError, ErrorKind};
 use crate::export::{IntoDLPack, TensorInfo};
 use crate::import::ForeignTensor;
-use crate::validation::layout_of;
+use crate::layout::layout_of;
 
 type Result<T, E = DLPackError> = core::result::Result<T, E>;
 

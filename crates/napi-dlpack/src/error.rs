@@ -69,6 +69,11 @@ pub enum ErrorKind {
   /// The memory is larger than the runtime's largest ArrayBuffer, so it cannot be viewed (or
   /// copied) as one; export still works, and windows of it can be viewed.
   TooLarge,
+  /// (JS library adapters) An Arrow column with nulls, which a tensor cannot hold.
+  Nulls,
+  /// (JS library adapters) A library's element type with no DLPack dtype (ORT `string`, Arrow
+  /// `Utf8`, ...), or a dtype the library has no type for.
+  UnsupportedDtype,
 }
 
 impl ErrorKind {
@@ -105,6 +110,137 @@ impl ErrorKind {
       ErrorKind::Cuda => "ERR_CUDA",
       ErrorKind::Stream => "ERR_DLPACK_STREAM",
       ErrorKind::TooLarge => "ERR_DLPACK_TOO_LARGE",
+      ErrorKind::Nulls => "ERR_DLPACK_NULLS",
+      ErrorKind::UnsupportedDtype => "ERR_DLPACK_UNSUPPORTED_DTYPE",
+    }
+  }
+}
+
+impl ErrorKind {
+  /// Every kind, in declaration order (the error table of the README and of `lib/errors.ts`).
+  pub const ALL: [ErrorKind; 32] = [
+    ErrorKind::NullTensor,
+    ErrorKind::Version,
+    ErrorKind::Ndim,
+    ErrorKind::NullShape,
+    ErrorKind::Shape,
+    ErrorKind::Overflow,
+    ErrorKind::NullData,
+    ErrorKind::ByteOffset,
+    ErrorKind::Dtype,
+    ErrorKind::Device,
+    ErrorKind::DtypeMismatch,
+    ErrorKind::NotContiguous,
+    ErrorKind::ReadOnly,
+    ErrorKind::NotCpu,
+    ErrorKind::Misaligned,
+    ErrorKind::InvalidBool,
+    ErrorKind::InvalidLayout,
+    ErrorKind::NotACapsule,
+    ErrorKind::CapsuleConsumed,
+    ErrorKind::CapsuleAbi,
+    ErrorKind::Napi,
+    ErrorKind::NoMemory,
+    ErrorKind::InvalidArgument,
+    ErrorKind::CopyRequired,
+    ErrorKind::Disposed,
+    ErrorKind::Detached,
+    ErrorKind::CudaUnavailable,
+    ErrorKind::Cuda,
+    ErrorKind::Stream,
+    ErrorKind::TooLarge,
+    ErrorKind::Nulls,
+    ErrorKind::UnsupportedDtype,
+  ];
+
+  /// The family this kind belongs to: what a caller can do about it, and the JS error class
+  /// napi-dlpack throws it as (`lib/errors.ts` takes its table from here).
+  pub const fn class(self) -> ErrorClass {
+    match self {
+      ErrorKind::NullTensor
+      | ErrorKind::Version
+      | ErrorKind::Ndim
+      | ErrorKind::NullShape
+      | ErrorKind::Shape
+      | ErrorKind::Overflow
+      | ErrorKind::NullData
+      | ErrorKind::ByteOffset
+      | ErrorKind::Dtype
+      | ErrorKind::InvalidLayout
+      | ErrorKind::Misaligned
+      | ErrorKind::InvalidBool => ErrorClass::InvalidTensor,
+      // A tensor of the wrong type or layout for the function it was passed to: an argument
+      // error, as nanobind raises TypeError for an ndarray that fails a function's constraints.
+      ErrorKind::DtypeMismatch
+      | ErrorKind::NotContiguous
+      | ErrorKind::InvalidArgument
+      | ErrorKind::UnsupportedDtype => ErrorClass::Type,
+      // The exchange cannot be done as asked; an allocation refused for a copy is the sibling
+      // of a copy larger than the runtime's largest ArrayBuffer (TooLarge).
+      ErrorKind::Device
+      | ErrorKind::NotCpu
+      | ErrorKind::CopyRequired
+      | ErrorKind::Stream
+      | ErrorKind::TooLarge
+      | ErrorKind::NoMemory
+      | ErrorKind::Nulls => ErrorClass::Buffer,
+      ErrorKind::NotACapsule | ErrorKind::CapsuleConsumed | ErrorKind::CapsuleAbi => {
+        ErrorClass::Capsule
+      }
+      ErrorKind::ReadOnly => ErrorClass::ReadOnly,
+      ErrorKind::Disposed | ErrorKind::Detached => ErrorClass::Disposed,
+      ErrorKind::CudaUnavailable | ErrorKind::Cuda => ErrorClass::Cuda,
+      ErrorKind::Napi => ErrorClass::NodeApi,
+    }
+  }
+}
+
+/// Families of errors, one JS error class each (all subclasses of `DLPackError`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorClass {
+  /// The exchange cannot be done as asked (device, stream, a forbidden or impossible copy).
+  Buffer,
+  /// Not a capsule, a consumed one, or one of an unknown ABI; nothing was consumed.
+  Capsule,
+  /// A foreign tensor's metadata failed validation (its deleter has run).
+  InvalidTensor,
+  /// The tensor was disposed, or its ArrayBuffer detached.
+  Disposed,
+  /// Write access to read-only data.
+  ReadOnly,
+  /// An argument of the wrong type or value.
+  Type,
+  /// CUDA is unavailable or a driver call failed.
+  Cuda,
+  /// A Node-API call failed: the runtime refused an operation.
+  NodeApi,
+}
+
+impl ErrorClass {
+  /// Every class.
+  pub const ALL: [ErrorClass; 8] = [
+    ErrorClass::Buffer,
+    ErrorClass::Capsule,
+    ErrorClass::InvalidTensor,
+    ErrorClass::Disposed,
+    ErrorClass::ReadOnly,
+    ErrorClass::Type,
+    ErrorClass::Cuda,
+    ErrorClass::NodeApi,
+  ];
+
+  /// The name of the JS class (exported by the npm package).
+  pub const fn js_name(self) -> &'static str {
+    match self {
+      ErrorClass::Buffer => "BufferError",
+      ErrorClass::Capsule => "CapsuleError",
+      ErrorClass::InvalidTensor => "InvalidTensorError",
+      ErrorClass::Disposed => "TensorDisposedError",
+      ErrorClass::ReadOnly => "ReadOnlyError",
+      ErrorClass::Type => "DLPackTypeError",
+      ErrorClass::Cuda => "CudaError",
+      ErrorClass::NodeApi => "NodeApiError",
     }
   }
 }
@@ -169,3 +305,35 @@ impl<S: AsRef<str>> From<napi::Error<S>> for DLPackError {
 
 /// Shorthand used throughout the crate.
 pub type Result<T, E = DLPackError> = core::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+  use super::{ErrorClass, ErrorKind};
+
+  /// `ALL` lists every kind: as many entries as `code()` has arms, each code once.
+  #[test]
+  fn all_lists_every_kind_once() {
+    let arms = include_str!("error.rs")
+      .matches(concat!("=> \"", "ERR_"))
+      .count();
+    assert_eq!(ErrorKind::ALL.len(), arms);
+    let mut codes: Vec<&str> = ErrorKind::ALL.iter().map(|kind| kind.code()).collect();
+    codes.sort_unstable();
+    codes.dedup();
+    assert_eq!(codes.len(), ErrorKind::ALL.len());
+  }
+
+  #[test]
+  fn every_class_has_a_kind_and_a_distinct_name() {
+    for class in ErrorClass::ALL {
+      assert!(
+        ErrorKind::ALL.iter().any(|kind| kind.class() == class),
+        "{class:?}"
+      );
+    }
+    let mut names: Vec<&str> = ErrorClass::ALL.iter().map(|c| c.js_name()).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), ErrorClass::ALL.len());
+  }
+}

@@ -22,8 +22,8 @@ use crate::ffi::{
   DLManagedTensorVersionedDeleter, DLPackVersion, DLTensor, DLPACK_FLAG_BITMASK_IS_COPIED,
   DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED, DLPACK_FLAG_BITMASK_READ_ONLY,
 };
+use crate::layout::{layout_of, write_row_major_strides};
 use crate::managed::{ManagedPtr, ManagedTensor};
-use crate::validation::{layout_of, write_row_major_strides};
 
 /// Shape or strides storage; inline up to four dimensions.
 pub type Dims = SmallVec<[i64; 4]>;
@@ -217,9 +217,40 @@ struct ContextHeader<M> {
   release: unsafe fn(*mut ContextHeader<M>),
 }
 
-/// Shape and strides of one export in one buffer, so that the common ranks need no allocation
-/// besides the context itself.
-type ExportDims = SmallVec<[i64; 8]>;
+/// Ranks up to this keep their shape and strides inside the export's single allocation.
+const INLINE_RANK: usize = 4;
+
+/// Shape then strides of one export: inline for the common ranks (no allocation besides the
+/// context itself), on the heap for higher ones. Written once, in place, by [`fill`]: no
+/// zero-fill of a growable buffer, no copy into it and then out again.
+struct ExportDims {
+  inline: [i64; 2 * INLINE_RANK],
+  heap: Option<Box<[i64]>>,
+}
+
+impl ExportDims {
+  #[inline(always)]
+  const fn new() -> ExportDims {
+    ExportDims {
+      inline: [0; 2 * INLINE_RANK],
+      heap: None,
+    }
+  }
+
+  /// Room for `len` values (shape then strides), inline when they fit.
+  #[inline(always)]
+  fn slots(&mut self, len: usize) -> Result<&mut [i64], DLPackError> {
+    if len <= self.inline.len() {
+      return Ok(&mut self.inline[..len]);
+    }
+    let mut heap = Vec::new();
+    heap
+      .try_reserve_exact(len)
+      .map_err(|_| DLPackError::new(ErrorKind::NoMemory, "cannot allocate shape and strides"))?;
+    heap.resize(len, 0);
+    Ok(self.heap.insert(heap.into_boxed_slice()))
+  }
+}
 
 /// The managed struct of one format, as [`export_into`] needs to build it.
 trait ManagedFormat: Sized {
@@ -389,14 +420,16 @@ fn fill(info: &TensorInfo, dims: &mut ExportDims) -> Result<DLTensor, DLPackErro
     ));
   }
   let ndim = info.shape.len();
-  dims.extend_from_slice(&info.shape);
+  let slots = dims.slots(2 * ndim)?;
+  let (shape, strides) = slots.split_at_mut(ndim);
+  shape.copy_from_slice(&info.shape);
   // Strides are never NULL when ndim > 0 (DLPack ≥ 1.2); real strides are reported as they
   // are, without normalising size-1 dimensions (consumers rely on them, pytorch#99803).
   match &info.strides {
-    Some(given) => dims.extend_from_slice(given),
+    // `layout_of` checked there is one per dimension.
+    Some(given) => strides.copy_from_slice(given),
     None => {
-      dims.resize(2 * ndim, 0);
-      if !write_row_major_strides(&info.shape, &mut dims[ndim..]) {
+      if !write_row_major_strides(&info.shape, strides) {
         return Err(DLPackError::new(ErrorKind::Overflow, "strides overflow"));
       }
     }
@@ -405,9 +438,7 @@ fn fill(info: &TensorInfo, dims: &mut ExportDims) -> Result<DLTensor, DLPackErro
   let (shape, strides) = if ndim == 0 {
     (core::ptr::null_mut(), core::ptr::null_mut())
   } else {
-    let base = dims.as_mut_ptr();
-    // SAFETY: `dims` holds 2 * ndim values, so `base + ndim` is in bounds.
-    (base, unsafe { base.add(ndim) })
+    (shape.as_mut_ptr(), strides.as_mut_ptr())
   };
   Ok(DLTensor {
     // Zero-size tensors carry NULL data, as the header asks.
@@ -631,18 +662,9 @@ impl<T: Element> ShapedBuffer<T> {
       .checked_mul(T::DTYPE.itemsize())
       .and_then(|bytes| (data.as_ptr() as usize).checked_add(bytes))
       .ok_or_else(|| DLPackError::new(ErrorKind::Overflow, "offset overflows"))?;
-    let layout = layout_of(T::DTYPE, Device::CPU, shape, Some(strides), first_element)?;
-    let low = offset as i64 + layout.min_offset();
-    let high = offset as i64 + layout.max_offset();
-    if layout.numel() > 0 && (low < 0 || high >= data.len() as i64) {
-      return Err(DLPackError::new(
-        ErrorKind::InvalidLayout,
-        format!(
-          "the view reaches elements {low}..={high} of a buffer of {}",
-          data.len()
-        ),
-      ));
-    }
+    let itemsize = T::DTYPE.itemsize();
+    layout_of(T::DTYPE, Device::CPU, shape, Some(strides), first_element)?
+      .check_fits_in(offset * itemsize, data.len() * itemsize)?;
     Ok(ShapedBuffer {
       data,
       shape: Dims::from_slice(shape),

@@ -9,8 +9,9 @@ use crate::ffi::{
   DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLPACK_FLAG_BITMASK_IS_COPIED,
   DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION,
 };
+use crate::layout::{write_row_major_strides, Layout, MAX_NDIM};
 use crate::managed::ManagedTensor;
-use crate::validation::{validate, write_row_major_strides, Layout, MAX_NDIM};
+use crate::validation::validate;
 
 /// A foreign tensor that passed validation. It owns the producer's managed struct and calls the
 /// deleter exactly once when dropped; if validation fails the deleter runs before the error is
@@ -30,7 +31,7 @@ const _: () = assert!(core::mem::size_of::<ForeignTensor>() == 64);
 
 impl ForeignTensor {
   /// Validates and takes `managed`. On error `managed` has been dropped (deleter called).
-  #[inline]
+  #[inline(always)]
   pub fn new(managed: ManagedTensor) -> Result<ForeignTensor, DLPackError> {
     let version = managed.version();
     if let Some(version) = version {

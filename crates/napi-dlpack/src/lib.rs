@@ -16,18 +16,19 @@ pub mod exchange;
 pub mod export;
 pub mod ffi;
 pub mod import;
+pub mod layout;
 pub mod managed;
 pub mod validation;
 pub mod view;
 
 pub use device::{Device, DeviceType};
 pub use dtype::{DType, DataTypeCode, Element};
-pub use error::{DLPackError, ErrorKind};
+pub use error::{DLPackError, ErrorClass, ErrorKind};
 pub use export::{
   export, export_legacy, export_versioned, take_owner, ExportFormat, IntoDLPack, ShapedBuffer,
   TensorInfo,
 };
 pub use import::ForeignTensor;
+pub use layout::{Layout, MAX_NDIM};
 pub use managed::{ManagedPtr, ManagedTensor};
-pub use validation::{Layout, MAX_NDIM};
 pub use view::{FromDLPack, FromDLPackMut, StridedView, StridedViewMut};

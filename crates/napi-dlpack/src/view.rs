@@ -6,7 +6,7 @@ use crate::device::Device;
 use crate::dtype::{DType, Element};
 use crate::error::{DLPackError, ErrorKind};
 use crate::import::ForeignTensor;
-use crate::validation::Layout;
+use crate::layout::{element_offsets, index_offset, Layout};
 
 /// Conversion from a borrowed imported tensor.
 pub trait FromDLPack<'a>: Sized {
@@ -266,54 +266,6 @@ pub(crate) fn strided_of<T: Element, S: ViewSource>(
   Ok(view)
 }
 
-/// Offset in elements of the element at `index` (one coordinate per dimension) from the first
-/// element, or `None` when `index` is out of bounds. For a validated layout every partial sum
-/// lies within [min_offset, max_offset], so nothing overflows.
-fn offset_of(shape: &[i64], strides: &[i64], index: &[usize]) -> Option<isize> {
-  if index.len() != shape.len() {
-    return None;
-  }
-  let mut offset = 0i64;
-  for ((&i, &dim), &stride) in index.iter().zip(shape).zip(strides) {
-    if i as u64 >= dim as u64 {
-      return None;
-    }
-    offset += i as i64 * stride;
-  }
-  Some(offset as isize)
-}
-
-/// Element offsets (in elements, from the first element) in row-major order.
-fn element_offsets<'a>(
-  shape: &'a [i64],
-  strides: &'a [i64],
-  numel: usize,
-) -> impl Iterator<Item = i64> + 'a {
-  let ndim = shape.len();
-  let mut index = vec![0i64; ndim];
-  let mut offset = 0i64;
-  (0..numel).map(move |step| {
-    if step > 0 {
-      // Odometer increment, last axis fastest. The stride is added only when the index stays
-      // in its dimension, and a wrapping index subtracts the reach it had: so `offset` is
-      // always the offset of an element, within the validated [min_offset, max_offset], and no
-      // step can overflow. (Adding first would not do: a size-1 dimension may carry any
-      // stride, `i64::MAX` included, and the sum would overflow before being taken back.)
-      for axis in (0..ndim).rev() {
-        if index[axis] + 1 < shape[axis] {
-          index[axis] += 1;
-          offset += strides[axis];
-          break;
-        }
-        // Validated: (shape - 1) * stride is part of the span, so it fits.
-        offset -= strides[axis] * index[axis];
-        index[axis] = 0;
-      }
-    }
-    offset
-  })
-}
-
 impl<'a, T: Element> StridedView<'a, T> {
   pub fn shape(&self) -> &'a [i64] {
     self.shape
@@ -333,7 +285,7 @@ impl<'a, T: Element> StridedView<'a, T> {
 
   /// The element at `index` (one coordinate per dimension), or `None` when out of bounds.
   pub fn get(&self, index: &[usize]) -> Option<T> {
-    let offset = offset_of(self.shape, self.strides, index)?;
+    let offset = index_offset(self.shape, self.strides, index)?;
     // SAFETY: the index is in bounds, so the offset lies within the validated span.
     Some(unsafe { self.first.offset(offset).read() })
   }
@@ -405,7 +357,7 @@ impl<'a, T: Element> StridedViewMut<'a, T> {
 
   /// Writes `value` at `index`; `false` (nothing written) when out of bounds.
   pub fn set(&mut self, index: &[usize], value: T) -> bool {
-    match offset_of(self.shape, self.strides, index) {
+    match index_offset(self.shape, self.strides, index) {
       Some(offset) => {
         // SAFETY: in bounds, within the validated, writable span; `&mut self` is the only
         // access through this view.
@@ -451,51 +403,5 @@ impl<'a, T: Element> StridedViewMut<'a, T> {
       numel: self.numel,
       _tensor: PhantomData,
     }
-  }
-}
-
-#[cfg(test)]
-mod tests {
-  use super::element_offsets;
-
-  fn offsets(shape: &[i64], strides: &[i64]) -> Vec<i64> {
-    let numel = shape.iter().product::<i64>() as usize;
-    element_offsets(shape, strides, numel).collect()
-  }
-
-  #[test]
-  fn offsets_follow_row_major_order() {
-    assert_eq!(offsets(&[2, 3], &[3, 1]), [0, 1, 2, 3, 4, 5]);
-    assert_eq!(offsets(&[2, 3], &[1, 2]), [0, 2, 4, 1, 3, 5]);
-    assert_eq!(offsets(&[2, 2], &[-2, -1]), [0, -1, -2, -3]);
-    assert_eq!(offsets(&[3, 2], &[0, 1]), [0, 1, 0, 1, 0, 1]);
-    assert_eq!(offsets(&[], &[]), [0]);
-  }
-
-  /// A size-1 dimension may carry any stride: it never moves, so no step may add it (the sum
-  /// would overflow before the wrap took it back; debug builds panicked here).
-  #[test]
-  fn extreme_strides_of_size_one_dimensions_are_never_added() {
-    for extreme in [i64::MAX, i64::MIN, i64::MAX - 1, i64::MIN + 1] {
-      assert_eq!(offsets(&[3, 1], &[1, extreme]), [0, 1, 2]);
-      assert_eq!(offsets(&[1, 3], &[extreme, 1]), [0, 1, 2]);
-      assert_eq!(offsets(&[2, 1, 2], &[2, extreme, 1]), [0, 1, 2, 3]);
-      assert_eq!(offsets(&[3, 1], &[-1, extreme]), [0, -1, -2]);
-      assert_eq!(offsets(&[1, 1, 1], &[extreme, extreme, extreme]), [0]);
-    }
-  }
-
-  /// Offsets at the edges of i64 (the span validation allows): no intermediate value leaves
-  /// [min_offset, max_offset].
-  #[test]
-  fn offsets_at_the_edge_of_the_range_do_not_overflow() {
-    let half = i64::MAX / 2;
-    assert_eq!(offsets(&[2, 2], &[half, 1]), [0, 1, half, half + 1]);
-    assert_eq!(offsets(&[2, 2], &[-half, -1]), [0, -1, -half, -half - 1]);
-    assert_eq!(offsets(&[2], &[i64::MAX]), [0, i64::MAX]);
-    assert_eq!(
-      offsets(&[2, 1], &[i64::MIN + 1, i64::MAX]),
-      [0, i64::MIN + 1]
-    );
   }
 }

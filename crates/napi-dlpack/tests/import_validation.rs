@@ -167,7 +167,7 @@ fn stride_extent_overflow() {
   // Large extents that fit are legal (the address range permitting): the refusals above are
   // the overflow, not the size.
   let layout = |shape: &[i64], strides: &[i64]| {
-    napi_dlpack::validation::layout_of(
+    napi_dlpack::layout::layout_of(
       DType::Int8,
       napi_dlpack::Device::CPU,
       shape,

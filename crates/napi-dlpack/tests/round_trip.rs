@@ -142,7 +142,7 @@ fn transposed_view_reads_in_logical_order() {
   let tensor =
     import(export_versioned(ShapedBuffer::strided(data, &[3, 2], &[1, 3], 0).unwrap()).unwrap());
   assert!(!tensor.is_contiguous());
-  assert!(napi_dlpack::validation::is_f_contiguous(
+  assert!(napi_dlpack::layout::is_f_contiguous(
     tensor.shape(),
     tensor.strides()
   ));

@@ -35,10 +35,22 @@ export declare function capsuleDevice(value: unknown): Array<number> | null
 export declare function capsuleIsConsumed(value: unknown): boolean
 
 /**
+ * Claims token `id` on this thread: a new handle over the transferred memory. A token is
+ * claimed once; afterwards (or once released) this throws ERR_DLPACK_TRANSFER_CLAIMED.
+ */
+export declare function claimTransfer(id: number): unknown
+
+/**
  * A copy of a tensor in a new handle (`isCopy`): row-major in V8 memory for host tensors, a
  * device copy on the same device for CUDA tensors.
  */
 export declare function copyHandle(handle: unknown): unknown
+
+/**
+ * Copies the elements of a host tensor in row-major order into `bytes`, a Uint8Array of exactly
+ * `numel * itemsize` bytes that does not overlap the tensor (`toShared()`'s one copy).
+ */
+export declare function copyHandleInto(handle: unknown, bytes: unknown): void
 
 /** Number of CUDA devices; 0 without a usable driver. Never throws. */
 export declare function cudaDeviceCount(): number
@@ -155,11 +167,17 @@ export interface NativeStats {
   exchangeReferences: number
 }
 
+/** Tokens made and not yet claimed or released, in the whole process (leak checks). */
+export declare function pendingTransfers(): number
+
 /**
  * Releases the handle's storage now (`dispose()`); later calls fail with ERR_TENSOR_DISPOSED.
  * Memory still referenced by live exports or views stays valid until they go.
  */
 export declare function releaseHandle(handle: unknown): boolean
+
+/** Releases unclaimed token `id`; false when it is not pending (claimed or released already). */
+export declare function releaseTransfer(id: number): boolean
 
 /**
  * Tells the addon the runtime's largest ArrayBuffer, in bytes (`buffer.constants.MAX_LENGTH`;
@@ -173,6 +191,20 @@ export declare function setArrayBufferLimit(bytes: number): void
  * a new handle over new memory; the JS layer shares instead when nothing needs to move.
  */
 export declare function toDevice(handle: unknown, deviceType: number, deviceId: number): unknown
+
+/**
+ * Registers the tensor of `handle` under a new transfer token and returns the token's number;
+ * `null` for JS memory (an ArrayBuffer or SharedArrayBuffer), which lib/transfer.ts handles. The
+ * handle stays usable: sender and receiver share the memory, as two tensors of one import do.
+ */
+export declare function transferHandle(handle: unknown): number | null
+
+/**
+ * A random key naming this process in every token, so that a token posted to another process
+ * (child_process IPC, a file) is refused there instead of claiming that process's token of the
+ * same number.
+ */
+export declare function transferProcessKey(): string
 
 /**
  * Wraps JS memory (a Uint8Array over an ArrayBuffer or SharedArrayBuffer) without copying.

@@ -20,7 +20,8 @@ export class BufferError extends DLPackError {}
 
 /**
  * The value is not a capsule (`ERR_DLPACK_NOT_A_CAPSULE`: see docs/protocol.md §1.3), the
- * capsule was already consumed, or its ABI is unknown. Nothing was consumed.
+ * capsule was already consumed, or its ABI is unknown. Nothing was consumed. Also a worker
+ * transfer token that is no longer pending (`ERR_DLPACK_TRANSFER_CLAIMED`: claimed once already).
  */
 export class CapsuleError extends DLPackError {}
 
@@ -53,6 +54,7 @@ const CLASS_BY_CODE: Record<string, ErrorClass> = {
   ERR_DLPACK_NOT_A_CAPSULE: CapsuleError,
   ERR_DLPACK_CAPSULE_CONSUMED: CapsuleError,
   ERR_DLPACK_CAPSULE_ABI: CapsuleError,
+  ERR_DLPACK_TRANSFER_CLAIMED: CapsuleError,
   ERR_DLPACK_NULL_TENSOR: InvalidTensorError, // Rust raw-pointer API only (README)
   ERR_DLPACK_VERSION: InvalidTensorError,
   ERR_DLPACK_NDIM: InvalidTensorError,

@@ -13,3 +13,4 @@ mod js_memory;
 mod own_capsule;
 mod storage;
 mod tensor;
+mod transfer;

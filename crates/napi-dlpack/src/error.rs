@@ -69,6 +69,9 @@ pub enum ErrorKind {
   /// The memory is larger than the runtime's largest ArrayBuffer, so it cannot be viewed (or
   /// copied) as one; export still works, and windows of it can be viewed.
   TooLarge,
+  /// A transfer token (a tensor handed to another JS thread) that is not pending: claimed
+  /// already, released, or its sending thread ended before the claim.
+  TransferClaimed,
 }
 
 impl ErrorKind {
@@ -105,6 +108,7 @@ impl ErrorKind {
       ErrorKind::Cuda => "ERR_CUDA",
       ErrorKind::Stream => "ERR_DLPACK_STREAM",
       ErrorKind::TooLarge => "ERR_DLPACK_TOO_LARGE",
+      ErrorKind::TransferClaimed => "ERR_DLPACK_TRANSFER_CLAIMED",
     }
   }
 }

@@ -1,0 +1,227 @@
+//! Tensors handed to another JS thread (a `worker_threads` Worker) without copying: the
+//! process-wide registry of transfer tokens (`Tensor#transfer()`, `Tensor.fromTransfer()`).
+//!
+//! Only memory that no JS thread owns goes through here: a producer's DLPack memory
+//! (`Memory::Foreign`, released by its deleter, which may run on any thread: docs/protocol.md
+//! §2.4), our own private copies (`Memory::Owned`) and our CUDA allocations (freed on any thread,
+//! the driver context bound by the free itself). JS memory never does: an ArrayBuffer belongs to
+//! one isolate and is freed with it, so a tensor over one cannot outlive its thread; tensors over
+//! a SharedArrayBuffer travel by structured clone instead (lib/transfer.ts), where V8 itself
+//! shares the backing store between threads.
+//!
+//! `transferHandle` parks one strong count of the tensor's storage under a new token; the
+//! receiving thread's `claimTransfer` takes it out (the registry lock makes the claim atomic, so
+//! a token is claimed at most once) and makes its own handle of it. From then on the storage is
+//! shared by the two threads' handles like any other `Arc<Storage>`: the producer's deleter runs
+//! once, on whichever thread lets go last (dispose, GC, or its environment's teardown when a
+//! thread ends, terminated or not).
+//!
+//! A token nobody claims is released by `releaseTransfer`, or when the environment that made it
+//! ends (this module's env cleanup hook): the receiver cannot be known, and a token that outlived
+//! its sender until process exit would leak in a server whose messages get lost (a Worker
+//! terminated before reading them). No timeout: a claim never races a clock.
+
+use std::cell::Cell;
+use std::collections::hash_map::RandomState;
+use std::collections::BTreeMap;
+use std::ffi::c_void;
+use std::hash::{BuildHasher, Hasher};
+use std::ptr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+
+use napi::bindgen_prelude::Unknown;
+use napi::{sys, Env, JsValue};
+use napi_derive::napi;
+use napi_dlpack::{cuda, ErrorKind};
+
+use crate::js_memory;
+use crate::storage::{copy_bytes, Memory, Meta, Storage};
+use crate::tensor::{check_attached, fail, handle_of, new_handle, status, storage_of, Result};
+
+/// A tensor waiting for its claim.
+struct Pending {
+  storage: Arc<Storage>,
+  meta: Arc<Meta>,
+  /// The environment that made the token (see [`SENDER`]): its teardown releases the token.
+  sender: u64,
+}
+
+/// Unclaimed tokens, by id (ids are never reused).
+static PENDING: Mutex<BTreeMap<u64, Pending>> = Mutex::new(BTreeMap::new());
+static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);
+static NEXT_SENDER: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+  /// This thread's environment id, set (with its cleanup hook) by its first transfer.
+  static SENDER: Cell<Option<u64>> = const { Cell::new(None) };
+}
+
+fn pending() -> MutexGuard<'static, BTreeMap<u64, Pending>> {
+  // Single inserts and removes: a panic cannot leave the map half-updated.
+  PENDING.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A random key naming this process in every token, so that a token posted to another process
+/// (child_process IPC, a file) is refused there instead of claiming that process's token of the
+/// same number.
+#[napi(js_name = "transferProcessKey")]
+pub fn transfer_process_key() -> String {
+  static KEY: OnceLock<String> = OnceLock::new();
+  KEY
+    .get_or_init(|| {
+      let mut hasher = RandomState::new().build_hasher();
+      hasher.write_u32(std::process::id());
+      format!("{:016x}", hasher.finish())
+    })
+    .clone()
+}
+
+/// The environment cleanup hook: releases the tokens this environment made and nobody claimed
+/// (their producers' deleters run here, if these were the last owners).
+unsafe extern "C" fn release_unclaimed(arg: *mut c_void) {
+  let sender = arg as usize as u64;
+  let released: Vec<Pending> = {
+    let mut map = pending();
+    let ids: Vec<u64> = map
+      .iter()
+      .filter(|(_, entry)| entry.sender == sender)
+      .map(|(id, _)| *id)
+      .collect();
+    ids.iter().filter_map(|id| map.remove(id)).collect()
+  };
+  let _ = SENDER.try_with(|slot| slot.set(None));
+  // Outside the lock: a deleter may take its time, or transfer something itself.
+  let any = !released.is_empty();
+  drop(released);
+  if any {
+    // CUDA frees and producer deleters handed to the release thread just now must run before
+    // the thread (or the process) ends, as at every other teardown (see js_memory).
+    cuda::warn_if_undrained(
+      cuda::drain_releases(cuda::RELEASE_DRAIN_LIMIT),
+      "environment teardown (unclaimed transfers)",
+    );
+  }
+}
+
+/// This environment's sender id, registering its cleanup hook on first use.
+fn sender_id(env: &Env) -> Result<u64> {
+  if let Some(id) = SENDER.with(Cell::get) {
+    return Ok(id);
+  }
+  let id = NEXT_SENDER.fetch_add(1, Ordering::Relaxed);
+  // SAFETY: our env, on its thread; the hook only reads its argument (an id, not a pointer).
+  status("napi_add_env_cleanup_hook", unsafe {
+    sys::napi_add_env_cleanup_hook(
+      env.raw(),
+      Some(release_unclaimed),
+      ptr::without_provenance_mut(id as usize),
+    )
+  })?;
+  SENDER.with(|slot| slot.set(Some(id)));
+  Ok(id)
+}
+
+/// Registers the tensor of `handle` under a new transfer token and returns the token's number;
+/// `null` for JS memory (an ArrayBuffer or SharedArrayBuffer), which lib/transfer.ts handles. The
+/// handle stays usable: sender and receiver share the memory, as two tensors of one import do.
+#[napi(js_name = "transferHandle")]
+pub fn transfer_handle(env: &Env, handle: Unknown<'_>) -> Result<Option<f64>> {
+  let handle = handle_of(env, &handle)?;
+  let storage = storage_of(handle)?;
+  if matches!(storage.memory(), Memory::Js { .. }) {
+    return Ok(None);
+  }
+  let sender = sender_id(env)?;
+  let id = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
+  let entry = Pending {
+    storage: storage.clone(),
+    meta: handle.meta.clone(),
+    sender,
+  };
+  pending().insert(id, entry);
+  // Ids stay far below 2^53 (one per transfer), so the number is exact in JS.
+  Ok(Some(id as f64))
+}
+
+/// The token number `id` as a registry key, or ERR_DLPACK_INVALID_ARGUMENT.
+fn token_id(id: f64) -> Result<u64> {
+  if id.is_finite() && id >= 1.0 && id.fract() == 0.0 && id <= (1u64 << 53) as f64 {
+    Ok(id as u64)
+  } else {
+    Err(fail(
+      ErrorKind::InvalidArgument,
+      format!("a transfer token number is a positive safe integer, got {id}"),
+    ))
+  }
+}
+
+/// Claims token `id` on this thread: a new handle over the transferred memory. A token is
+/// claimed once; afterwards (or once released) this throws ERR_DLPACK_TRANSFER_CLAIMED.
+#[napi(js_name = "claimTransfer")]
+pub fn claim_transfer<'env>(env: &'env Env, id: f64) -> Result<Unknown<'env>> {
+  let id = token_id(id)?;
+  let entry = pending().remove(&id).ok_or_else(|| {
+    fail(
+      ErrorKind::TransferClaimed,
+      format!(
+        "transfer token {id} is not pending: it was claimed already (a token is claimed once), \
+         released with releaseTransfer(), or the thread that made it ended before the claim"
+      ),
+    )
+  })?;
+  // If the handle cannot be made, the storage drops here: the token is spent either way, and
+  // the memory is released once nobody else holds it.
+  new_handle(env, entry.storage, (*entry.meta).clone())
+}
+
+/// Releases unclaimed token `id`; false when it is not pending (claimed or released already).
+#[napi(js_name = "releaseTransfer")]
+pub fn release_transfer(id: f64) -> Result<bool> {
+  let id = token_id(id)?;
+  let entry = pending().remove(&id);
+  Ok(entry.is_some())
+}
+
+/// Tokens made and not yet claimed or released, in the whole process (leak checks).
+#[napi(js_name = "pendingTransfers")]
+pub fn pending_transfers() -> u32 {
+  pending().len() as u32
+}
+
+/// Copies the elements of a host tensor in row-major order into `bytes`, a Uint8Array of exactly
+/// `numel * itemsize` bytes that does not overlap the tensor (`toShared()`'s one copy).
+#[napi(js_name = "copyHandleInto")]
+pub fn copy_handle_into(env: &Env, handle: Unknown<'_>, bytes: Unknown<'_>) -> Result<()> {
+  let handle = handle_of(env, &handle)?;
+  let storage = storage_of(handle)?;
+  check_attached(env, storage)?;
+  let meta = &handle.meta;
+  // SAFETY: a live value of this env.
+  let (base, len, _, _) = unsafe { js_memory::typedarray_bytes(env.raw(), bytes.raw())? };
+  let nbytes = meta.numel * meta.dtype.itemsize();
+  if len != nbytes {
+    return Err(fail(
+      ErrorKind::InvalidArgument,
+      format!("the target holds {len} bytes, the tensor's elements {nbytes}"),
+    ));
+  }
+  if nbytes == 0 {
+    return Ok(());
+  }
+  let source = storage.span_address(meta);
+  let target = base as usize;
+  if meta.device.is_host_accessible()
+    && target < source.saturating_add(meta.span_bytes)
+    && source < target.saturating_add(len)
+  {
+    return Err(fail(
+      ErrorKind::InvalidArgument,
+      "the target overlaps the tensor's own memory",
+    ));
+  }
+  // SAFETY: `len` bytes of a live TypedArray of this env, which no JS runs against during this
+  // call and which do not overlap the source (checked above).
+  let out = unsafe { std::slice::from_raw_parts_mut(base, len) };
+  Ok(copy_bytes(storage, meta, out)?)
+}

@@ -32,7 +32,7 @@ import {
   isTransfer,
   releaseTransfer,
 } from '../dist/index.js'
-import { drainGarbage, finalizesExternalsAtWorkerExit, gcUntil, throwsCode } from './helpers.js'
+import { drainGarbage, finalizesExternalsAtWorkerExit, gcUntil, runtime, throwsCode } from './helpers.js'
 
 interface CAddon {
   makeTensor(options: { shape: number[]; versioned: boolean; device?: [number, number]; readonly?: boolean }): DLPackCapsule
@@ -49,27 +49,47 @@ const ROCM: [number, number] = [10, 1]
 
 type Reply = Record<string, unknown> & { error?: { code: string; name: string; message: string } }
 
-/** A worker running __test__/fixtures/transfer-worker.mjs, asked one thing at a time. */
+type End = 'natural' | 'process.exit' | 'terminate'
+
+/** A worker running __test__/fixtures/transfer-worker.mjs, asked one thing at a time; or, with
+ *  `startup`, one that does one thing, waits for `open()`, then ends by itself (`end`). */
 class Peer {
   readonly worker: Worker
   readonly exited: Promise<unknown[]>
+  /** The reply to `startup`. */
+  readonly started: Promise<Reply>
+  readonly #gate = new Int32Array(new SharedArrayBuffer(4))
   #next = 1
-  readonly #waiting = new Map<number, (reply: Reply) => void>()
+  readonly #waiting = new Map<number, { resolve: (reply: Reply) => void; reject: (error: Error) => void }>()
   #spinning: (() => void) | undefined
+  #failure: Error | undefined
+  readonly #endsByItself: boolean
 
-  constructor() {
-    this.worker = new Worker(new URL('./fixtures/transfer-worker.mjs', import.meta.url), { workerData: { addonPath } })
+  constructor(startup?: Record<string, unknown> & { op: string; end: End }) {
+    this.worker = new Worker(new URL('./fixtures/transfer-worker.mjs', import.meta.url), {
+      workerData: { addonPath, startup: startup && { ...startup, gate: this.#gate } },
+    })
+    this.#endsByItself = startup !== undefined
     this.exited = once(this.worker, 'exit') // before any message: both may come in one tick
+    this.started = startup ? new Promise((resolve, reject) => this.#waiting.set(0, { resolve, reject })) : Promise.resolve({})
     this.worker.on('message', (message: Reply & { id?: number; spinning?: boolean }) => {
       if (message.spinning) this.#spinning?.()
-      else this.#waiting.get(message.id!)?.(message)
+      else {
+        this.#waiting.get(message.id!)?.resolve(message)
+        this.#waiting.delete(message.id!)
+      }
+    })
+    // A worker that fails or ends fails what is still asked of it, instead of a test timeout.
+    this.worker.on('error', (error: Error) => (this.#failure = error))
+    this.worker.on('exit', (code: number) => {
+      for (const { reject } of this.#waiting.values()) reject(this.#failure ?? new Error(`the worker exited (${code})`))
     })
   }
 
   ask(op: string, args: Record<string, unknown> = {}): Promise<Reply> {
     const id = this.#next++
-    return new Promise((resolve) => {
-      this.#waiting.set(id, resolve)
+    return new Promise((resolve, reject) => {
+      this.#waiting.set(id, { resolve, reject })
       this.worker.postMessage({ id, op, ...args })
     })
   }
@@ -89,10 +109,18 @@ class Peer {
     })
   }
 
-  /** Ends the worker: 'natural' (its event loop runs dry), 'process.exit' or 'terminate'. */
-  async end(how: 'natural' | 'process.exit' | 'terminate'): Promise<number> {
+  /** Lets a `startup` worker go on to its end. */
+  open(): void {
+    Atomics.store(this.#gate, 0, 1)
+    Atomics.notify(this.#gate, 0)
+  }
+
+  /** Ends the worker: 'process.exit' (asked to) or 'terminate'; a `startup` worker ends as it was
+   *  told once opened ('natural': its event loop runs dry). Resolves to the exit code. */
+  async end(how: End): Promise<number> {
+    this.open()
     if (how === 'terminate') await this.worker.terminate()
-    else this.worker.postMessage({ id: this.#next++, op: 'exit', how })
+    else if (!this.#endsByItself) this.worker.postMessage({ id: this.#next++, op: 'exit' })
     const [code] = await this.exited
     return code as number
   }
@@ -138,7 +166,7 @@ test.serial('shared: a tensor made with { shared: true } reaches a worker and co
   // A shared transfer may be rebuilt more than once (V8 shares the buffer, nothing is claimed).
   t.is(Tensor.fromTransfer(transfer).dataPointer, tensor.dataPointer)
   t.false(releaseTransfer(transfer), 'nothing to release: the garbage collectors free the buffer')
-  t.is(await peer.end('natural'), 0)
+  t.is(await peer.end('process.exit'), 0)
   t.is(tensor.data[5], 9, 'the memory outlives the worker')
 })
 
@@ -253,7 +281,7 @@ test.serial('token: device memory (ROCm, never viewed) goes to a worker by token
   t.is(c.deleterCalls(), before)
   await peer.ok('dispose', { key: 'd' })
   t.is(c.deleterCalls(), before + 1)
-  await peer.end('natural')
+  await peer.end('process.exit')
 })
 
 test.serial('token: claimed once; a second claim, a released token and a token of another process are coded errors', async (t) => {
@@ -285,17 +313,17 @@ test.serial('token: claimed once; a second claim, a released token and a token o
   // Another process's token (its key differs) is refused before anything is looked up.
   const foreign = { ...last, process: 'another-process' } as TensorTransfer
   throwsCode(t, () => Tensor.fromTransfer(foreign), 'ERR_DLPACK_INVALID_ARGUMENT', DLPackTypeError)
-  await peer.end('natural')
+  await peer.end('process.exit')
   t.is(c.deleterCalls(), before + 1)
 })
 
 for (const exit of ['natural', 'process.exit', 'terminate'] as const) {
   test.serial(`token: unclaimed when its sending worker ends (${exit}), it is released then (deleter once) and a later claim throws`, async (t) => {
     await drainGarbage()
-    const peer = new Peer()
     const before = c.deleterCalls()
     const pending = native.pendingTransfers()
-    const made = await peer.ok('makeForeign', { shape: [4], device: zeroCopy ? undefined : ROCM, disposeOwn: true })
+    const peer = new Peer({ op: 'makeForeign', shape: [4], device: zeroCopy ? undefined : ROCM, disposeOwn: true, end: exit })
+    const made = await peer.started
     const transfer = made.transfer as TensorTransfer
     t.is(transfer.kind, 'token')
     t.is(native.pendingTransfers(), pending + 1)
@@ -310,10 +338,10 @@ for (const exit of ['natural', 'process.exit', 'terminate'] as const) {
 
   test.serial(`token: claimed before its sending worker ends (${exit}), the tensor outlives it and the deleter runs when the receiver lets go`, async (t) => {
     await drainGarbage()
-    const peer = new Peer()
     const before = c.deleterCalls()
     // The worker keeps its own tensor too: its teardown releases that one, not the memory.
-    const made = await peer.ok('makeForeign', { key: 'own', shape: [4], device: zeroCopy ? undefined : ROCM, disposeOwn: false })
+    const peer = new Peer({ op: 'makeForeign', key: 'own', shape: [4], device: zeroCopy ? undefined : ROCM, disposeOwn: false, end: exit })
+    const made = await peer.started
     const tensor = Tensor.fromTransfer(made.transfer as TensorTransfer<'float32'>)
     t.is(tensor.dataPointer, made.pointer as bigint, 'the same memory')
     await peer.end(exit)
@@ -325,8 +353,13 @@ for (const exit of ['natural', 'process.exit', 'terminate'] as const) {
   })
 }
 
+/** Deno does not run a Worker's env cleanup hooks (nor finalizers) when it is terminated while
+ *  running JS: what the worker held is never released there (measured: the C deleter never runs,
+ *  napi-dlpack's or not). Only Node and Bun can pass the busy-terminate deleter test. */
+const busyTerminateReleases = runtime !== 'deno'
+
 for (const mainDisposedFirst of [false, true]) {
-  hostToken(`a worker terminated while writing into a claimed tensor${mainDisposedFirst ? ' (the last holder)' : ''}: the deleter runs once, ${mainDisposedFirst ? 'at its teardown' : 'when the main thread lets go'}`, async (t) => {
+  ;(busyTerminateReleases ? hostToken : test.serial.skip)(`a worker terminated while writing into a claimed tensor${mainDisposedFirst ? ' (the last holder)' : ''}: the deleter runs once, ${mainDisposedFirst ? 'at its teardown' : 'when the main thread lets go'}`, async (t) => {
     await drainGarbage()
     const peer = new Peer()
     const before = c.deleterCalls()
@@ -389,7 +422,7 @@ test.serial('a worker pool does inference on tensors the main thread produced, w
     t.deepEqual(output.toArray(), expected, `job ${job}: the worker's result is in our output tensor`)
   })
   t.is(native.pendingTransfers(), pending, 'every token was claimed')
-  await Promise.all(pool.map((peer) => peer.end('natural')))
+  await Promise.all(pool.map((peer) => peer.end('process.exit')))
   weights.dispose()
   imported.dispose()
   t.is(await deletersSettle(before + 1), before + 1, 'the weights\' deleter ran once')

@@ -428,6 +428,19 @@ test.serial('a worker pool does inference on tensors the main thread produced, w
   t.is(await deletersSettle(before + 1), before + 1, 'the weights\' deleter ran once')
 })
 
+test('a producer addon loaded only in the sending worker stays loaded: its deleter runs on the receiver after that worker ended', (t) => {
+  // In a fresh process whose main thread never loads the C addon: Node unloads an addon loaded
+  // only in a Worker when the Worker ends, so without the pin the deleter would be unmapped code
+  // by the time the receiver releases the tensor (the child crashed with SIGSEGV).
+  const script = join(here, 'fixtures', 'transfer-producer-gone.mjs')
+  const args = runtime === 'deno' ? ['run', '-A', script, addonPath] : [script, addonPath]
+  const output = execFileSync(process.execPath, args, { encoding: 'utf8' })
+  const report = JSON.parse(output.trim().split('\n').at(-1) ?? '') as { code: number; values: number[] | null; deleterCalls: number }
+  t.is(report.code, 0)
+  if (zeroCopy) t.deepEqual(report.values, [0, 1, 2, 3], 'the memory was intact after its sender ended')
+  t.is(report.deleterCalls, 1, 'the deleter ran once, and the library was never unloaded (its counter survived)')
+})
+
 test('malformed transfer objects are refused with ERR_DLPACK_INVALID_ARGUMENT', (t) => {
   const good = Tensor.zeros([2, 2], 'float32', { shared: true }).transfer() as TensorTransfer & Record<string, unknown>
   const cases: [string, unknown][] = [

@@ -16,6 +16,12 @@
 //! once, on whichever thread lets go last (dispose, GC, or its environment's teardown when a
 //! thread ends, terminated or not).
 //!
+//! A producer's deleter is code of the producer's addon, and Node unloads (dlclose) an addon
+//! loaded only in a Worker when that Worker ends: a tensor claimed on another thread would then
+//! call into unmapped code when released. `transferHandle` therefore pins the module holding
+//! the deleter for the life of the process ([`pin_module_of`]), as an addon loaded on the main
+//! thread is anyway.
+//!
 //! A token nobody claims is released by `releaseTransfer`, or when the environment that made it
 //! ends (this module's env cleanup hook): the receiver cannot be known, and a token that outlived
 //! its sender until process exit would leak in a server whose messages get lost (a Worker
@@ -122,6 +128,87 @@ fn sender_id(env: &Env) -> Result<u64> {
   Ok(id)
 }
 
+/// Keeps the shared library (or executable) containing `address` loaded until the process ends;
+/// does nothing where the address belongs to no module (or the platform has no such call).
+fn pin_module_of(address: usize) {
+  if address != 0 {
+    platform::pin_module_of(address);
+  }
+}
+
+#[cfg(unix)]
+mod platform {
+  use std::ffi::{c_char, c_int, c_void};
+
+  #[repr(C)]
+  struct DlInfo {
+    dli_fname: *const c_char,
+    dli_fbase: *mut c_void,
+    dli_sname: *const c_char,
+    dli_saddr: *mut c_void,
+  }
+
+  extern "C" {
+    fn dladdr(address: *const c_void, info: *mut DlInfo) -> c_int;
+    fn dlopen(filename: *const c_char, flags: c_int) -> *mut c_void;
+  }
+
+  const RTLD_NOW: c_int = 2;
+  #[cfg(any(target_os = "macos", target_os = "ios"))]
+  const RTLD_NOLOAD: c_int = 0x10;
+  #[cfg(not(any(target_os = "macos", target_os = "ios")))]
+  const RTLD_NOLOAD: c_int = 4;
+
+  pub(super) fn pin_module_of(address: usize) {
+    let mut info = DlInfo {
+      dli_fname: std::ptr::null(),
+      dli_fbase: std::ptr::null_mut(),
+      dli_sname: std::ptr::null(),
+      dli_saddr: std::ptr::null_mut(),
+    };
+    // SAFETY: dladdr only reads the loader's tables for `address` and fills `info`.
+    let found = unsafe { dladdr(address as *const c_void, &mut info) };
+    if found == 0 || info.dli_fname.is_null() {
+      return;
+    }
+    // SAFETY: a NUL-terminated path the loader gave us for a module it has loaded; NOLOAD only
+    // takes one more reference to it (never loads anything). The handle is deliberately never
+    // closed: the module then stays mapped until the process ends.
+    let _ = unsafe { dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD) };
+  }
+}
+
+#[cfg(windows)]
+mod platform {
+  use std::ffi::c_void;
+
+  const GET_MODULE_HANDLE_EX_FLAG_PIN: u32 = 0x1;
+  const GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS: u32 = 0x4;
+
+  #[link(name = "kernel32")]
+  extern "system" {
+    fn GetModuleHandleExW(flags: u32, module_name: *const u16, module: *mut *mut c_void) -> i32;
+  }
+
+  pub(super) fn pin_module_of(address: usize) {
+    let mut module = std::ptr::null_mut();
+    // SAFETY: FROM_ADDRESS makes the name argument an address inside the module; PIN keeps the
+    // module loaded until the process ends. Nothing is written but `module`.
+    let _ = unsafe {
+      GetModuleHandleExW(
+        GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS | GET_MODULE_HANDLE_EX_FLAG_PIN,
+        address as *const u16,
+        &mut module,
+      )
+    };
+  }
+}
+
+#[cfg(not(any(unix, windows)))]
+mod platform {
+  pub(super) fn pin_module_of(_address: usize) {}
+}
+
 /// Registers the tensor of `handle` under a new transfer token and returns the token's number;
 /// `null` for JS memory (an ArrayBuffer or SharedArrayBuffer), which lib/transfer.ts handles. The
 /// handle stays usable: sender and receiver share the memory, as two tensors of one import do.
@@ -131,6 +218,10 @@ pub fn transfer_handle(env: &Env, handle: Unknown<'_>) -> Result<Option<f64>> {
   let storage = storage_of(handle)?;
   if matches!(storage.memory(), Memory::Js { .. }) {
     return Ok(None);
+  }
+  if let Memory::Foreign(tensor) = storage.memory() {
+    // The deleter may now run on a thread that outlives the producer's (see the module doc).
+    pin_module_of(tensor.managed().context_and_deleter().1);
   }
   let sender = sender_id(env)?;
   let id = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);

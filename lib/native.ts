@@ -1,6 +1,6 @@
 /**
  * The addon's exports: the bindings `napi build` generates (`index.js` / `index.d.ts`) plus
- * the raw Node-API entry points of the exchange's hot path (`src/fast.rs`), which the generator
+ * the raw Node-API entry points of the exchange's hot path (`src/binding/fast.rs`), which the generator
  * does not see because they bypass napi-rs's argument conversion.
  */
 import { constants } from 'node:buffer'
@@ -8,13 +8,13 @@ import { constants } from 'node:buffer'
 import type * as Generated from '../index.js'
 import { loadBinding } from './loader'
 
-/** The hand-registered calls (see `src/fast.rs`); `@internal`, like the rest of the binding. */
+/** The hand-registered calls (see `src/binding/fast.rs`); `@internal`, like the rest of the binding. */
 export interface FastCalls {
   /** Exports a handle as a new capsule (legacy struct, private copy, consumer stream). */
   exportCapsule(handle: unknown, legacy: boolean, copy: boolean, stream?: bigint | null): unknown
   /** Consumes a capsule into a handle; `copyMode` 0 if needed, 1 always, 2 never. */
   importCapsule(capsule: unknown, copyMode: number, stream?: bigint | null): unknown
-  /** Writes a handle's layout into `out` (see `handleInfoInto` in src/tensor.rs). */
+  /** Writes a handle's layout into `out` (see `TensorLayout::write_slots` in src/layout.rs). */
   handleInfoInto(handle: unknown, out: Float64Array): void
   /** Benchmark floor: creates a type-tagged `napi_external` with a finalizer. */
   benchTaggedExternal(): unknown

@@ -122,11 +122,14 @@ interface SharedHandle {
   readonly handle: unknown
   refs: number
   /** Layout and flags, read from native once per handle and shared by its tensors. */
-  info?: TensorInfo
+  info?: TensorLayout
 }
 
-/** What `handleInfoInto` reports about a handle (see src/tensor.rs). */
-interface TensorInfo {
+/**
+ * What `handleInfoInto` reports about a handle: its `TensorLayout` (src/layout.rs, whose
+ * `write_slots` gives the slot order).
+ */
+interface TensorLayout {
   readonly dtype: DType
   readonly deviceType: number
   readonly deviceId: number
@@ -153,7 +156,7 @@ function slotRange(start: number, length: number): number[] {
   return values
 }
 
-function readInfo(handle: unknown): TensorInfo {
+function readInfo(handle: unknown): TensorLayout {
   call(() => native.handleInfoInto(handle, infoSlots))
   const slots = infoSlots
   const bits = slots[4] as number
@@ -333,7 +336,7 @@ export class Tensor<D extends DType = DType> {
     return shared
   }
 
-  #meta(): TensorInfo {
+  #meta(): TensorLayout {
     const shared = this.#live()
     return (shared.info ??= readInfo(shared.handle))
   }

@@ -22,8 +22,10 @@ use napi_dlpack::ffi::{
 };
 use napi_dlpack::{export, DeviceType, ErrorKind, ExportFormat, ForeignTensor};
 
-use crate::storage::{export_address, ExportOwner, Memory};
-use crate::tensor::{self, check_attached, fail, handle_of, status, storage_of, BorrowPin, Result};
+use crate::errors::{fail, status, Result};
+use crate::handle::{BorrowPin, Handle};
+use crate::own_capsule::{self, ExportOwner};
+use crate::storage::Memory;
 
 /// The table, for the whole process (every environment, every thread).
 static EXCHANGE_API: ExchangeApi = ExchangeApi::new(
@@ -173,7 +175,7 @@ fn run(caller: sys::napi_env, body: impl FnOnce(&Env, &EnvExchange) -> Result<()
       // SAFETY: the caller's env, on its thread.
       unsafe { sys::napi_is_exception_pending(caller, &mut pending) };
       if !pending {
-        // The addon's errors carry the stable code as their status (see `tensor::fail`).
+        // The addon's errors carry the stable code as their status (see `errors`).
         let code = CString::new(error.status).unwrap_or_default();
         let message = CString::new(error.reason.replace('\0', " ")).unwrap_or_default();
         // SAFETY: the caller's env, on its thread; NUL-terminated strings.
@@ -207,7 +209,7 @@ fn tensor_handle<'a>(
   env: &Env,
   exchange: &EnvExchange,
   value: sys::napi_value,
-) -> Result<&'a mut tensor::Handle> {
+) -> Result<&'a mut Handle> {
   let key = exchange.handle_key;
   let (mut key_value, mut handle) = (ptr::null_mut(), ptr::null_mut());
   // SAFETY: a reference of this env, alive while the env is.
@@ -227,27 +229,9 @@ fn tensor_handle<'a>(
       "the tensor has been disposed (or is not a napi-dlpack Tensor)",
     ));
   }
-  // The common case: one of our tagged handle externals.
-  let mut tagged = false;
-  // SAFETY: a live external of this env.
-  status("napi_check_object_type_tag", unsafe {
-    sys::napi_check_object_type_tag(env.raw(), handle, &tensor::HANDLE_TAG, &mut tagged)
-  })?;
-  if tagged {
-    let mut data = ptr::null_mut();
-    // SAFETY: a live external of this env (only our handle externals carry the tag).
-    status("napi_get_value_external", unsafe {
-      sys::napi_get_value_external(env.raw(), handle, &mut data)
-    })?;
-    // SAFETY: as in `tensor::handle_of`: tagged externals of ours hold a live `Handle`, and no
-    // other borrow of it is alive during this call.
-    return Ok(unsafe { &mut *data.cast::<tensor::Handle>() });
-  }
-  // Anything else: an adopted capsule serving as the handle (see `own_capsule`).
-  // SAFETY: a live value of this env.
-  handle_of(env, &unsafe {
-    Unknown::from_raw_unchecked(env.raw(), handle)
-  })
+  // One of our handle externals, or an adopted capsule serving as the handle (`own_capsule`).
+  // SAFETY: a live external of this env; the borrow ends with this table call.
+  unsafe { own_capsule::handle_of_external(env.raw(), handle) }
 }
 
 fn value_type(env: &Env, value: sys::napi_value) -> Result<sys::napi_valuetype> {
@@ -275,26 +259,26 @@ unsafe extern "C" fn dltensor_from_value(
       return Err(fail(ErrorKind::InvalidArgument, "NULL output pointer"));
     }
     let handle = tensor_handle(env, exchange, value)?;
-    let storage = storage_of(handle)?;
-    check_attached(env, storage)?;
+    let storage = handle.storage()?;
+    storage.check_attached(env)?;
     let pin = match &handle.borrow_pin {
       Some(pin) => pin.clone(),
       None => {
         let pin = Arc::new(BorrowPin {
           storage: storage.clone(),
-          meta: handle.meta.clone(),
+          layout: handle.layout.clone(),
         });
         handle.borrow_pin = Some(pin.clone());
         pin
       }
     };
-    let (storage, meta) = (&pin.storage, &pin.meta);
-    let (data, byte_offset) = export_address(storage, meta);
-    let flags = if meta.readonly {
+    let (storage, layout) = (&pin.storage, &pin.layout);
+    let (data, byte_offset) = storage.export_address(layout);
+    let flags = if layout.read_only {
       DLPACK_FLAG_BITMASK_READ_ONLY
     } else {
       0
-    } | if meta.is_copy && matches!(storage.memory(), Memory::Owned(_)) {
+    } | if layout.copied && matches!(storage.memory(), Memory::Owned(_)) {
       DLPACK_FLAG_BITMASK_IS_COPIED
     } else {
       0
@@ -303,11 +287,11 @@ unsafe extern "C" fn dltensor_from_value(
     unsafe {
       out.write(DLTensor {
         data,
-        device: meta.device.to_dl(),
-        ndim: meta.shape.len() as i32,
-        dtype: meta.dtype.to_dl(),
-        shape: meta.shape.as_ptr().cast_mut(),
-        strides: meta.strides.as_ptr().cast_mut(),
+        device: layout.device.to_dl(),
+        ndim: layout.shape.len() as i32,
+        dtype: layout.dtype.to_dl(),
+        shape: layout.shape.as_ptr().cast_mut(),
+        strides: layout.strides.as_ptr().cast_mut(),
         byte_offset,
       });
       out_flags.write(flags);
@@ -343,9 +327,9 @@ unsafe extern "C" fn managed_tensor_from_value(
       return Err(fail(ErrorKind::InvalidArgument, "NULL output pointer"));
     }
     let handle = tensor_handle(env, exchange, value)?;
-    let storage = storage_of(handle)?.clone();
-    check_attached(env, &storage)?;
-    let owner = ExportOwner::new(storage, handle.meta.clone());
+    let storage = handle.storage()?.clone();
+    storage.check_attached(env)?;
+    let owner = ExportOwner::new(storage, handle.layout.clone());
     match export(owner, ExportFormat::Versioned)?.into_raw() {
       // SAFETY: a non-NULL out pointer; the caller now owns the tensor.
       napi_dlpack::ManagedPtr::Versioned(tensor) => unsafe { out.write(tensor.as_ptr()) },
@@ -370,7 +354,7 @@ unsafe extern "C" fn managed_tensor_to_value(
       return Err(fail(ErrorKind::InvalidArgument, "NULL output pointer"));
     }
     let make_tensor = exchange.make_tensor;
-    let handle = tensor::import_foreign(env, owned?)?;
+    let handle = crate::ops::import::import_foreign(env, owned?)?;
     let (mut function, mut global, mut result) =
       (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
     // SAFETY: a reference of this env.

@@ -1,5 +1,6 @@
 //! Tensors handed to another JS thread (a `worker_threads` Worker) without copying: the
-//! process-wide registry of transfer tokens (`Tensor#transfer()`, `Tensor.fromTransfer()`).
+//! process-wide registry of transfer tokens (`Tensor#transfer()`, `Tensor.fromTransfer()`; the
+//! `#[napi]` functions are in `binding::transfer`).
 //!
 //! Only memory that no JS thread owns goes through here: a producer's DLPack memory
 //! (`Memory::Foreign`, released by its deleter, which may run on any thread: docs/protocol.md
@@ -9,8 +10,8 @@
 //! a SharedArrayBuffer travel by structured clone instead (lib/transfer.ts), where V8 itself
 //! shares the backing store between threads.
 //!
-//! `transferHandle` parks one strong count of the tensor's storage under a new token; the
-//! receiving thread's `claimTransfer` takes it out (the registry lock makes the claim atomic, so
+//! [`register`] (`transferHandle`) parks one strong count of the tensor's storage under a new token; the
+//! receiving thread's [`claim`] (`claimTransfer`) takes it out (the registry lock makes the claim atomic, so
 //! a token is claimed at most once) and makes its own handle of it. From then on the storage is
 //! shared by the two threads' handles like any other `Arc<Storage>`: the producer's deleter runs
 //! once, on whichever thread lets go last (dispose, GC, or its environment's teardown when a
@@ -18,11 +19,11 @@
 //!
 //! A producer's deleter is code of the producer's addon, and Node unloads (dlclose) an addon
 //! loaded only in a Worker when that Worker ends: a tensor claimed on another thread would then
-//! call into unmapped code when released. `transferHandle` therefore pins the module holding
+//! call into unmapped code when released. [`register`] therefore pins the module holding
 //! the deleter for the life of the process ([`pin_module_of`]), as an addon loaded on the main
 //! thread is anyway.
 //!
-//! A token nobody claims is released by `releaseTransfer`, or when the environment that made it
+//! A token nobody claims is released by [`release`] (`releaseTransfer`), or when the environment that made it
 //! ends (this module's env cleanup hook): the receiver cannot be known, and a token that outlived
 //! its sender until process exit would leak in a server whose messages get lost (a Worker
 //! terminated before reading them). No timeout: a claim never races a clock.
@@ -37,18 +38,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use napi::bindgen_prelude::Unknown;
-use napi::{sys, Env, JsValue};
-use napi_derive::napi;
+use napi::{sys, Env};
 use napi_dlpack::{cuda, ErrorKind};
 
-use crate::js_memory;
-use crate::storage::{copy_bytes, Memory, Meta, Storage};
-use crate::tensor::{check_attached, fail, handle_of, new_handle, status, storage_of, Result};
+use crate::errors::{fail, status, Result};
+use crate::handle::{new_handle, Handle};
+use crate::layout::TensorLayout;
+use crate::storage::{Memory, Storage};
 
 /// A tensor waiting for its claim.
 struct Pending {
   storage: Arc<Storage>,
-  meta: Arc<Meta>,
+  layout: Arc<TensorLayout>,
   /// The environment that made the token (see [`SENDER`]): its teardown releases the token.
   sender: u64,
 }
@@ -71,8 +72,7 @@ fn pending() -> MutexGuard<'static, BTreeMap<u64, Pending>> {
 /// A random key naming this process in every token, so that a token posted to another process
 /// (child_process IPC, a file) is refused there instead of claiming that process's token of the
 /// same number.
-#[napi(js_name = "transferProcessKey")]
-pub fn transfer_process_key() -> String {
+pub(crate) fn process_key() -> String {
   static KEY: OnceLock<String> = OnceLock::new();
   KEY
     .get_or_init(|| {
@@ -210,48 +210,30 @@ mod platform {
 }
 
 /// Registers the tensor of `handle` under a new transfer token and returns the token's number;
-/// `null` for JS memory (an ArrayBuffer or SharedArrayBuffer), which lib/transfer.ts handles. The
+/// `None` for JS memory (an ArrayBuffer or SharedArrayBuffer), which lib/transfer.ts handles. The
 /// handle stays usable: sender and receiver share the memory, as two tensors of one import do.
-#[napi(js_name = "transferHandle")]
-pub fn transfer_handle(env: &Env, handle: Unknown<'_>) -> Result<Option<f64>> {
-  let handle = handle_of(env, &handle)?;
-  let storage = storage_of(handle)?;
-  if matches!(storage.memory(), Memory::Js { .. }) {
-    return Ok(None);
-  }
-  if let Memory::Foreign(tensor) = storage.memory() {
+pub(crate) fn register(env: &Env, handle: &Handle) -> Result<Option<u64>> {
+  let storage = handle.storage()?;
+  match storage.memory() {
+    Memory::Js { .. } => return Ok(None),
     // The deleter may now run on a thread that outlives the producer's (see the module doc).
-    pin_module_of(tensor.managed().context_and_deleter().1);
+    Memory::Foreign(tensor) => pin_module_of(tensor.managed().context_and_deleter().1),
+    Memory::Owned(_) | Memory::Cuda(_) => {}
   }
   let sender = sender_id(env)?;
   let id = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
   let entry = Pending {
     storage: storage.clone(),
-    meta: handle.meta.clone(),
+    layout: handle.layout.clone(),
     sender,
   };
   pending().insert(id, entry);
-  // Ids stay far below 2^53 (one per transfer), so the number is exact in JS.
-  Ok(Some(id as f64))
-}
-
-/// The token number `id` as a registry key, or ERR_DLPACK_INVALID_ARGUMENT.
-fn token_id(id: f64) -> Result<u64> {
-  if id.is_finite() && id >= 1.0 && id.fract() == 0.0 && id <= (1u64 << 53) as f64 {
-    Ok(id as u64)
-  } else {
-    Err(fail(
-      ErrorKind::InvalidArgument,
-      format!("a transfer token number is a positive safe integer, got {id}"),
-    ))
-  }
+  Ok(Some(id))
 }
 
 /// Claims token `id` on this thread: a new handle over the transferred memory. A token is
-/// claimed once; afterwards (or once released) this throws ERR_DLPACK_TRANSFER_CLAIMED.
-#[napi(js_name = "claimTransfer")]
-pub fn claim_transfer<'env>(env: &'env Env, id: f64) -> Result<Unknown<'env>> {
-  let id = token_id(id)?;
+/// claimed once; afterwards (or once released) this is ERR_DLPACK_TRANSFER_CLAIMED.
+pub(crate) fn claim<'env>(env: &'env Env, id: u64) -> Result<Unknown<'env>> {
   let entry = pending().remove(&id).ok_or_else(|| {
     fail(
       ErrorKind::TransferClaimed,
@@ -263,56 +245,17 @@ pub fn claim_transfer<'env>(env: &'env Env, id: f64) -> Result<Unknown<'env>> {
   })?;
   // If the handle cannot be made, the storage drops here: the token is spent either way, and
   // the memory is released once nobody else holds it.
-  new_handle(env, entry.storage, (*entry.meta).clone())
+  new_handle(env, entry.storage, (*entry.layout).clone())
 }
 
 /// Releases unclaimed token `id`; false when it is not pending (claimed or released already).
-#[napi(js_name = "releaseTransfer")]
-pub fn release_transfer(id: f64) -> Result<bool> {
-  let id = token_id(id)?;
+pub(crate) fn release(id: u64) -> bool {
+  // Taken out under the lock, dropped after it: the drop may run a producer's deleter.
   let entry = pending().remove(&id);
-  Ok(entry.is_some())
+  entry.is_some()
 }
 
-/// Tokens made and not yet claimed or released, in the whole process (leak checks).
-#[napi(js_name = "pendingTransfers")]
-pub fn pending_transfers() -> u32 {
-  pending().len() as u32
-}
-
-/// Copies the elements of a host tensor in row-major order into `bytes`, a Uint8Array of exactly
-/// `numel * itemsize` bytes that does not overlap the tensor (`toShared()`'s one copy).
-#[napi(js_name = "copyHandleInto")]
-pub fn copy_handle_into(env: &Env, handle: Unknown<'_>, bytes: Unknown<'_>) -> Result<()> {
-  let handle = handle_of(env, &handle)?;
-  let storage = storage_of(handle)?;
-  check_attached(env, storage)?;
-  let meta = &handle.meta;
-  // SAFETY: a live value of this env.
-  let (base, len, _, _) = unsafe { js_memory::typedarray_bytes(env.raw(), bytes.raw())? };
-  let nbytes = meta.numel * meta.dtype.itemsize();
-  if len != nbytes {
-    return Err(fail(
-      ErrorKind::InvalidArgument,
-      format!("the target holds {len} bytes, the tensor's elements {nbytes}"),
-    ));
-  }
-  if nbytes == 0 {
-    return Ok(());
-  }
-  let source = storage.span_address(meta);
-  let target = base as usize;
-  if meta.device.is_host_accessible()
-    && target < source.saturating_add(meta.span_bytes)
-    && source < target.saturating_add(len)
-  {
-    return Err(fail(
-      ErrorKind::InvalidArgument,
-      "the target overlaps the tensor's own memory",
-    ));
-  }
-  // SAFETY: `len` bytes of a live TypedArray of this env, which no JS runs against during this
-  // call and which do not overlap the source (checked above).
-  let out = unsafe { std::slice::from_raw_parts_mut(base, len) };
-  Ok(copy_bytes(storage, meta, out)?)
+/// Tokens made and not yet claimed or released, in the whole process.
+pub(crate) fn pending_count() -> usize {
+  pending().len()
 }

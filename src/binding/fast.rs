@@ -17,7 +17,9 @@ use napi::{sys, Env, JsValue};
 use napi_derive::napi;
 use napi_dlpack::ErrorKind;
 
-use crate::tensor::{self, fail, Result};
+use crate::errors::{fail, napi_failure, status, Result};
+use crate::js_memory;
+use crate::own_capsule::handle_of;
 
 type RawCallback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value;
 
@@ -57,9 +59,9 @@ pub fn register_fast_calls(exports: Object, env: Env) -> napi::Result<()> {
     )
   };
   if status != sys::Status::napi_ok {
-    return Err(napi::Error::from_reason(format!(
-      "napi_define_properties failed with status {status}"
-    )));
+    return Err(napi::Error::from_reason(
+      napi_failure("napi_define_properties", status).reason,
+    ));
   }
   Ok(())
 }
@@ -93,10 +95,7 @@ unsafe fn run<const N: usize>(
     catch_unwind(AssertUnwindSafe(|| body(&env_ref, argv)))
       .unwrap_or_else(|_| Err(fail(ErrorKind::Napi, "internal panic in napi-dlpack")))
   } else {
-    Err(fail(
-      ErrorKind::Napi,
-      format!("napi_get_cb_info failed with status {status}"),
-    ))
+    Err(napi_failure("napi_get_cb_info", status))
   };
   match outcome {
     Ok(value) => value,
@@ -119,7 +118,7 @@ fn throw(env: sys::napi_env, code: &str, message: &str) {
 fn type_of(env: &Env, value: sys::napi_value) -> Result<sys::napi_valuetype> {
   let mut kind = 0;
   // SAFETY: a live value of this env.
-  tensor::status("napi_typeof", unsafe {
+  status("napi_typeof", unsafe {
     sys::napi_typeof(env.raw(), value, &mut kind)
   })?;
   Ok(kind)
@@ -147,7 +146,7 @@ fn u32_arg(env: &Env, value: sys::napi_value, name: &str) -> Result<u32> {
   }
   let mut out = 0;
   // SAFETY: a live number of this env.
-  tensor::status("napi_get_value_uint32", unsafe {
+  status("napi_get_value_uint32", unsafe {
     sys::napi_get_value_uint32(env.raw(), value, &mut out)
   })?;
   Ok(out)
@@ -186,7 +185,8 @@ unsafe extern "C" fn export_capsule(
       let legacy = bool_arg(env, legacy, "legacy")?;
       let copy = bool_arg(env, copy, "copy")?;
       let stream = stream_arg(env, stream)?;
-      Ok(tensor::export_capsule(env, unknown(env, handle), legacy, copy, stream)?.raw())
+      let handle = handle_of(env, &unknown(env, handle))?;
+      Ok(crate::ops::export::export_capsule(env, handle, legacy, copy, stream)?.raw())
     })
   }
 }
@@ -201,7 +201,7 @@ unsafe extern "C" fn import_capsule(
     run::<3>(env, info, |env, [capsule, copy_mode, stream]| {
       let copy_mode = u32_arg(env, copy_mode, "copyMode")?;
       let stream = stream_arg(env, stream)?;
-      Ok(tensor::import_capsule(env, unknown(env, capsule), copy_mode, stream)?.raw())
+      Ok(crate::ops::import::import_capsule(env, unknown(env, capsule), copy_mode, stream)?.raw())
     })
   }
 }
@@ -214,21 +214,28 @@ unsafe extern "C" fn handle_info_into(
   // SAFETY: Node-API's own env and info.
   unsafe {
     run::<2>(env, info, |env, [handle, out]| {
-      tensor::handle_info_into(env, unknown(env, handle), unknown(env, out))?;
+      crate::binding::tensor::handle_info_into(env, unknown(env, handle), unknown(env, out))?;
       Ok(ptr::null_mut()) // undefined
     })
   }
 }
 
-/// `benchTaggedExternal()`: the benchmark floor (see `tensor::bench_tagged_external`).
+/// `benchTaggedExternal()`: the benchmark floor, the least any capsule exchange costs: allocate
+/// a payload, create a `napi_external` with a finalizer and stamp a type tag (freed by GC
+/// later, like a capsule).
 unsafe extern "C" fn bench_tagged_external(
   env: sys::napi_env,
   info: sys::napi_callback_info,
 ) -> sys::napi_value {
+  const BENCH_TAG: sys::napi_type_tag = sys::napi_type_tag {
+    lower: 1,
+    upper: 0x6265_6e63_6866_6c72,
+  };
   // SAFETY: Node-API's own env and info.
   unsafe {
     run::<0>(env, info, |env, []| {
-      Ok(tensor::bench_tagged_external(env)?.raw())
+      // SAFETY: our env, on its thread.
+      js_memory::tagged_external(env.raw(), [0u64; 2], &BENCH_TAG)
     })
   }
 }

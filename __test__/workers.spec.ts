@@ -454,6 +454,30 @@ const atExitObservable = runtime !== 'bun'
   t.is(last, 'c-addon-deleter-calls-at-exit 1')
 })
 
+test.serial('token: read-only and zero-size tensors keep their flags and layout across threads', async (t) => {
+  await drainGarbage()
+  const peer = new Peer()
+  const before = c.deleterCalls()
+  const readOnly = importC([2, 3], zeroCopy ? { readonly: true } : { readonly: true, device: ROCM })
+  t.true(readOnly.readonly)
+  const claimed = await peer.ok('claim', { key: 'r', transfer: readOnly.transfer() })
+  t.true(claimed.readonly, 'READ_ONLY travels with the token')
+  t.is(claimed.pointer, readOnly.dataPointer)
+  if (zeroCopy) {
+    const write = await peer.ask('write', { key: 'r', index: 0, value: 1 })
+    t.is(write.error?.code, 'ERR_DLPACK_READ_ONLY', 'the receiver cannot get a writable view either')
+    t.deepEqual((await peer.ok('read', { key: 'r' })).values, [0, 1, 2, 3, 4, 5])
+  }
+  const empty = importC([0, 4], zeroCopy ? {} : { device: ROCM })
+  const emptyClaim = await peer.ok('claim', { key: 'e', transfer: empty.transfer() })
+  t.deepEqual(emptyClaim.shape, [0, 4])
+  for (const key of ['r', 'e']) await peer.ok('dispose', { key })
+  readOnly.dispose()
+  empty.dispose()
+  t.is(c.deleterCalls(), before + 2, 'one deleter each')
+  await peer.end('process.exit')
+})
+
 test('malformed transfer objects are refused with ERR_DLPACK_INVALID_ARGUMENT', (t) => {
   const good = Tensor.zeros([2, 2], 'float32', { shared: true }).transfer() as TensorTransfer & Record<string, unknown>
   const cases: [string, unknown][] = [

@@ -22,6 +22,13 @@ export declare function capsuleDevice(value: unknown): Array<number> | null
 export declare function capsuleIsConsumed(value: unknown): boolean
 
 /**
+ * `fromDLPack`'s device check for sources that are no capsule (a `Tensor`, JS memory): the
+ * rule capsule imports follow too (`ops::negotiation::check_import_device`). `copyMode` as
+ * for `importCapsule`.
+ */
+export declare function checkImportDevice(wantedType: number, wantedId: number, copyMode: number, actualType: number, actualId: number): void
+
+/**
  * Claims token `id` on this thread: a new handle over the transferred memory. A token is
  * claimed once; afterwards (or once released) this throws ERR_DLPACK_TRANSFER_CLAIMED.
  */

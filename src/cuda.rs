@@ -18,7 +18,7 @@ use crate::layout::TensorLayout;
 use crate::storage::{Memory, Storage};
 
 /// A JS bigint as i128 (`None` when it does not fit).
-fn bigint_value(value: &BigInt) -> Option<i128> {
+pub(crate) fn bigint_value(value: &BigInt) -> Option<i128> {
   let mut magnitude: u128 = 0;
   for (index, &word) in value.words.iter().enumerate() {
     match index {
@@ -153,4 +153,53 @@ pub(crate) fn import_device(
       ..copy_layout
     },
   ))
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  fn bigint(sign_bit: bool, words: &[u64]) -> BigInt {
+    BigInt {
+      sign_bit,
+      words: words.to_vec(),
+    }
+  }
+
+  #[test]
+  fn bigints_up_to_i128_are_read() {
+    assert_eq!(bigint_value(&bigint(false, &[5])), Some(5));
+    assert_eq!(bigint_value(&bigint(true, &[1])), Some(-1));
+    assert_eq!(bigint_value(&bigint(false, &[0, 1])), Some(1 << 64));
+    assert_eq!(bigint_value(&bigint(false, &[7, 0, 0])), Some(7));
+    assert_eq!(bigint_value(&bigint(false, &[0, 0, 1])), None);
+    assert_eq!(bigint_value(&bigint(false, &[0, u64::MAX])), None);
+  }
+
+  #[test]
+  fn stream_arguments() {
+    assert_eq!(stream_arg(None).unwrap(), None);
+    assert_eq!(
+      stream_arg(Some(&bigint(false, &[1]))).unwrap(),
+      Some(Stream::Legacy)
+    );
+    assert_eq!(
+      stream_arg(Some(&bigint(true, &[1]))).unwrap(),
+      Some(Stream::NoSync)
+    );
+    assert_eq!(
+      stream_arg(Some(&bigint(false, &[0x1234]))).unwrap(),
+      Some(Stream::Handle(0x1234))
+    );
+    for bad in [
+      bigint(false, &[0]),
+      bigint(true, &[5]),
+      bigint(false, &[0, 0, 1]),
+    ] {
+      assert_eq!(
+        stream_arg(Some(&bad)).unwrap_err().status,
+        "ERR_DLPACK_STREAM"
+      );
+    }
+  }
 }

@@ -18,7 +18,9 @@ pub(crate) fn fail(kind: ErrorKind, message: impl Into<String>) -> Error {
   DLPackError::new(kind, message).into()
 }
 
-/// `Ok` when a Node-API call returned `napi_ok`; otherwise [`napi_failure`].
+/// `Ok` when a Node-API call returned `napi_ok`; otherwise [`napi_failure`]. Inlined: it sits
+/// on every hot path, and only its failure branch is code worth a call.
+#[inline(always)]
 pub(crate) fn status(what: &str, status: sys::napi_status) -> Result<()> {
   if status == sys::Status::napi_ok {
     Ok(())
@@ -28,6 +30,8 @@ pub(crate) fn status(what: &str, status: sys::napi_status) -> Result<()> {
 }
 
 /// `ERR_DLPACK_NAPI`: the Node-API call `what` returned `status` (not `napi_ok`).
+#[cold]
+#[inline(never)]
 pub(crate) fn napi_failure(what: &str, status: sys::napi_status) -> Error {
   fail(
     ErrorKind::Napi,

@@ -689,6 +689,7 @@ pub unsafe fn tagged_external<T: 'static>(
 ///
 /// # Safety
 /// `env` must be the live environment of the calling thread and `value` an external of it.
+#[inline(always)]
 pub unsafe fn tagged_data(
   env: sys::napi_env,
   value: sys::napi_value,

@@ -42,6 +42,11 @@ const SOURCES: &[(&str, &str, &str)] = &[
   ("ops", "ops/copy.rs", include_str!("ops/copy.rs")),
   ("ops", "ops/export.rs", include_str!("ops/export.rs")),
   ("ops", "ops/import.rs", include_str!("ops/import.rs")),
+  (
+    "ops",
+    "ops/negotiation.rs",
+    include_str!("ops/negotiation.rs"),
+  ),
   ("ops", "ops/view.rs", include_str!("ops/view.rs")),
   ("ops", "ops/transfer.rs", include_str!("ops/transfer.rs")),
   ("cuda", "cuda.rs", include_str!("cuda.rs")),

@@ -24,7 +24,7 @@
 //! - **A tensor enters** in `ops::import`: JS memory wrapped in place (`wrapBuffer`), a capsule
 //!   consumed (`importCapsule`), a tensor handed over by native code (`import_foreign`).
 //! - **A tensor leaves** in `ops::export` (`exportCapsule`: a capsule, through
-//!   `own_capsule::export_to_capsule`) and in `exchange` (borrowed or owning exports without a
+//!   `own_capsule::wrap_in_own_capsule`) and in `exchange` (borrowed or owning exports without a
 //!   capsule). JS views of host memory are `ops::view`.
 //! - **CUDA lives** in `cuda` (over `napi_dlpack::cuda`); its `#[napi]` functions are in
 //!   `binding::cuda`.

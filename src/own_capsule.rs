@@ -104,7 +104,7 @@ thread_local! {
 ///
 /// # Safety
 /// `env` must be the current, live environment of the calling JS thread.
-pub unsafe fn export_to_capsule(
+pub unsafe fn wrap_in_own_capsule(
   env: sys::napi_env,
   mut owner: ExportOwner,
   format: ExportFormat,
@@ -177,6 +177,7 @@ pub(crate) fn handle_of<'a>(env: &Env, value: &Unknown<'_>) -> Result<&'a mut Ha
 /// # Safety
 /// `env` must be the live environment of the calling thread and `value` an external of it; the
 /// returned borrow must end before control returns to JS.
+#[inline(always)]
 pub(crate) unsafe fn handle_of_external<'a>(
   env: sys::napi_env,
   value: sys::napi_value,
@@ -205,6 +206,7 @@ pub(crate) unsafe fn handle_of_external<'a>(
   unsafe { (*(*data.cast::<OwnCapsule>()).adopted.get()).as_mut() }.ok_or_else(not_a_handle)
 }
 
+#[cold]
 fn not_a_handle() -> crate::errors::Error {
   fail(
     ErrorKind::InvalidArgument,
@@ -219,7 +221,7 @@ unsafe fn free_capsule(data: *mut c_void) {
   if data.is_null() {
     return;
   }
-  // SAFETY: `data` is the Arc leaked in `export_to_capsule`; `track_external` calls this once.
+  // SAFETY: `data` is the Arc leaked in `wrap_in_own_capsule`; `track_external` calls this once.
   let cell = unsafe { Arc::from_raw(data.cast::<OwnCapsule>()) };
   let _ = ADOPTED.try_with(|set| set.borrow_mut().remove(&(data as usize)));
   cell.payload.release();

@@ -303,6 +303,37 @@ mod tests {
   }
 
   #[test]
+  fn the_span_of_a_foreign_tensor_starts_at_its_lowest_element() {
+    use napi_dlpack::{export, ExportFormat, ShapedBuffer};
+    // Elements 1, 3, 5, 7 of the buffer seen backwards: the first element is element 7 and the
+    // span starts at element 1.
+    let buffer = ShapedBuffer::strided((0u32..8).collect(), &[4], &[-2], 7).unwrap();
+    let tensor = ForeignTensor::new(export(buffer, ExportFormat::Versioned).unwrap()).unwrap();
+    let start = foreign_span_start(&tensor);
+    assert_eq!(start as usize, tensor.layout().span_start());
+    // SAFETY: the span of a validated host tensor, alive with `tensor`; derived from the
+    // producer's pointer, so reading through it is allowed (Miri checks the provenance).
+    let first = unsafe { start.cast::<u32>().read() };
+    assert_eq!(first, 1);
+    let storage = Storage::new(Memory::Foreign(tensor));
+    assert_eq!(storage.base(), start);
+    let layout = TensorLayout::of_foreign(match storage.memory() {
+      Memory::Foreign(tensor) => tensor,
+      _ => unreachable!("a foreign storage"),
+    });
+    let mut out = [0u8; 16];
+    copy_row_major(&storage, &layout, &mut out).unwrap();
+    let values: Vec<u32> = out
+      .chunks_exact(4)
+      .map(|word| u32::from_ne_bytes([word[0], word[1], word[2], word[3]]))
+      .collect();
+    assert_eq!(values, [7, 5, 3, 1]);
+    assert_eq!(storage.export_byte_offset(), 0);
+    let (data, byte_offset) = storage.export_address(&layout);
+    assert_eq!((data as usize, byte_offset), (start as usize + 24, 0));
+  }
+
+  #[test]
   fn impossible_allocations_are_errors_not_aborts() {
     let error = try_zeroed_vec::<u64>(usize::MAX / 4).unwrap_err();
     assert_eq!(error.status, "ERR_DLPACK_NO_MEMORY");

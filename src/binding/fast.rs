@@ -15,10 +15,13 @@ use std::ptr;
 use napi::bindgen_prelude::{BigInt, FromNapiValue, Object, Unknown};
 use napi::{sys, Env, JsValue};
 use napi_derive::napi;
-use napi_dlpack::ErrorKind;
+use napi_dlpack::ffi::DLDevice;
+use napi_dlpack::{Device, ErrorKind};
 
+use crate::cuda::bigint_value;
 use crate::errors::{fail, napi_failure, status, Result};
 use crate::js_memory;
+use crate::ops::negotiation::{CopyRequest, ExportRequest, ImportRequest, StreamOption};
 use crate::own_capsule::handle_of;
 
 type RawCallback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value;
@@ -66,16 +69,17 @@ pub fn register_fast_calls(exports: Object, env: Env) -> napi::Result<()> {
   Ok(())
 }
 
-/// Runs `body` with the call's first `N` arguments (missing ones are `undefined`), turning an
-/// error into a thrown JS `Error` with the stable `code`, and a panic into `ERR_DLPACK_NAPI`
-/// (never an unwind into V8).
+/// Runs `body` with the call's first `N` arguments (missing ones are `undefined`) and how many
+/// the caller passed (optional arguments left out are not even looked at: the hot path passes
+/// none), turning an error into a thrown JS `Error` with the stable `code`, and a panic into
+/// `ERR_DLPACK_NAPI` (never an unwind into V8).
 ///
 /// # Safety
 /// `env` and `info` must be the ones Node-API passed to the callback.
 unsafe fn run<const N: usize>(
   env: sys::napi_env,
   info: sys::napi_callback_info,
-  body: impl FnOnce(&Env, [sys::napi_value; N]) -> Result<sys::napi_value>,
+  body: impl FnOnce(&Env, [sys::napi_value; N], usize) -> Result<sys::napi_value>,
 ) -> sys::napi_value {
   let mut argv = [ptr::null_mut(); N];
   let mut argc = N;
@@ -92,7 +96,7 @@ unsafe fn run<const N: usize>(
   };
   let outcome = if status == sys::Status::napi_ok {
     let env_ref = Env::from_raw(env);
-    catch_unwind(AssertUnwindSafe(|| body(&env_ref, argv)))
+    catch_unwind(AssertUnwindSafe(|| body(&env_ref, argv, argc)))
       .unwrap_or_else(|_| Err(fail(ErrorKind::Napi, "internal panic in napi-dlpack")))
   } else {
     Err(napi_failure("napi_get_cb_info", status))
@@ -124,16 +128,77 @@ fn type_of(env: &Env, value: sys::napi_value) -> Result<sys::napi_valuetype> {
   Ok(kind)
 }
 
-fn bool_arg(env: &Env, value: sys::napi_value, name: &str) -> Result<bool> {
+/// The argument at `index` of `argv`, if the caller passed it.
+fn given<const N: usize>(
+  argv: &[sys::napi_value; N],
+  argc: usize,
+  index: usize,
+) -> Option<sys::napi_value> {
+  (index < argc).then(|| argv[index])
+}
+
+fn is_nullish(kind: sys::napi_valuetype) -> bool {
+  kind == sys::ValueType::napi_undefined || kind == sys::ValueType::napi_null
+}
+
+/// `boolean | null | undefined` (`None`: unset, or not passed).
+fn optional_bool_arg(
+  env: &Env,
+  value: Option<sys::napi_value>,
+  name: &str,
+) -> Result<Option<bool>> {
+  let Some(value) = value else {
+    return Ok(None);
+  };
+  let kind = type_of(env, value)?;
+  if is_nullish(kind) {
+    return Ok(None);
+  }
+  let mut out = false;
+  if kind == sys::ValueType::napi_boolean {
+    // SAFETY: a live boolean of this env.
+    status("napi_get_value_bool", unsafe {
+      sys::napi_get_value_bool(env.raw(), value, &mut out)
+    })?;
+    return Ok(Some(out));
+  }
+  Err(fail(
+    ErrorKind::InvalidArgument,
+    format!("{name} must be a boolean, null or undefined"),
+  ))
+}
+
+/// `boolean | undefined` (`default` when undefined or not passed).
+fn bool_arg_or(
+  env: &Env,
+  value: Option<sys::napi_value>,
+  name: &str,
+  default: bool,
+) -> Result<bool> {
+  let Some(value) = value else {
+    return Ok(default);
+  };
+  if type_of(env, value)? == sys::ValueType::napi_undefined {
+    return Ok(default);
+  }
   let mut out = false;
   // SAFETY: a live value of this env; non-booleans make the call fail.
-  let status = unsafe { sys::napi_get_value_bool(env.raw(), value, &mut out) };
-  if status != sys::Status::napi_ok {
+  let code = unsafe { sys::napi_get_value_bool(env.raw(), value, &mut out) };
+  if code != sys::Status::napi_ok {
     return Err(fail(
       ErrorKind::InvalidArgument,
       format!("{name} must be a boolean"),
     ));
   }
+  Ok(out)
+}
+
+fn number(env: &Env, value: sys::napi_value) -> Result<f64> {
+  let mut out = 0.0;
+  // SAFETY: a live number of this env.
+  status("napi_get_value_double", unsafe {
+    sys::napi_get_value_double(env.raw(), value, &mut out)
+  })?;
   Ok(out)
 }
 
@@ -152,10 +217,41 @@ fn u32_arg(env: &Env, value: sys::napi_value, name: &str) -> Result<u32> {
   Ok(out)
 }
 
-/// `bigint | null | undefined`.
-fn stream_arg(env: &Env, value: sys::napi_value) -> Result<Option<BigInt>> {
+/// An integer `number | null | undefined` (`None`: unset, or not passed).
+fn optional_integer_arg(
+  env: &Env,
+  value: Option<sys::napi_value>,
+  name: &str,
+) -> Result<Option<i64>> {
+  let Some(value) = value else {
+    return Ok(None);
+  };
+  let kind = type_of(env, value)?;
+  if is_nullish(kind) {
+    return Ok(None);
+  }
+  if kind == sys::ValueType::napi_number {
+    let value = number(env, value)?;
+    if value.fract() == 0.0 && value.abs() <= MAX_SAFE_INTEGER {
+      return Ok(Some(value as i64));
+    }
+  }
+  Err(fail(
+    ErrorKind::InvalidArgument,
+    format!("{name} must be an integer, null or undefined"),
+  ))
+}
+
+/// `Number.MAX_SAFE_INTEGER`.
+const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
+
+/// `bigint | null | undefined` (`None`: unset, or not passed).
+fn bigint_arg(env: &Env, value: Option<sys::napi_value>) -> Result<Option<BigInt>> {
+  let Some(value) = value else {
+    return Ok(None);
+  };
   match type_of(env, value)? {
-    sys::ValueType::napi_undefined | sys::ValueType::napi_null => Ok(None),
+    kind if is_nullish(kind) => Ok(None),
     sys::ValueType::napi_bigint => {
       // SAFETY: a live BigInt of this env.
       unsafe { BigInt::from_napi_value(env.raw(), value) }
@@ -169,39 +265,109 @@ fn stream_arg(env: &Env, value: sys::napi_value) -> Result<Option<BigInt>> {
   }
 }
 
+/// The `stream` option of `__dlpack__`: `bigint | number | null | undefined`.
+fn stream_option_arg(env: &Env, value: Option<sys::napi_value>) -> Result<Option<StreamOption>> {
+  let Some(value) = value else {
+    return Ok(None);
+  };
+  match type_of(env, value)? {
+    kind if is_nullish(kind) => Ok(None),
+    sys::ValueType::napi_bigint => {
+      let stream = bigint_arg(env, Some(value))?;
+      Ok(Some(match stream.as_ref().and_then(bigint_value) {
+        Some(value) => StreamOption::Integer(value),
+        None => StreamOption::OutOfRange,
+      }))
+    }
+    sys::ValueType::napi_number => {
+      let value = number(env, value)?;
+      Ok(Some(
+        if value.fract() == 0.0 && value.abs() <= MAX_SAFE_INTEGER {
+          StreamOption::Integer(value as i128)
+        } else {
+          StreamOption::NotAnInteger(value)
+        },
+      ))
+    }
+    _ => Err(fail(
+      ErrorKind::InvalidArgument,
+      "stream must be a bigint, a number, null or undefined",
+    )),
+  }
+}
+
+/// A device as two arguments, `deviceType, deviceId` (both `undefined`: none).
+fn device_arg(
+  env: &Env,
+  device_type: Option<sys::napi_value>,
+  device_id: Option<sys::napi_value>,
+) -> Result<Option<Device>> {
+  let device_type = optional_integer_arg(env, device_type, "deviceType")?;
+  let device_id = optional_integer_arg(env, device_id, "deviceId")?;
+  let (Some(device_type), Some(device_id)) = (device_type, device_id) else {
+    return Ok(None);
+  };
+  match (u32::try_from(device_type), i32::try_from(device_id)) {
+    (Ok(device_type), Ok(device_id)) => Ok(Some(Device::from_dl(DLDevice {
+      device_type,
+      device_id,
+    })?)),
+    _ => Err(fail(
+      ErrorKind::InvalidArgument,
+      format!("invalid device [{device_type}, {device_id}]"),
+    )),
+  }
+}
+
 fn unknown<'env>(env: &'env Env, value: sys::napi_value) -> Unknown<'env> {
   // SAFETY: a live value of this env, used only during the current call.
   unsafe { Unknown::from_raw_unchecked(env.raw(), value) }
 }
 
-/// `exportCapsule(handle, legacy: boolean, copy: boolean, stream?: bigint | null)`.
+/// `exportCapsule(handle, copy?: boolean | null, stream?: bigint | number | null,
+/// maxMajor?: number | null, deviceType?: number, deviceId?: number)`: `__dlpack__`'s options,
+/// converted but not judged (`maxVersion[0]`, `dlDevice` as a device); the request is checked
+/// by `ops::negotiation::plan_export`.
 unsafe extern "C" fn export_capsule(
   env: sys::napi_env,
   info: sys::napi_callback_info,
 ) -> sys::napi_value {
   // SAFETY: Node-API's own env and info.
   unsafe {
-    run::<4>(env, info, |env, [handle, legacy, copy, stream]| {
-      let legacy = bool_arg(env, legacy, "legacy")?;
-      let copy = bool_arg(env, copy, "copy")?;
-      let stream = stream_arg(env, stream)?;
-      let handle = handle_of(env, &unknown(env, handle))?;
-      Ok(crate::ops::export::export_capsule(env, handle, legacy, copy, stream)?.raw())
+    run::<6>(env, info, |env, argv, argc| {
+      let arg = |index| given(&argv, argc, index);
+      let handle = handle_of(env, &unknown(env, argv[0]))?;
+      let request = ExportRequest {
+        copy: CopyRequest::from_flag(optional_bool_arg(env, arg(1), "copy")?),
+        stream: stream_option_arg(env, arg(2))?,
+        max_major: optional_integer_arg(env, arg(3), "maxMajor")?,
+        device: device_arg(env, arg(4), arg(5))?,
+      };
+      Ok(crate::ops::export::handle_to_capsule(env, handle, &request)?.raw())
     })
   }
 }
 
-/// `importCapsule(capsule, copyMode: number, stream?: bigint | null)`.
+/// `importCapsule(capsule, copyMode: number, stream?: bigint | null, deviceType?: number,
+/// deviceId?: number, refuseBeforeConsuming = true)`: `fromDLPack`'s options, converted
+/// (`copyMode` 0 if needed, 1 always, 2 never); see `ops::import::capsule_to_handle`.
 unsafe extern "C" fn import_capsule(
   env: sys::napi_env,
   info: sys::napi_callback_info,
 ) -> sys::napi_value {
   // SAFETY: Node-API's own env and info.
   unsafe {
-    run::<3>(env, info, |env, [capsule, copy_mode, stream]| {
-      let copy_mode = u32_arg(env, copy_mode, "copyMode")?;
-      let stream = stream_arg(env, stream)?;
-      Ok(crate::ops::import::import_capsule(env, unknown(env, capsule), copy_mode, stream)?.raw())
+    run::<6>(env, info, |env, argv, argc| {
+      let arg = |index| given(&argv, argc, index);
+      // Every argument is checked before the capsule is touched: a bad one leaves it usable.
+      let request = ImportRequest {
+        copy: CopyRequest::from_mode(u32_arg(env, argv[1], "copyMode")?)?,
+        stream: crate::cuda::stream_arg(bigint_arg(env, arg(2))?.as_ref())?,
+        device: device_arg(env, arg(3), arg(4))?,
+      };
+      let refuse = bool_arg_or(env, arg(5), "refuseBeforeConsuming", true)?;
+      let capsule = unknown(env, argv[0]);
+      Ok(crate::ops::import::capsule_to_handle(env, capsule, &request, refuse)?.raw())
     })
   }
 }
@@ -213,7 +379,7 @@ unsafe extern "C" fn handle_info_into(
 ) -> sys::napi_value {
   // SAFETY: Node-API's own env and info.
   unsafe {
-    run::<2>(env, info, |env, [handle, out]| {
+    run::<2>(env, info, |env, [handle, out], _| {
       crate::binding::tensor::handle_info_into(env, unknown(env, handle), unknown(env, out))?;
       Ok(ptr::null_mut()) // undefined
     })
@@ -233,7 +399,7 @@ unsafe extern "C" fn bench_tagged_external(
   };
   // SAFETY: Node-API's own env and info.
   unsafe {
-    run::<0>(env, info, |env, []| {
+    run::<0>(env, info, |env, [], _| {
       // SAFETY: our env, on its thread.
       js_memory::tagged_external(env.raw(), [0u64; 2], &BENCH_TAG)
     })

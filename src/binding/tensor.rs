@@ -4,13 +4,15 @@
 use napi::bindgen_prelude::{BigInt, Unknown};
 use napi::{Env, JsValue};
 use napi_derive::napi;
-use napi_dlpack::{capsule, DType, ErrorKind};
+use napi_dlpack::ffi::DLDevice;
+use napi_dlpack::{capsule, DType, Device, ErrorKind};
 
 use crate::binding::parse_dtype;
 use crate::errors::{fail, Result};
 use crate::handle::Handle;
 use crate::js_memory;
 use crate::layout::INFO_SLOTS;
+use crate::ops::negotiation::{self, CopyRequest};
 use crate::ops::view::HostView;
 use crate::own_capsule::handle_of;
 use crate::storage::{Memory, LIVE_STORAGES};
@@ -252,4 +254,28 @@ pub fn native_stats() -> NativeStats {
 #[napi(js_name = "dtypeNames")]
 pub fn dtype_names() -> Vec<&'static str> {
   DType::ALL.iter().map(|dtype| dtype.name()).collect()
+}
+
+/// `fromDLPack`'s device check for sources that are no capsule (a `Tensor`, JS memory): the
+/// rule capsule imports follow too (`ops::negotiation::check_import_device`). `copyMode` as
+/// for `importCapsule`.
+#[napi(js_name = "checkImportDevice")]
+pub fn check_import_device(
+  wanted_type: u32,
+  wanted_id: i32,
+  copy_mode: u32,
+  actual_type: u32,
+  actual_id: i32,
+) -> Result<()> {
+  let device = |device_type, device_id| {
+    Device::from_dl(DLDevice {
+      device_type,
+      device_id,
+    })
+  };
+  negotiation::check_import_device(
+    Some(device(wanted_type, wanted_id)?),
+    CopyRequest::from_mode(copy_mode)?,
+    device(actual_type, actual_id)?,
+  )
 }

@@ -2,37 +2,36 @@
 
 use std::sync::Arc;
 
-use napi::bindgen_prelude::{BigInt, Unknown};
+use napi::bindgen_prelude::Unknown;
 use napi::Env;
 use napi_dlpack::cuda::Stream;
 use napi_dlpack::validation::contiguous_strides;
-use napi_dlpack::{Device, DeviceType, ErrorKind, ExportFormat};
+use napi_dlpack::{Device, DeviceType, ErrorKind};
 
 use crate::errors::{fail, Result};
 use crate::handle::Handle;
 use crate::layout::TensorLayout;
+use crate::ops::negotiation::{plan_export, ExportPlan, ExportRequest};
 use crate::own_capsule::{self, ExportOwner};
 use crate::storage::{copy_row_major, try_zeroed_vec, Memory, Storage};
 
-/// Exports a handle as a new capsule. `legacy` asks for the pre-1.0 struct; `copy` makes the
-/// export a private copy flagged `IS_COPIED` (row-major on the host; on a CUDA device, a copy
-/// of the span). For CUDA tensors `stream` is the consumer's stream (unset: legacy default):
-/// it is made to wait for our stream before the capsule is returned.
-pub(crate) fn export_capsule<'env>(
+/// Exports a handle as a new capsule, as `request` asks (see `ops::negotiation::plan_export`):
+/// the legacy pre-1.0 struct for a `maxVersion` below 1; with `copy: true` a private copy
+/// flagged `IS_COPIED` (row-major on the host; on a CUDA device, a copy of the span). For CUDA
+/// tensors the consumer's stream (unset: legacy default) is made to wait for our stream before
+/// the capsule is returned.
+pub(crate) fn handle_to_capsule<'env>(
   env: &'env Env,
   handle: &Handle,
-  legacy: bool,
-  copy: bool,
-  stream: Option<BigInt>,
+  request: &ExportRequest,
 ) -> Result<Unknown<'env>> {
+  let ExportPlan {
+    format,
+    copy,
+    stream,
+  } = plan_export(request, handle.layout.device)?;
   let storage = handle.storage()?.clone();
   storage.check_attached(env)?;
-  let format = if legacy {
-    ExportFormat::Legacy
-  } else {
-    ExportFormat::Versioned
-  };
-  let stream = crate::cuda::stream_arg(stream.as_ref())?;
   let layout = &handle.layout;
   let cuda_device = if layout.device.device_type == DeviceType::Cuda {
     Some(crate::cuda::device_of(layout)?)
@@ -77,7 +76,7 @@ pub(crate) fn export_capsule<'env>(
   };
   // SAFETY: our env, on its thread.
   let capsule = unsafe {
-    own_capsule::export_to_capsule(env.raw(), owner, format, || match &cuda_device {
+    own_capsule::wrap_in_own_capsule(env.raw(), owner, format, || match &cuda_device {
       // The consumer's stream waits for our writes (and any copy just enqueued).
       Some(device) => Ok(device.sync_to(stream.unwrap_or(Stream::Legacy))?),
       None => Ok(()),

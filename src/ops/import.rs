@@ -1,12 +1,13 @@
 //! Where a tensor enters: JS memory wrapped in place ([`wrap_js_memory`]), a capsule consumed
-//! ([`import_capsule`]), or a tensor handed over by native code ([`import_foreign`]).
+//! ([`capsule_to_handle`]), or a tensor handed over by native code ([`import_foreign`]). How a
+//! tensor is imported is planned by `ops::negotiation`.
 
 use std::sync::Arc;
 
-use napi::bindgen_prelude::{BigInt, Unknown};
+use napi::bindgen_prelude::Unknown;
 use napi::{sys, Env, JsValue};
 use napi_dlpack::capsule;
-use napi_dlpack::cuda::Stream;
+use napi_dlpack::cuda::{self, Stream};
 use napi_dlpack::{
   export, take_owner, DType, Device, DeviceType, ErrorKind, ExportFormat, ForeignTensor,
 };
@@ -15,13 +16,11 @@ use crate::errors::{fail, status, Result};
 use crate::handle::{new_handle, Handle};
 use crate::js_memory::{self, BufferRef};
 use crate::layout::{is_aligned, TensorLayout};
+use crate::ops::negotiation::{
+  check_import_device, plan_import, CopyRequest, ImportPlan, ImportRequest, Runtime, Source,
+};
 use crate::own_capsule::{self, ExportOwner};
 use crate::storage::{foreign_span_start, Memory, Storage};
-
-/// `copyMode` of [`import_capsule`].
-pub(crate) const COPY_IF_NEEDED: u32 = 0;
-pub(crate) const COPY_ALWAYS: u32 = 1;
-pub(crate) const COPY_NEVER: u32 = 2;
 
 /// Wraps JS memory (a Uint8Array over an ArrayBuffer or SharedArrayBuffer) without copying.
 /// `offset` is in elements from the start of `bytes`; strides in elements (`None`: row-major).
@@ -105,27 +104,29 @@ fn copy_misaligned<'env>(
   host_copy_handle(env, array_buffer, layout)
 }
 
-/// Consumes a capsule (from any addon) into a new handle. Host tensors stay zero-copy where the
-/// runtime allows external ArrayBuffers and the data is aligned; otherwise they are copied into
-/// V8 memory (`isCopy`), unless `copyMode` is never-copy, which throws instead. CUDA tensors are
-/// checked against the driver's pointer attributes; `stream` is the consumer stream the
-/// producer was asked to synchronise to (CUDA only; unset: the legacy default stream).
-pub(crate) fn import_capsule<'env>(
+/// Consumes a capsule (from any addon) into a new handle, as `request` asks (see
+/// `ops::negotiation`). What can be refused before the consume is refused first, so the
+/// capsule stays usable: with `refuse_before_consuming`, a requested device the tensor is not on
+/// (when its device can be read in place) or that cannot be used now (a CUDA device without a
+/// driver, or past the device count). After the consume, [`plan_import`] decides; a refusal
+/// then releases the tensor (its deleter runs once, now).
+pub(crate) fn capsule_to_handle<'env>(
   env: &'env Env,
   capsule: Unknown<'env>,
-  copy_mode: u32,
-  stream: Option<BigInt>,
+  request: &ImportRequest,
+  refuse_before_consuming: bool,
 ) -> Result<Unknown<'env>> {
-  if !matches!(copy_mode, COPY_IF_NEEDED | COPY_ALWAYS | COPY_NEVER) {
-    return Err(fail(
-      ErrorKind::InvalidArgument,
-      format!("invalid copy mode {copy_mode}"),
-    ));
-  }
-  // Checked before the capsule is consumed, so a bad value leaves it usable.
-  let stream = crate::cuda::stream_arg(stream.as_ref())?;
   // SAFETY: live value of this env; the payload lives at least as long as this call.
   let payload = unsafe { capsule::payload_of(env.raw(), capsule.raw())? };
+  if let (Some(wanted), true) = (request.device, refuse_before_consuming) {
+    // SAFETY: on the capsule's JS thread, while `capsule` keeps the external alive.
+    if let Some(actual) = unsafe { (*payload).peek_device()? } {
+      check_import_device(Some(wanted), request.copy, actual)?;
+    }
+    if wanted.device_type == DeviceType::Cuda {
+      cuda::device(wanted.id)?;
+    }
+  }
   // SAFETY: as above. From here on we own the tensor: every error path below drops it, which
   // runs its deleter exactly once.
   let managed = unsafe { &*payload }.take()?;
@@ -135,130 +136,124 @@ pub(crate) fn import_capsule<'env>(
   } else {
     ExportFormat::Legacy
   };
-  let managed = if copy_mode == COPY_ALWAYS {
-    managed
-  } else {
-    // Our own export coming straight back: share the original storage, no copy, no
-    // re-validation of metadata we produced ourselves.
-    match take_owner::<ExportOwner>(managed) {
-      Ok(owner) => {
-        // SAFETY: our env, on its thread.
-        let viewable = matches!(owner.storage.memory(), Memory::Js { .. })
-          || !owner.layout.device.is_host_accessible()
-          || unsafe { js_memory::external_buffers_allowed(env.raw()) };
-        if viewable {
-          let layout = TensorLayout {
-            version,
-            flags: if version.is_some() {
-              owner.info.flags()
-            } else {
-              0
-            },
-            // A share of a copy is still a copy; IS_COPIED marks a copy made for this export.
-            copied: owner.layout.copied || owner.info.is_copied(),
-            ..(*owner.layout).clone()
-          };
-          if own_capsule::is_own(&owner, payload) {
-            // Our own capsule straight back: it becomes the new tensor's handle, so the round
-            // trip creates no second finalizable external.
-            let handle = Handle::new(owner.storage, Arc::new(layout));
-            // SAFETY: `capsule` is a live capsule of this env whose payload is ours (is_own).
-            let value = unsafe { own_capsule::adopt(capsule.raw(), payload, handle) };
-            // SAFETY: live value of this env.
-            return Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), value) });
-          }
-          return new_handle(env, owner.storage, layout);
-        }
-        // Memory a JS view can only copy (Electron): take the general path below.
-        export(owner, format)?
-      }
-      Err(managed) => managed,
-    }
+  let runtime = runtime(env);
+  if request.copy == CopyRequest::Always {
+    return from_foreign(env, ForeignTensor::new(managed)?, request, &runtime);
+  }
+  let owner = match take_owner::<ExportOwner>(managed) {
+    Ok(owner) => owner,
+    Err(managed) => return from_foreign(env, ForeignTensor::new(managed)?, request, &runtime),
   };
-  from_foreign(env, ForeignTensor::new(managed)?, copy_mode, stream)
+  // Our own export coming back.
+  let layout = &owner.layout;
+  let source = Source::Own {
+    same_capsule: own_capsule::is_own(&owner, payload),
+    js_memory: matches!(owner.storage.memory(), Memory::Js { .. }),
+    device: layout.device,
+    span_bytes: layout.span_bytes,
+    aligned: is_aligned(
+      (owner.storage.base() as usize).wrapping_add(layout.first_byte),
+      layout.dtype,
+    ),
+  };
+  // On a refusal `owner` drops here: our hold on the storage is released.
+  let plan = plan_import(request, &source, &runtime)?;
+  if !matches!(plan, ImportPlan::AdoptOwn | ImportPlan::ShareOwn) {
+    // Memory a JS view can only copy (Electron): as any producer's tensor.
+    let managed = export(owner, format)?;
+    return from_foreign(env, ForeignTensor::new(managed)?, request, &runtime);
+  }
+  let layout = TensorLayout {
+    version,
+    flags: if version.is_some() {
+      owner.info.flags()
+    } else {
+      0
+    },
+    // A share of a copy is still a copy; IS_COPIED marks a copy made for this export.
+    copied: layout.copied || owner.info.is_copied(),
+    ..(**layout).clone()
+  };
+  if plan == ImportPlan::AdoptOwn {
+    // Our own capsule straight back: it becomes the new tensor's handle, so the round trip
+    // creates no second finalizable external.
+    let handle = Handle::new(owner.storage, Arc::new(layout));
+    // SAFETY: `capsule` is a live capsule of this env whose payload is ours (is_own).
+    let value = unsafe { own_capsule::adopt(capsule.raw(), payload, handle) };
+    // SAFETY: live value of this env.
+    return Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), value) });
+  }
+  new_handle(env, owner.storage, layout)
 }
-
 /// A handle for a validated tensor handed over by native code (the exchange table's
 /// `managed_tensor_to_value`): what `importCapsule` makes of it, copying only if needed.
 pub(crate) fn import_foreign<'env>(env: &'env Env, tensor: ForeignTensor) -> Result<Unknown<'env>> {
-  from_foreign(env, tensor, COPY_IF_NEEDED, None)
+  let request = ImportRequest {
+    copy: CopyRequest::IfNeeded,
+    device: None,
+    stream: None,
+  };
+  from_foreign(env, tensor, &request, &runtime(env))
 }
 
+/// What this environment lets JS view.
+fn runtime(env: &Env) -> Runtime {
+  Runtime {
+    // SAFETY: our env, on its thread.
+    external_buffers: unsafe { js_memory::external_buffers_allowed(env.raw()) },
+    max_arraybuffer_bytes: js_memory::max_arraybuffer_bytes(),
+  }
+}
+
+/// Plans and carries out the import of a validated tensor of another producer (or of our own
+/// export where it cannot be shared). On every error `tensor` drops: its deleter runs once.
 fn from_foreign<'env>(
   env: &'env Env,
   tensor: ForeignTensor,
-  copy_mode: u32,
-  stream: Option<Stream>,
+  request: &ImportRequest,
+  runtime: &Runtime,
 ) -> Result<Unknown<'env>> {
+  let source = Source::Foreign {
+    device: tensor.device(),
+    span_bytes: tensor.span_bytes(),
+    aligned: is_aligned(tensor.data_ptr() as usize, tensor.dtype()),
+  };
+  let plan = plan_import(request, &source, runtime)?;
   let layout = TensorLayout::of_foreign(&tensor);
-  if tensor.device().device_type == DeviceType::Cuda {
-    let (storage, layout) = crate::cuda::import_device(
-      tensor,
-      layout,
-      copy_mode == COPY_ALWAYS,
-      stream.unwrap_or(Stream::Legacy),
-    )?;
-    return new_handle(env, storage, layout);
-  }
-  if !tensor.device().is_host_accessible() {
-    if copy_mode == COPY_ALWAYS {
-      return Err(fail(
-        ErrorKind::Device,
-        format!(
-          "copying {} memory to the host is not supported",
-          tensor.device()
-        ),
-      ));
+  match plan {
+    ImportPlan::ZeroCopy | ImportPlan::DeviceCopy
+      if tensor.device().device_type == DeviceType::Cuda =>
+    {
+      let (storage, layout) = crate::cuda::import_device(
+        tensor,
+        layout,
+        plan == ImportPlan::DeviceCopy,
+        request.stream.unwrap_or(Stream::Legacy),
+      )?;
+      new_handle(env, storage, layout)
     }
-    // Device memory is never viewed from JS; the handle only carries it.
-    let storage = Storage::new(Memory::Foreign(tensor));
-    return new_handle(env, storage, layout);
-  }
-  if tensor.span_bytes() > js_memory::max_arraybuffer_bytes() {
-    // No ArrayBuffer can hold it in this runtime, so neither a view nor a copy of it can
-    // exist: keep the producer's memory (exports stay zero-copy), `.data` throws
-    // ERR_DLPACK_TOO_LARGE and `getData({ offset, length })` views or copies windows of it.
-    if copy_mode == COPY_ALWAYS {
-      return Err(fail(
-        ErrorKind::TooLarge,
-        format!(
-          "copy: true asks for a copy of {} bytes, more than this runtime's largest ArrayBuffer \
-           ({} bytes)",
-          tensor.span_bytes(),
-          js_memory::max_arraybuffer_bytes()
-        ),
-      ));
+    ImportPlan::ZeroCopy => new_handle(env, Storage::new(Memory::Foreign(tensor)), layout),
+    ImportPlan::HostCopy => {
+      // Copy the span as it is (keeping strides and offsets) into V8 memory; the foreign tensor
+      // is released right after, so its deleter runs now.
+      let span = foreign_span_start(&tensor).cast_const();
+      // SAFETY: the validated span of a host-accessible tensor (the plan copies no other) is
+      // readable.
+      let bytes = unsafe { std::slice::from_raw_parts(span, tensor.span_bytes()) };
+      // SAFETY: our env.
+      let array_buffer = unsafe { js_memory::arraybuffer_copy(env.raw(), bytes)? };
+      drop(tensor);
+      host_copy_handle(env, array_buffer, layout)
     }
-    let storage = Storage::new(Memory::Foreign(tensor));
-    return new_handle(env, storage, layout);
+    // Plans of our own exports, or a device copy off CUDA: never made for a foreign source.
+    ImportPlan::AdoptOwn | ImportPlan::ShareOwn | ImportPlan::DeviceCopy => Err(fail(
+      ErrorKind::Napi,
+      format!(
+        "import plan {plan:?} for a foreign {} tensor",
+        tensor.device()
+      ),
+    )),
   }
-  let aligned = is_aligned(tensor.data_ptr() as usize, tensor.dtype());
-  // SAFETY: our env, on its thread.
-  let zero_copy_possible = aligned && unsafe { js_memory::external_buffers_allowed(env.raw()) };
-  if copy_mode != COPY_ALWAYS && zero_copy_possible {
-    let storage = Storage::new(Memory::Foreign(tensor));
-    return new_handle(env, storage, layout);
-  }
-  if copy_mode == COPY_NEVER {
-    let why = if aligned {
-      "this runtime does not allow external ArrayBuffers (Electron's memory cage), so a JS view needs a copy"
-    } else {
-      "the data is not aligned to its element size, so a JS view needs a copy"
-    };
-    return Err(fail(
-      ErrorKind::CopyRequired,
-      format!("copy: false cannot be honoured: {why}"),
-    ));
-  }
-  // Copy the span as it is (keeping strides and offsets) into V8 memory; the foreign tensor is
-  // released right after, so its deleter runs now.
-  let span = foreign_span_start(&tensor).cast_const();
-  // SAFETY: the validated span of a host-accessible tensor is readable.
-  let bytes = unsafe { std::slice::from_raw_parts(span, tensor.span_bytes()) };
-  // SAFETY: our env.
-  let array_buffer = unsafe { js_memory::arraybuffer_copy(env.raw(), bytes)? };
-  drop(tensor);
-  host_copy_handle(env, array_buffer, layout)
 }
 
 /// A handle over a host copy we just made in a fresh V8 ArrayBuffer: marked `isCopy`, and on

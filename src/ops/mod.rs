@@ -1,9 +1,11 @@
 //! Operations on tensors, called by the binding layer only: where a tensor enters (`import`),
 //! where it leaves (`export`), copies (`copy`), JS views of host memory (`view`) and tensors
-//! handed to another JS thread (`transfer`).
+//! handed to another JS thread (`transfer`). What an import or export was asked for is decided
+//! by the pure functions of `negotiation`.
 
 pub(crate) mod copy;
 pub(crate) mod export;
 pub(crate) mod import;
+pub(crate) mod negotiation;
 pub(crate) mod transfer;
 pub(crate) mod view;

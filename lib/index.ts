@@ -62,3 +62,4 @@ export {
   Tensor,
   type ToOptions,
 } from './tensor'
+export { isTransfer, releaseTransfer, type SharedTransfer, type TensorTransfer, type TokenTransfer } from './transfer'

@@ -10,6 +10,7 @@ import {
   rethrow,
 } from './errors'
 import { DTYPE_ORDER, HOST_ACCESSIBLE_DEVICE_TYPES, INFO_BIT, INFO_SLOT, INFO_SLOTS } from './generated/facts'
+import { checkTransfer, claimToken, makeTransfer, type TensorTransfer } from './transfer'
 
 declare const capsuleBrand: unique symbol
 
@@ -52,6 +53,11 @@ export interface DLPackOptions {
 export interface CreateOptions {
   /** Where to allocate: `'cpu'` (default, V8 memory) or a CUDA device such as `'cuda:0'`. */
   device?: DeviceLike
+  /**
+   * Allocate the CPU tensor in a `SharedArrayBuffer` (zero-filled) instead of an `ArrayBuffer`,
+   * so that `transfer()` hands it to worker threads without a copy.
+   */
+  shared?: boolean
 }
 
 /** Options of `Tensor#getData`. */
@@ -414,13 +420,16 @@ export class Tensor<D extends DType = DType> {
     if (!Number.isSafeInteger(numel * itemsize) || negative) {
       throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `shape [${shape.join(', ')}] is too large or negative`)
     }
+    if (options?.shared === true && device.type !== DLDeviceType.CPU) {
+      throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `shared: true allocates CPU memory, not ${String(device)}`)
+    }
     if (device.type === DLDeviceType.CUDA) {
       return Tensor._fromHandle(call(() => native.cudaEmpty(dtype, shape as number[], device.id, zeroed))) as Tensor<D>
     }
     if (device.type !== DLDeviceType.CPU) {
       throw new BufferError('ERR_DLPACK_DEVICE', `cannot allocate tensors on ${String(device)} (cpu and cuda are supported)`)
     }
-    const buffer = new ArrayBuffer(numel * itemsize)
+    const buffer = options?.shared === true ? new SharedArrayBuffer(numel * itemsize) : new ArrayBuffer(numel * itemsize)
     return Tensor._fromHandle(wrapMemory(buffer, dtype, shape, undefined, 0, false)) as Tensor<D>
   }
 
@@ -693,6 +702,59 @@ export class Tensor<D extends DType = DType> {
     }
     const target = dlDevice === undefined || dlDevice === null ? undefined : toDevice(dlDevice)
     return call(() => native.exportCapsule(handle, copy, stream, maxMajor, target?.type, target?.id)) as DLPackCapsule
+  }
+
+  /**
+   * A plain object to `postMessage` to another thread (a `worker_threads` Worker), where
+   * `Tensor.fromTransfer()` rebuilds this tensor over the same memory: no copy. A tensor over a
+   * `SharedArrayBuffer` travels with its buffer; memory no JS thread owns (a native producer's,
+   * CUDA) travels as a token that one thread claims, once. This tensor stays usable; the memory
+   * is released when the last tensor on any thread lets go. A tensor over an `ArrayBuffer`
+   * throws `ERR_DLPACK_COPY_REQUIRED`: use `toShared()`. See README "Worker threads".
+   */
+  transfer(): TensorTransfer<D> {
+    const shared = this.#live()
+    const meta = this.#meta()
+    return makeTransfer({
+      handle: shared.handle,
+      dtype: meta.dtype,
+      shape: meta.shape,
+      strides: meta.strides,
+      viewOffset: meta.viewOffset,
+      viewLength: meta.viewLength,
+      readonly: meta.readonly,
+      device: [meta.deviceType, meta.deviceId],
+      view: () => this.getData({ allowReadOnly: true }),
+    }) as TensorTransfer<D>
+  }
+
+  /**
+   * This tensor over a `SharedArrayBuffer`, ready for `transfer()`: a new tensor sharing the
+   * memory when it is already shared, else a row-major copy into a new `SharedArrayBuffer` (the
+   * one copy; later writes to either are not seen by the other). Host tensors only.
+   */
+  toShared(): Tensor<D> {
+    const meta = this.#meta()
+    const host = meta.deviceType === DLDeviceType.CPU || meta.deviceType === DLDeviceType.CUDAHost || meta.deviceType === DLDeviceType.ROCMHost
+    if (host && isSharedArrayBuffer(this.getData({ allowReadOnly: true }).buffer)) return this._share()
+    const copy = Tensor.empty(meta.shape, meta.dtype as D, { shared: true })
+    const target = copy.getData()
+    call(() => native.copyHandleInto(this.#live().handle, new Uint8Array(target.buffer, target.byteOffset, target.byteLength)))
+    return copy
+  }
+
+  /**
+   * Rebuilds a tensor that another thread (or this one) sent with `transfer()`. Zero-copy: the
+   * same memory, at the same address. A token is claimed once: a second claim, a released token,
+   * or one whose sending thread ended first throws `ERR_DLPACK_TRANSFER_CLAIMED`.
+   */
+  static fromTransfer<D extends DType>(transfer: TensorTransfer<D>): Tensor<D> {
+    const checked = checkTransfer(transfer)
+    if (checked.kind === 'token') return Tensor._fromHandle(claimToken(checked)) as Tensor<D>
+    const bytes = new Uint8Array(checked.buffer, checked.byteOffset, checked.byteLength)
+    return Tensor._fromHandle(
+      wrapMemory(bytes, checked.dtype, checked.shape, checked.strides, checked.offset, checked.readonly),
+    ) as Tensor<D>
   }
 
   /** `[deviceType, deviceId]`, without exporting anything. */

@@ -69,6 +69,9 @@ pub enum ErrorKind {
   /// The memory is larger than the runtime's largest ArrayBuffer, so it cannot be viewed (or
   /// copied) as one; export still works, and windows of it can be viewed.
   TooLarge,
+  /// A transfer token (a tensor handed to another JS thread) that is not pending: claimed
+  /// already, released, or its sending thread ended before the claim.
+  TransferClaimed,
 }
 
 impl ErrorKind {
@@ -105,13 +108,14 @@ impl ErrorKind {
       ErrorKind::Cuda => "ERR_CUDA",
       ErrorKind::Stream => "ERR_DLPACK_STREAM",
       ErrorKind::TooLarge => "ERR_DLPACK_TOO_LARGE",
+      ErrorKind::TransferClaimed => "ERR_DLPACK_TRANSFER_CLAIMED",
     }
   }
 }
 
 impl ErrorKind {
   /// Every kind, in declaration order (the error table of the README and of `lib/errors.ts`).
-  pub const ALL: [ErrorKind; 30] = [
+  pub const ALL: [ErrorKind; 31] = [
     ErrorKind::NullTensor,
     ErrorKind::Version,
     ErrorKind::Ndim,
@@ -142,6 +146,7 @@ impl ErrorKind {
     ErrorKind::Cuda,
     ErrorKind::Stream,
     ErrorKind::TooLarge,
+    ErrorKind::TransferClaimed,
   ];
 
   /// The family this kind belongs to: what a caller can do about it, and the JS error class
@@ -173,9 +178,10 @@ impl ErrorKind {
       | ErrorKind::Stream
       | ErrorKind::TooLarge
       | ErrorKind::NoMemory => ErrorClass::Buffer,
-      ErrorKind::NotACapsule | ErrorKind::CapsuleConsumed | ErrorKind::CapsuleAbi => {
-        ErrorClass::Capsule
-      }
+      ErrorKind::NotACapsule
+      | ErrorKind::CapsuleConsumed
+      | ErrorKind::CapsuleAbi
+      | ErrorKind::TransferClaimed => ErrorClass::Capsule,
       ErrorKind::ReadOnly => ErrorClass::ReadOnly,
       ErrorKind::Disposed | ErrorKind::Detached => ErrorClass::Disposed,
       ErrorKind::CudaUnavailable | ErrorKind::Cuda => ErrorClass::Cuda,

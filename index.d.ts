@@ -12,6 +12,26 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 /** The ArrayBuffer limit in force, in bytes (see `setArrayBufferLimit`). */
 export declare function arrayBufferLimit(): number
 
+/** Arguments of `astypeHandle` (see `Tensor#astype` in lib/tensor.ts). */
+export interface AstypeArgs {
+  scale?: Array<number>
+  offset?: Array<number>
+  mean?: Array<number>
+  std?: Array<number>
+  axis?: number
+  /**
+   * A handle to write into instead of allocating (contiguous, writable, host, same shape,
+   * the target dtype, not overlapping the source).
+   */
+  out?: unknown
+}
+
+/**
+ * The elements converted to `dtype` (the formula of `napi_dlpack::convert`), in a new dense
+ * CPU tensor, or written into `options.out` (then `null` is returned).
+ */
+export declare function astypeHandle(handle: unknown, dtype: string, options: AstypeArgs): unknown | null
+
 /**
  * The device of a capsule's tensor as `[type, id]`, read without consuming it; `null` when it
  * cannot be read without consuming (see `CapsulePayload::peek_device`). Throws as a consume
@@ -29,10 +49,25 @@ export declare function capsuleIsConsumed(value: unknown): boolean
 export declare function checkImportDevice(wantedType: number, wantedId: number, copyMode: number, actualType: number, actualId: number): void
 
 /**
+ * Claims token `id` on this thread: a new handle over the transferred memory. A token is
+ * claimed once; afterwards (or once released) this throws ERR_DLPACK_TRANSFER_CLAIMED.
+ */
+export declare function claimTransfer(id: number): unknown
+
+/** A dense row-major copy of a host tensor in V8 memory. */
+export declare function contiguousHandle(handle: unknown): unknown
+
+/**
  * A copy of a tensor in a new handle (`isCopy`): row-major in V8 memory for host tensors, a
  * device copy on the same device for CUDA tensors.
  */
 export declare function copyHandle(handle: unknown): unknown
+
+/**
+ * Copies the elements of a host tensor in row-major order into `bytes`, a Uint8Array of exactly
+ * the elements' size that does not overlap the tensor (`toShared()`'s one copy).
+ */
+export declare function copyHandleInto(handle: unknown, bytes: unknown): void
 
 /** Number of CUDA devices; 0 without a usable driver. Never throws. */
 export declare function cudaDeviceCount(): number
@@ -119,11 +154,20 @@ export interface NativeStats {
   exchangeReferences: number
 }
 
+/** Tokens made and not yet claimed or released, in the whole process (leak checks). */
+export declare function pendingTransfers(): number
+
+/** A zero-copy view with dimension `i` being dimension `axes[i]` (see `ops::convert::permute`). */
+export declare function permuteHandle(handle: unknown, axes: Array<number>): unknown
+
 /**
  * Releases the handle's storage now (`dispose()`); later calls fail with ERR_TENSOR_DISPOSED.
  * Memory still referenced by live exports or views stays valid until they go.
  */
 export declare function releaseHandle(handle: unknown): boolean
+
+/** Releases unclaimed token `id`; false when it is not pending (claimed or released already). */
+export declare function releaseTransfer(id: number): boolean
 
 /**
  * Tells the addon the runtime's largest ArrayBuffer, in bytes (`buffer.constants.MAX_LENGTH`;
@@ -166,6 +210,19 @@ export interface TensorLayout {
  * a new handle over new memory; the JS layer shares instead when nothing needs to move.
  */
 export declare function toDevice(handle: unknown, deviceType: number, deviceId: number): unknown
+
+/**
+ * Registers the tensor of `handle` under a new transfer token and returns the token's number;
+ * `null` for JS memory (an ArrayBuffer or SharedArrayBuffer), which lib/transfer.ts handles. The
+ * handle stays usable: sender and receiver share the memory, as two tensors of one import do.
+ */
+export declare function transferHandle(handle: unknown): number | null
+
+/**
+ * A random key naming this process in every token (a token posted to another process is
+ * refused there).
+ */
+export declare function transferProcessKey(): string
 
 /**
  * Wraps JS memory (a Uint8Array over an ArrayBuffer or SharedArrayBuffer) without copying,

@@ -14,10 +14,12 @@
 // NAPI_DLPACK_CUDA_EXPECT=fake|gpu|none makes the file fail when the setting is not the one
 // expected (so a broken library path cannot silently skip the suite); unset, it adapts.
 import { execFileSync } from 'node:child_process'
+import { once } from 'node:events'
 import { existsSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { Worker } from 'node:worker_threads'
 
 import test, { type ExecutionContext } from 'ava'
 
@@ -758,6 +760,49 @@ if (available) {
     if (fake) t.true(await gcUntil(() => control!.liveAllocations() === live), 'every allocation was freed')
   })
 
+  test.serial('a CUDA tensor goes to a Worker by transfer token: same device pointer, read there, freed once by the last holder on either thread', async (t) => {
+    await drainGarbage()
+    await settled()
+    const live = fake ? control!.liveAllocations() : 0
+    const errors = releaseStats().errors
+    for (const workerDisposesFirst of [false, true]) {
+      const x = Tensor.from(new Float32Array([1, 2, 3, 4])).to('cuda:0')
+      const transfer = x.transfer()
+      t.is(transfer.kind, 'token', 'device memory goes by token')
+      const worker = new Worker(
+        `const { parentPort } = require('node:worker_threads')
+        const { Tensor } = require(${JSON.stringify(join(root, 'dist', 'index.js'))})
+        parentPort.once('message', ({ transfer, disposeFirst }) => {
+          const y = Tensor.fromTransfer(transfer)
+          parentPort.postMessage({ pointer: y.dataPointer, device: y.__dlpack_device__(), values: Array.from(y.to('cpu').data) })
+          if (disposeFirst) y.dispose()
+          else globalThis.kept = y // released when the worker ends
+        })`,
+        { eval: true },
+      )
+      const exited = once(worker, 'exit')
+      worker.postMessage({ transfer, disposeFirst: workerDisposesFirst })
+      const [reply] = (await once(worker, 'message')) as [{ pointer: bigint; device: number[]; values: number[] }]
+      t.is(reply.pointer, x.dataPointer, 'the worker holds the same device memory')
+      t.deepEqual(reply.device, [2, 0])
+      t.deepEqual(reply.values, [1, 2, 3, 4])
+      if (workerDisposesFirst) {
+        await exited
+        await settled()
+        if (fake) t.is(control!.liveAllocations(), live + 1, 'the main thread still holds it')
+        x.dispose()
+      } else {
+        x.dispose()
+        await settled()
+        if (fake) t.is(control!.liveAllocations(), live + 1, 'the worker still holds it')
+        await exited
+      }
+      await settled()
+      if (fake) t.true(await gcUntil(() => control!.liveAllocations() === live), 'freed once the last holder let go')
+    }
+    t.is(releaseStats().errors, errors, 'no release failed')
+  })
+
   test.serial('a deleter called from a CUDA host function (where driver calls are not permitted) neither deadlocks nor leaks', async (t) => {
     await drainGarbage()
     await settled()
@@ -942,3 +987,24 @@ if (available) {
     p.destroyStream(s)
   })
 }
+
+// ---------------------------------------------------------------------------------------------
+// Conversions (lib/convert.ts): views are metadata only, so they work on device memory; the
+// host kernels refuse it.
+
+;(available ? test.serial : test.serial.skip)('permute views CUDA memory in place; contiguous copies and astype refuse it', (t) => {
+  const host = Tensor.from(new Float32Array(24).map((_, i) => i), [2, 3, 4])
+  const device = host.to('cuda:0')
+  const view = device.permute(2, 0, 1)
+  t.deepEqual(view.shape, [4, 2, 3])
+  t.deepEqual(view.strides, [1, 12, 4])
+  t.is(view.dataPointer, device.dataPointer)
+  t.is(String(view.device), 'cuda:0')
+  t.is(device.contiguous().dataPointer, device.dataPointer, 'already contiguous: shared')
+  throwsCode(t, () => view.contiguous(), 'ERR_DLPACK_NOT_CPU', BufferError)
+  throwsCode(t, () => device.astype('float64'), 'ERR_DLPACK_NOT_CPU', BufferError)
+  // Back on the host, the permuted view converts like any other.
+  const back = view.to('cpu').astype('float64')
+  t.deepEqual(Array.from(back.data).slice(0, 6), [0, 4, 8, 12, 16, 20])
+  for (const tensor of [host, device, view, back]) tensor.dispose()
+})

@@ -8,6 +8,7 @@
  * const back = fromDLPack(capsule)    // same memory, no copy
  * ```
  */
+export { type AstypeOptions, type PerChannel } from './convert'
 export { cuda } from './cuda'
 export { Device, type DeviceLike, toDevice } from './device'
 export {
@@ -80,3 +81,4 @@ export {
   Tensor,
   type ToOptions,
 } from './tensor'
+export { isTransfer, releaseTransfer, type SharedTransfer, type TensorTransfer, type TokenTransfer } from './transfer'

@@ -1,5 +1,6 @@
 import { MAX_VIEW_BYTES, native } from './native.js'
 import { Device, type DeviceLike, toDevice } from './device'
+import { type AstypeOptions, astypeArgs, permuteAxes, transposeAxes } from './convert'
 import { type DataArray, DLDeviceType, type DType, DTYPES, dtypeOfArray, isDType } from './dtype'
 import {
   type ArrowModule,
@@ -20,6 +21,7 @@ import {
   rethrow,
 } from './errors'
 import { DTYPE_ORDER, HOST_ACCESSIBLE_DEVICE_TYPES, INFO_BIT, INFO_SLOT, INFO_SLOTS } from './generated/facts'
+import { checkTransfer, claimToken, makeTransfer, type TensorTransfer } from './transfer'
 
 declare const capsuleBrand: unique symbol
 
@@ -62,6 +64,11 @@ export interface DLPackOptions {
 export interface CreateOptions {
   /** Where to allocate: `'cpu'` (default, V8 memory) or a CUDA device such as `'cuda:0'`. */
   device?: DeviceLike
+  /**
+   * Allocate the CPU tensor in a `SharedArrayBuffer` (zero-filled) instead of an `ArrayBuffer`,
+   * so that `transfer()` hands it to worker threads without a copy.
+   */
+  shared?: boolean
 }
 
 /** Options of `Tensor#getData`. */
@@ -462,13 +469,16 @@ export class Tensor<D extends DType = DType> {
     if (!Number.isSafeInteger(numel * itemsize) || negative) {
       throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `shape [${shape.join(', ')}] is too large or negative`)
     }
+    if (options?.shared === true && device.type !== DLDeviceType.CPU) {
+      throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `shared: true allocates CPU memory, not ${String(device)}`)
+    }
     if (device.type === DLDeviceType.CUDA) {
       return Tensor._fromHandle(call(() => native.cudaEmpty(dtype, shape as number[], device.id, zeroed))) as Tensor<D>
     }
     if (device.type !== DLDeviceType.CPU) {
       throw new BufferError('ERR_DLPACK_DEVICE', `cannot allocate tensors on ${String(device)} (cpu and cuda are supported)`)
     }
-    const buffer = new ArrayBuffer(numel * itemsize)
+    const buffer = options?.shared === true ? new SharedArrayBuffer(numel * itemsize) : new ArrayBuffer(numel * itemsize)
     return Tensor._fromHandle(wrapMemory(buffer, dtype, shape, undefined, 0, false)) as Tensor<D>
   }
 
@@ -483,6 +493,68 @@ export class Tensor<D extends DType = DType> {
     const target = toDevice(device)
     if (target.equals(this.device) && options?.copy !== true) return this._share()
     return Tensor._fromHandle(call(() => native.toDevice(handle, target.type, target.id))) as Tensor<D>
+  }
+
+  /**
+   * A view with dimension `i` being dimension `axes[i]` of this tensor (`permute(2, 0, 1)`
+   * turns HWC into CHW): zero-copy on any device, same memory and data pointer, only shape and
+   * strides change. `axes` name every dimension once; negative axes count from the end.
+   * `ERR_DLPACK_INVALID_ARGUMENT` otherwise. The view is a new Tensor: dispose it and this one
+   * independently.
+   */
+  permute(...axes: number[]): Tensor<D>
+  permute(axes: readonly number[]): Tensor<D>
+  permute(...args: (number | readonly number[])[]): Tensor<D> {
+    const handle = this.#live().handle
+    const axes = permuteAxes(args)
+    return Tensor._fromHandle(call(() => native.permuteHandle(handle, axes))) as Tensor<D>
+  }
+
+  /** A zero-copy view with dimensions `dim0` and `dim1` swapped (see `permute`). */
+  transpose(dim0: number, dim1: number): Tensor<D> {
+    return this.permute(transposeAxes(this.ndim, dim0, dim1))
+  }
+
+  /**
+   * This tensor in row-major order. Already contiguous: a new Tensor over the same memory (no
+   * copy, same data pointer, same read-only flag). Otherwise: a dense copy in V8 memory
+   * (zero-copy to export in every runtime, Electron included), writable. Host tensors only for
+   * the copy (`ERR_DLPACK_NOT_CPU`: call `.to('cpu')` first).
+   */
+  contiguous(): Tensor<D> {
+    const handle = this.#live().handle
+    if (this.isContiguous) return this._share()
+    return Tensor._fromHandle(call(() => native.contiguousHandle(handle))) as Tensor<D>
+  }
+
+  /**
+   * The elements converted to `dtype`, in a new dense row-major CPU tensor of the same shape
+   * (always a new tensor, even for the same dtype), or written into `options.out` (returned).
+   * Runs natively on host tensors (`ERR_DLPACK_NOT_CPU` for device memory) of bool, integer and
+   * real float dtypes (others: `ERR_DLPACK_INVALID_ARGUMENT`).
+   *
+   * The result is the plain JS loop's, bit for bit:
+   * - integer (or bool) to integer (or bool) with no options: the exact value, saturated to the
+   *   target's range (`int16` -3 → `uint8` 0, 300 → 255); bool targets get `value !== 0`;
+   * - otherwise each value as a JS number (float64; 64-bit integers past 2^53 round), then the
+   *   options given, in the order `* scale`, `+ offset`, `- mean`, `/ std` (each one float64
+   *   operation), then stored: float targets round to nearest, ties to even (as a
+   *   `Float32Array` store does); integer targets map NaN to 0, round to nearest with ties to
+   *   even and saturate (as a `Uint8ClampedArray` store does); bool targets get `v !== 0`.
+   *
+   * HWC uint8 image to normalised CHW float32:
+   * `img.permute(2, 0, 1).astype('float32', { scale: 1 / 255, mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225], axis: 0 })`.
+   */
+  astype<T extends DType>(dtype: T, options: AstypeOptions<Tensor<T>> = {}): Tensor<T> {
+    const handle = this.#live().handle
+    const { args } = astypeArgs(dtype, options)
+    const out = options.out
+    if (out !== undefined && !(out instanceof Tensor)) {
+      throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', 'out must be a Tensor')
+    }
+    args.out = out?._handle()
+    const result = call(() => native.astypeHandle(handle, dtype, args))
+    return out ?? (Tensor._fromHandle(result) as Tensor<T>)
   }
 
   /** Dimensions. */
@@ -722,6 +794,59 @@ export class Tensor<D extends DType = DType> {
     }
     const target = dlDevice === undefined || dlDevice === null ? undefined : toDevice(dlDevice)
     return call(() => native.exportCapsule(handle, copy, stream, maxMajor, target?.type, target?.id)) as DLPackCapsule
+  }
+
+  /**
+   * A plain object to `postMessage` to another thread (a `worker_threads` Worker), where
+   * `Tensor.fromTransfer()` rebuilds this tensor over the same memory: no copy. A tensor over a
+   * `SharedArrayBuffer` travels with its buffer; memory no JS thread owns (a native producer's,
+   * CUDA) travels as a token that one thread claims, once. This tensor stays usable; the memory
+   * is released when the last tensor on any thread lets go. A tensor over an `ArrayBuffer`
+   * throws `ERR_DLPACK_COPY_REQUIRED`: use `toShared()`. See README "Worker threads".
+   */
+  transfer(): TensorTransfer<D> {
+    const shared = this.#live()
+    const meta = this.#meta()
+    return makeTransfer({
+      handle: shared.handle,
+      dtype: meta.dtype,
+      shape: meta.shape,
+      strides: meta.strides,
+      viewOffset: meta.viewOffset,
+      viewLength: meta.viewLength,
+      readonly: meta.readonly,
+      device: [meta.deviceType, meta.deviceId],
+      view: () => this.getData({ allowReadOnly: true }),
+    }) as TensorTransfer<D>
+  }
+
+  /**
+   * This tensor over a `SharedArrayBuffer`, ready for `transfer()`: a new tensor sharing the
+   * memory when it is already shared, else a row-major copy into a new `SharedArrayBuffer` (the
+   * one copy; later writes to either are not seen by the other). Host tensors only.
+   */
+  toShared(): Tensor<D> {
+    const meta = this.#meta()
+    const host = meta.deviceType === DLDeviceType.CPU || meta.deviceType === DLDeviceType.CUDAHost || meta.deviceType === DLDeviceType.ROCMHost
+    if (host && isSharedArrayBuffer(this.getData({ allowReadOnly: true }).buffer)) return this._share()
+    const copy = Tensor.empty(meta.shape, meta.dtype as D, { shared: true })
+    const target = copy.getData()
+    call(() => native.copyHandleInto(this.#live().handle, new Uint8Array(target.buffer, target.byteOffset, target.byteLength)))
+    return copy
+  }
+
+  /**
+   * Rebuilds a tensor that another thread (or this one) sent with `transfer()`. Zero-copy: the
+   * same memory, at the same address. A token is claimed once: a second claim, a released token,
+   * or one whose sending thread ended first throws `ERR_DLPACK_TRANSFER_CLAIMED`.
+   */
+  static fromTransfer<D extends DType>(transfer: TensorTransfer<D>): Tensor<D> {
+    const checked = checkTransfer(transfer)
+    if (checked.kind === 'token') return Tensor._fromHandle(claimToken(checked)) as Tensor<D>
+    const bytes = new Uint8Array(checked.buffer, checked.byteOffset, checked.byteLength)
+    return Tensor._fromHandle(
+      wrapMemory(bytes, checked.dtype, checked.shape, checked.strides, checked.offset, checked.readonly),
+    ) as Tensor<D>
   }
 
   /** `[deviceType, deviceId]`, without exporting anything. */

@@ -69,6 +69,9 @@ pub enum ErrorKind {
   /// The memory is larger than the runtime's largest ArrayBuffer, so it cannot be viewed (or
   /// copied) as one; export still works, and windows of it can be viewed.
   TooLarge,
+  /// A transfer token (a tensor handed to another JS thread) that is not pending: claimed
+  /// already, released, or its sending thread ended before the claim.
+  TransferClaimed,
   /// (JS library adapters) An Arrow column with nulls, which a tensor cannot hold.
   Nulls,
   /// (JS library adapters) A library's element type with no DLPack dtype (ORT `string`, Arrow
@@ -110,6 +113,7 @@ impl ErrorKind {
       ErrorKind::Cuda => "ERR_CUDA",
       ErrorKind::Stream => "ERR_DLPACK_STREAM",
       ErrorKind::TooLarge => "ERR_DLPACK_TOO_LARGE",
+      ErrorKind::TransferClaimed => "ERR_DLPACK_TRANSFER_CLAIMED",
       ErrorKind::Nulls => "ERR_DLPACK_NULLS",
       ErrorKind::UnsupportedDtype => "ERR_DLPACK_UNSUPPORTED_DTYPE",
     }
@@ -118,7 +122,7 @@ impl ErrorKind {
 
 impl ErrorKind {
   /// Every kind, in declaration order (the error table of the README and of `lib/errors.ts`).
-  pub const ALL: [ErrorKind; 32] = [
+  pub const ALL: [ErrorKind; 33] = [
     ErrorKind::NullTensor,
     ErrorKind::Version,
     ErrorKind::Ndim,
@@ -149,6 +153,7 @@ impl ErrorKind {
     ErrorKind::Cuda,
     ErrorKind::Stream,
     ErrorKind::TooLarge,
+    ErrorKind::TransferClaimed,
     ErrorKind::Nulls,
     ErrorKind::UnsupportedDtype,
   ];
@@ -184,9 +189,10 @@ impl ErrorKind {
       | ErrorKind::TooLarge
       | ErrorKind::NoMemory
       | ErrorKind::Nulls => ErrorClass::Buffer,
-      ErrorKind::NotACapsule | ErrorKind::CapsuleConsumed | ErrorKind::CapsuleAbi => {
-        ErrorClass::Capsule
-      }
+      ErrorKind::NotACapsule
+      | ErrorKind::CapsuleConsumed
+      | ErrorKind::CapsuleAbi
+      | ErrorKind::TransferClaimed => ErrorClass::Capsule,
       ErrorKind::ReadOnly => ErrorClass::ReadOnly,
       ErrorKind::Disposed | ErrorKind::Detached => ErrorClass::Disposed,
       ErrorKind::CudaUnavailable | ErrorKind::Cuda => ErrorClass::Cuda,

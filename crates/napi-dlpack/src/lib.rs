@@ -6,6 +6,7 @@
 pub mod arg;
 #[cfg(feature = "napi")]
 pub mod capsule;
+pub mod convert;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod device;

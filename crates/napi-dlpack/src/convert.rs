@@ -1,0 +1,1112 @@
+//! Conversions of host tensors that users otherwise write element loops for: permuted views
+//! (metadata only), dense row-major copies of strided tensors, and dtype conversion with an
+//! optional per-channel affine step (`uint8` HWC image → `float32` CHW, normalised).
+//!
+//! Every conversion reads a [`Strided`] source (a validated layout over readable memory) and
+//! writes a dense row-major destination of the same shape.
+//!
+//! # The conversion formula
+//!
+//! Each element goes through one of two paths, chosen by the dtypes and options alone:
+//!
+//! * **exact integer path** — integer (or bool) source, integer (or bool) target, no
+//!   [`Affine`] step: the exact integer value, saturated to the target's range (`-3` → `uint8`
+//!   `0`, `300` → `255`); bool targets get `value != 0`.
+//! * **float64 path** — everything else: the value as a float64 (exact, except 64-bit integers
+//!   beyond 2^53, which round to nearest), then, in this order and only for the steps given,
+//!   `v = v * scale`, `v = v + offset`, `v = v - mean`, `v = v / std`, each one IEEE-754
+//!   float64 operation (no fused multiply-add), then `v` is stored in the target:
+//!   * float targets: rounded to nearest, ties to even (as a JS `Float32Array` store does);
+//!   * integer targets: NaN → 0, otherwise rounded to nearest with ties to even, then saturated
+//!     to the target's range (as a JS `Uint8ClampedArray` store does for `uint8`);
+//!   * bool: `v !== 0` (NaN → true).
+//!
+//! This is the plain JS loop `out[i] = ((x * scale + offset) - mean) / std` with `x` a JS
+//! number, bit for bit.
+
+use core::marker::PhantomData;
+
+use smallvec::SmallVec;
+
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::error::{DLPackError, ErrorKind};
+use crate::validation::layout_of;
+
+fn invalid(message: impl Into<String>) -> DLPackError {
+  DLPackError::new(ErrorKind::InvalidArgument, message)
+}
+
+/// Shape or strides of a view, inline up to 4 dimensions.
+pub type Dims = SmallVec<[i64; 4]>;
+
+/// The axis `axis` names in a tensor of `ndim` dimensions (negative counts from the end).
+pub fn normalize_axis(axis: i64, ndim: usize) -> Result<usize, DLPackError> {
+  let resolved = if axis < 0 { axis + ndim as i64 } else { axis };
+  if resolved < 0 || resolved >= ndim as i64 {
+    return Err(invalid(format!(
+      "axis {axis} is out of range for a tensor of {ndim} dimensions"
+    )));
+  }
+  Ok(resolved as usize)
+}
+
+/// Shape and strides of the view whose dimension `i` is dimension `axes[i]` of the input:
+/// metadata only, the elements stay where they are. `axes` must name every dimension exactly
+/// once (negative axes count from the end).
+pub fn permute(shape: &[i64], strides: &[i64], axes: &[i64]) -> Result<(Dims, Dims), DLPackError> {
+  let ndim = shape.len();
+  if axes.len() != ndim || strides.len() != ndim {
+    return Err(invalid(format!(
+      "permute needs {ndim} axes (one per dimension), got {}",
+      axes.len()
+    )));
+  }
+  let mut seen: SmallVec<[bool; 8]> = SmallVec::from_elem(false, ndim);
+  let mut new_shape = SmallVec::with_capacity(ndim);
+  let mut new_strides = SmallVec::with_capacity(ndim);
+  for &axis in axes {
+    let axis = normalize_axis(axis, ndim)?;
+    if core::mem::replace(&mut seen[axis], true) {
+      return Err(invalid(format!("axis {axis} is repeated in {axes:?}")));
+    }
+    new_shape.push(shape[axis]);
+    new_strides.push(strides[axis]);
+  }
+  Ok((new_shape, new_strides))
+}
+
+/// The dtypes [`convert`] reads and writes: bool, the integers and the real floats (float16
+/// and bfloat16 with the `half` feature). Complex and the fp8/fp6/fp4 formats are not.
+pub fn is_convertible(dtype: DType) -> bool {
+  let half = matches!(dtype, DType::Float16 | DType::BFloat16) && cfg!(feature = "half");
+  half
+    || matches!(
+      dtype,
+      DType::Bool
+        | DType::Int8
+        | DType::Int16
+        | DType::Int32
+        | DType::Int64
+        | DType::UInt8
+        | DType::UInt16
+        | DType::UInt32
+        | DType::UInt64
+        | DType::Float32
+        | DType::Float64
+    )
+}
+
+/// The elements of a host tensor: a layout over memory that stays readable for `'a`.
+#[derive(Debug, Clone, Copy)]
+pub struct Strided<'a> {
+  first: *const u8,
+  dtype: DType,
+  shape: &'a [i64],
+  strides: &'a [i64],
+  numel: usize,
+  _memory: PhantomData<&'a [u8]>,
+}
+
+impl<'a> Strided<'a> {
+  /// A source whose first element is `bytes[first_byte..]`, checked: every element must lie
+  /// inside `bytes`.
+  pub fn over_bytes(
+    bytes: &'a [u8],
+    first_byte: usize,
+    dtype: DType,
+    shape: &'a [i64],
+    strides: &'a [i64],
+  ) -> Result<Strided<'a>, DLPackError> {
+    let first = (bytes.as_ptr() as usize)
+      .checked_add(first_byte)
+      .ok_or_else(|| DLPackError::new(ErrorKind::Overflow, "first byte overflows"))?;
+    let layout = layout_of(dtype, Device::CPU, shape, Some(strides), first)?;
+    let itemsize = dtype.itemsize() as i64;
+    let low = first_byte as i64 + layout.min_offset() * itemsize;
+    let high = first_byte as i64 + (layout.max_offset() + 1) * itemsize;
+    if layout.numel() > 0 && (low < 0 || high > bytes.len() as i64) {
+      return Err(DLPackError::new(
+        ErrorKind::InvalidLayout,
+        format!(
+          "the tensor reaches bytes {low}..{high} of {} bytes",
+          bytes.len()
+        ),
+      ));
+    }
+    Ok(Strided {
+      // In bounds of `bytes` when there are elements; never read otherwise.
+      first: bytes.as_ptr().wrapping_add(first_byte),
+      dtype,
+      shape,
+      strides,
+      numel: layout.numel(),
+      _memory: PhantomData,
+    })
+  }
+
+  /// A source over raw memory.
+  ///
+  /// # Safety
+  /// `shape`/`strides` (in elements, one per dimension) must be a layout validated by
+  /// [`layout_of`], and every element they address from `first` must be host memory readable
+  /// for `'a` and not written by anyone else during the conversions that read it.
+  pub unsafe fn from_raw(
+    first: *const u8,
+    dtype: DType,
+    shape: &'a [i64],
+    strides: &'a [i64],
+  ) -> Strided<'a> {
+    let numel = shape.iter().map(|&dim| dim.max(0) as usize).product();
+    Strided {
+      first,
+      dtype,
+      shape,
+      strides,
+      numel,
+      _memory: PhantomData,
+    }
+  }
+
+  pub fn dtype(&self) -> DType {
+    self.dtype
+  }
+
+  pub fn numel(&self) -> usize {
+    self.numel
+  }
+
+  /// Bytes a dense row-major copy of the elements takes in `target`.
+  pub fn dense_bytes(&self, target: DType) -> usize {
+    self.numel * target.itemsize()
+  }
+
+  /// Address range `[start, end)` of the bytes the elements occupy (empty when there are none).
+  pub fn address_range(&self) -> (usize, usize) {
+    if self.numel == 0 {
+      return (0, 0);
+    }
+    let itemsize = self.dtype.itemsize() as i64;
+    let (mut low, mut high) = (0i64, 0i64);
+    for (&dim, &stride) in self.shape.iter().zip(self.strides) {
+      let reach = (dim - 1) * stride;
+      if reach < 0 {
+        low += reach;
+      } else {
+        high += reach;
+      }
+    }
+    let first = self.first as usize as i64;
+    (
+      (first + low * itemsize) as usize,
+      (first + (high + 1) * itemsize) as usize,
+    )
+  }
+}
+
+/// The optional affine step of [`convert`]: each entry is either one value (every element) or
+/// one value per index along `axis` of the source.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Affine {
+  pub scale: Option<Vec<f64>>,
+  pub offset: Option<Vec<f64>>,
+  pub mean: Option<Vec<f64>>,
+  pub std: Option<Vec<f64>>,
+  /// The source axis per-channel entries follow (needed only when one has more than one value).
+  pub axis: Option<usize>,
+}
+
+impl Affine {
+  pub fn is_identity(&self) -> bool {
+    self.scale.is_none() && self.offset.is_none() && self.mean.is_none() && self.std.is_none()
+  }
+
+  fn entries(&self) -> [(&'static str, Option<&Vec<f64>>); 4] {
+    [
+      ("scale", self.scale.as_ref()),
+      ("offset", self.offset.as_ref()),
+      ("mean", self.mean.as_ref()),
+      ("std", self.std.as_ref()),
+    ]
+  }
+
+  /// Checks the entries against the source shape; the number of channels (1 when every entry
+  /// is a single value) and the axis they follow.
+  fn channels(&self, shape: &[i64]) -> Result<(usize, Option<usize>), DLPackError> {
+    let mut channels = 1usize;
+    for (name, values) in self.entries() {
+      let Some(values) = values else { continue };
+      if values.is_empty() {
+        return Err(invalid(format!("{name} must have at least one value")));
+      }
+      if values.len() > 1 {
+        let Some(axis) = self.axis else {
+          return Err(invalid(format!(
+            "{name} has {} values: say which axis they follow with `axis`",
+            values.len()
+          )));
+        };
+        let extent = *shape.get(axis).ok_or_else(|| {
+          invalid(format!(
+            "axis {axis} is out of range for a tensor of {} dimensions",
+            shape.len()
+          ))
+        })?;
+        if values.len() as i64 != extent {
+          return Err(invalid(format!(
+            "{name} has {} values but axis {axis} has {extent} entries",
+            values.len()
+          )));
+        }
+        channels = values.len();
+      }
+    }
+    Ok((channels, if channels > 1 { self.axis } else { None }))
+  }
+
+  /// The steps for channel `channel`.
+  fn steps(&self, channel: usize) -> Steps {
+    let pick = |values: Option<&Vec<f64>>| {
+      values.map(|values| values[if values.len() == 1 { 0 } else { channel }])
+    };
+    Steps {
+      scale: pick(self.scale.as_ref()),
+      offset: pick(self.offset.as_ref()),
+      mean: pick(self.mean.as_ref()),
+      std: pick(self.std.as_ref()),
+    }
+  }
+}
+
+/// The affine steps of one channel.
+#[derive(Debug, Clone, Copy)]
+struct Steps {
+  scale: Option<f64>,
+  offset: Option<f64>,
+  mean: Option<f64>,
+  std: Option<f64>,
+}
+
+impl Steps {
+  /// The float64 formula of the module docs, one IEEE operation per step given.
+  #[inline(always)]
+  fn apply(&self, mut v: f64) -> f64 {
+    if let Some(scale) = self.scale {
+      v *= scale;
+    }
+    if let Some(offset) = self.offset {
+      v += offset;
+    }
+    if let Some(mean) = self.mean {
+      v -= mean;
+    }
+    if let Some(std) = self.std {
+      v /= std;
+    }
+    v
+  }
+}
+
+/// One element type as the conversions see it (read and written unaligned, by value).
+trait Scalar: Copy + 'static {
+  /// Whether the exact integer path applies to it (integers and bool).
+  const INTEGER: bool;
+  fn to_f64(self) -> f64;
+  /// The documented rounding and saturation of the float64 path.
+  fn from_f64(value: f64) -> Self;
+  /// Integers and bool: the exact value (floats: unused).
+  fn to_i128(self) -> i128;
+  /// Integers and bool: saturated (bool: `value != 0`).
+  fn from_i128(value: i128) -> Self;
+}
+
+/// A `bool` element as stored: one byte, any non-zero value reads as true.
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+struct BoolByte(u8);
+
+impl Scalar for BoolByte {
+  const INTEGER: bool = true;
+  fn to_f64(self) -> f64 {
+    f64::from(u8::from(self.0 != 0))
+  }
+  fn from_f64(value: f64) -> Self {
+    BoolByte(u8::from(value != 0.0))
+  }
+  fn to_i128(self) -> i128 {
+    i128::from(self.0 != 0)
+  }
+  fn from_i128(value: i128) -> Self {
+    BoolByte(u8::from(value != 0))
+  }
+}
+
+macro_rules! integer_scalar {
+  ($($ty:ty),*) => {$(
+    impl Scalar for $ty {
+      const INTEGER: bool = true;
+      #[inline(always)]
+      fn to_f64(self) -> f64 {
+        // Exact below 2^53; 64-bit values beyond round to nearest, as JS `Number(big)` does.
+        self as f64
+      }
+      #[inline(always)]
+      fn from_f64(value: f64) -> Self {
+        // `as` maps NaN to 0 and saturates; rounding first makes it round-to-nearest-even.
+        value.round_ties_even() as $ty
+      }
+      #[inline(always)]
+      fn to_i128(self) -> i128 {
+        self as i128
+      }
+      #[inline(always)]
+      fn from_i128(value: i128) -> Self {
+        value.clamp(<$ty>::MIN as i128, <$ty>::MAX as i128) as $ty
+      }
+    }
+  )*};
+}
+integer_scalar!(i8, i16, i32, i64, u8, u16, u32, u64);
+
+macro_rules! float_scalar {
+  ($($ty:ty: $to:expr, $from:expr);* $(;)?) => {$(
+    impl Scalar for $ty {
+      const INTEGER: bool = false;
+      #[inline(always)]
+      fn to_f64(self) -> f64 {
+        $to(self)
+      }
+      #[inline(always)]
+      fn from_f64(value: f64) -> Self {
+        $from(value)
+      }
+      fn to_i128(self) -> i128 {
+        unreachable!("float elements never take the exact integer path")
+      }
+      fn from_i128(_value: i128) -> Self {
+        unreachable!("float elements never take the exact integer path")
+      }
+    }
+  )*};
+}
+float_scalar!(
+  f32: f64::from, |value: f64| value as f32;
+  f64: |value: f64| value, |value: f64| value;
+);
+#[cfg(feature = "half")]
+float_scalar!(
+  half::f16: f64::from, half::f16::from_f64;
+  half::bf16: f64::from, half::bf16::from_f64;
+);
+
+/// The source's dimensions after dropping size-1 dimensions and merging neighbours that are
+/// laid out as one (the destination is row-major, so only the source decides), keeping the
+/// channel axis, when there is one, a dimension of its own.
+struct Rows {
+  shape: SmallVec<[usize; 8]>,
+  strides: SmallVec<[i64; 8]>,
+  /// Index in `shape` of the channel dimension.
+  channel_dim: Option<usize>,
+}
+
+impl Rows {
+  fn of(shape: &[i64], strides: &[i64], channel_axis: Option<usize>) -> Rows {
+    let mut rows = Rows {
+      shape: SmallVec::new(),
+      strides: SmallVec::new(),
+      channel_dim: None,
+    };
+    let mut last_is_channel = false;
+    for (axis, (&dim, &stride)) in shape.iter().zip(strides).enumerate() {
+      let is_channel = channel_axis == Some(axis);
+      if dim == 1 && !is_channel {
+        continue;
+      }
+      let dim = dim as usize;
+      let mergeable = !is_channel && !last_is_channel && !rows.shape.is_empty();
+      match (rows.shape.last_mut(), rows.strides.last_mut()) {
+        (Some(outer), Some(outer_stride)) if mergeable && *outer_stride == stride * dim as i64 => {
+          *outer *= dim;
+          *outer_stride = stride;
+        }
+        _ => {
+          if is_channel {
+            rows.channel_dim = Some(rows.shape.len());
+          }
+          rows.shape.push(dim);
+          rows.strides.push(stride);
+        }
+      }
+      last_is_channel = is_channel;
+    }
+    if rows.shape.is_empty() {
+      rows.shape.push(1);
+      rows.strides.push(0);
+    }
+    rows
+  }
+
+  /// Calls `row(source offset of the row's first element (elements), destination index of it,
+  /// channel of the row (`None`: the channel is the row's own index))` for each row of the
+  /// last dimension, in row-major order. The row has `shape[last]` elements `stride[last]`
+  /// apart.
+  fn for_each(&self, mut row: impl FnMut(i64, usize, Option<usize>)) {
+    let ndim = self.shape.len();
+    let outer = ndim - 1;
+    let row_len = self.shape[outer];
+    let rows: usize = self.shape[..outer].iter().product();
+    let mut index: SmallVec<[usize; 8]> = SmallVec::from_elem(0, outer);
+    let mut offset = 0i64;
+    for number in 0..rows {
+      let channel = match self.channel_dim {
+        Some(dim) if dim < outer => Some(index[dim]),
+        Some(_) => None,
+        None => Some(0),
+      };
+      row(offset, number * row_len, channel);
+      // Odometer over the outer dimensions; every partial offset is an element's offset.
+      for axis in (0..outer).rev() {
+        if index[axis] + 1 < self.shape[axis] {
+          index[axis] += 1;
+          offset += self.strides[axis];
+          break;
+        }
+        offset -= self.strides[axis] * index[axis] as i64;
+        index[axis] = 0;
+      }
+    }
+  }
+}
+
+fn check_out(source: &Strided<'_>, target: DType, out: &[u8]) -> Result<(), DLPackError> {
+  let needed = source.dense_bytes(target);
+  if out.len() != needed {
+    return Err(invalid(format!(
+      "the destination holds {} bytes, the conversion writes {needed}",
+      out.len()
+    )));
+  }
+  let (start, end) = source.address_range();
+  let out_start = out.as_ptr() as usize;
+  if start < end && out_start < end && start < out_start + out.len() {
+    return Err(invalid("the destination overlaps the source"));
+  }
+  Ok(())
+}
+
+/// Copies the elements of `source` into `out` (`numel * itemsize` bytes) in row-major order.
+pub fn copy_dense(source: &Strided<'_>, out: &mut [u8]) -> Result<(), DLPackError> {
+  check_out(source, source.dtype, out)?;
+  if source.numel == 0 {
+    return Ok(());
+  }
+  match source.dtype.itemsize() {
+    1 => copy_rows::<[u8; 1]>(source, out),
+    2 => copy_rows::<[u8; 2]>(source, out),
+    4 => copy_rows::<[u8; 4]>(source, out),
+    8 => copy_rows::<[u8; 8]>(source, out),
+    16 => copy_rows::<[u8; 16]>(source, out),
+    other => unreachable!("no dtype is {other} bytes wide"),
+  }
+  Ok(())
+}
+
+fn copy_rows<E: Copy>(source: &Strided<'_>, out: &mut [u8]) {
+  let rows = Rows::of(source.shape, source.strides, None);
+  let row_len = rows.shape[rows.shape.len() - 1];
+  let stride = rows.strides[rows.strides.len() - 1] as isize;
+  let first = source.first.cast::<E>();
+  let destination = out.as_mut_ptr().cast::<E>();
+  rows.for_each(|offset, at, _| {
+    // SAFETY: `offset` is the offset of an element of the validated source layout (Strided's
+    // contract), the row's elements are `stride` apart inside it, and the destination holds
+    // `numel` elements (check_out), `at + row_len` of them at most.
+    unsafe {
+      let row = first.offset(offset as isize);
+      let out_row = destination.add(at);
+      if stride == 1 {
+        core::ptr::copy_nonoverlapping(
+          row.cast::<u8>(),
+          out_row.cast::<u8>(),
+          row_len * size_of::<E>(),
+        );
+      } else {
+        for i in 0..row_len {
+          out_row
+            .add(i)
+            .write_unaligned(row.offset(i as isize * stride).read_unaligned());
+        }
+      }
+    }
+  });
+}
+
+/// Writes the elements of `source` converted to `target` (see the module docs for the formula)
+/// into `out`, dense and row-major (`numel * target.itemsize()` bytes, not overlapping the
+/// source). `ERR_DLPACK_INVALID_ARGUMENT` for dtypes [`is_convertible`] refuses, a badly sized
+/// or overlapping `out`, and affine entries that do not match the source's shape.
+pub fn convert(
+  source: &Strided<'_>,
+  target: DType,
+  affine: &Affine,
+  out: &mut [u8],
+) -> Result<(), DLPackError> {
+  for dtype in [source.dtype, target] {
+    if !is_convertible(dtype) {
+      return Err(invalid(format!(
+        "astype converts bool, integer and real float dtypes, not {dtype}"
+      )));
+    }
+  }
+  let (channels, axis) = affine.channels(source.shape)?;
+  check_out(source, target, out)?;
+  if source.numel == 0 {
+    return Ok(());
+  }
+  let plan = Plan {
+    source,
+    affine,
+    channels,
+    rows: Rows::of(source.shape, source.strides, axis),
+  };
+  dispatch_source(&plan, target, out);
+  Ok(())
+}
+
+/// What one conversion needs besides the element types.
+struct Plan<'p, 'a> {
+  source: &'p Strided<'a>,
+  affine: &'p Affine,
+  channels: usize,
+  rows: Rows,
+}
+
+fn dispatch_source(plan: &Plan<'_, '_>, target: DType, out: &mut [u8]) {
+  match plan.source.dtype {
+    DType::Bool => dispatch_target::<BoolByte>(plan, target, out),
+    DType::Int8 => dispatch_target::<i8>(plan, target, out),
+    DType::Int16 => dispatch_target::<i16>(plan, target, out),
+    DType::Int32 => dispatch_target::<i32>(plan, target, out),
+    DType::Int64 => dispatch_target::<i64>(plan, target, out),
+    DType::UInt8 => dispatch_target::<u8>(plan, target, out),
+    DType::UInt16 => dispatch_target::<u16>(plan, target, out),
+    DType::UInt32 => dispatch_target::<u32>(plan, target, out),
+    DType::UInt64 => dispatch_target::<u64>(plan, target, out),
+    DType::Float32 => dispatch_target::<f32>(plan, target, out),
+    DType::Float64 => dispatch_target::<f64>(plan, target, out),
+    #[cfg(feature = "half")]
+    DType::Float16 => dispatch_target::<half::f16>(plan, target, out),
+    #[cfg(feature = "half")]
+    DType::BFloat16 => dispatch_target::<half::bf16>(plan, target, out),
+    other => unreachable!("{other} was refused by is_convertible"),
+  }
+}
+
+fn dispatch_target<S: Scalar>(plan: &Plan<'_, '_>, target: DType, out: &mut [u8]) {
+  match target {
+    DType::Bool => run::<S, BoolByte>(plan, out),
+    DType::Int8 => run::<S, i8>(plan, out),
+    DType::Int16 => run::<S, i16>(plan, out),
+    DType::Int32 => run::<S, i32>(plan, out),
+    DType::Int64 => run::<S, i64>(plan, out),
+    DType::UInt8 => run::<S, u8>(plan, out),
+    DType::UInt16 => run::<S, u16>(plan, out),
+    DType::UInt32 => run::<S, u32>(plan, out),
+    DType::UInt64 => run::<S, u64>(plan, out),
+    DType::Float32 => run::<S, f32>(plan, out),
+    DType::Float64 => run::<S, f64>(plan, out),
+    #[cfg(feature = "half")]
+    DType::Float16 => run::<S, half::f16>(plan, out),
+    #[cfg(feature = "half")]
+    DType::BFloat16 => run::<S, half::bf16>(plan, out),
+    other => unreachable!("{other} was refused by is_convertible"),
+  }
+}
+
+/// One element, by the path the module docs define.
+#[inline(always)]
+fn convert_one<S: Scalar, D: Scalar>(value: S, steps: &Steps, exact_integers: bool) -> D {
+  if exact_integers {
+    D::from_i128(value.to_i128())
+  } else {
+    D::from_f64(steps.apply(value.to_f64()))
+  }
+}
+
+/// Sources with at most this many channels of one-byte elements go through a lookup table.
+const MAX_TABLE_CHANNELS: usize = 64;
+
+fn run<S: Scalar, D: Scalar>(plan: &Plan<'_, '_>, out: &mut [u8]) {
+  let exact_integers = S::INTEGER && D::INTEGER && plan.affine.is_identity();
+  let steps: SmallVec<[Steps; 4]> = (0..plan.channels)
+    .map(|channel| plan.affine.steps(channel))
+    .collect();
+  let rows = &plan.rows;
+  let row_len = rows.shape[rows.shape.len() - 1];
+  let stride = rows.strides[rows.strides.len() - 1] as isize;
+  let first = plan.source.first.cast::<S>();
+  let destination = out.as_mut_ptr().cast::<D>();
+  // One-byte sources take 256 values: convert each once per channel (with the same function,
+  // so the results are identical) and look the elements up.
+  let table: Option<Vec<D>> = (size_of::<S>() == 1
+    && plan.channels <= MAX_TABLE_CHANNELS
+    && plan.source.numel >= 4 * 256 * plan.channels)
+    .then(|| {
+      (0..plan.channels * 256)
+        .map(|entry| {
+          let byte = [(entry % 256) as u8];
+          // SAFETY: S is one byte wide and every bit pattern is a valid S (u8, i8, BoolByte).
+          let value = unsafe { byte.as_ptr().cast::<S>().read() };
+          convert_one::<S, D>(value, &steps[entry / 256], exact_integers)
+        })
+        .collect()
+    });
+  if let Some(table) = &table {
+    if lookup_pixels(table, rows, first.cast::<u8>(), destination) {
+      return;
+    }
+  }
+  rows.for_each(|offset, at, channel| {
+    // The pointer arithmetic and accesses below are in bounds: `offset` is the offset of an
+    // element of the validated source layout (Strided's contract) and the row's `row_len`
+    // elements are `stride` apart inside it; the destination holds `numel` elements of D
+    // (check_out), of which this row writes `at..at + row_len`.
+    // SAFETY: see above.
+    let row = unsafe { first.offset(offset as isize) };
+    // SAFETY: see above.
+    let out_row = unsafe { destination.add(at) };
+    match (&table, channel) {
+      (Some(table), Some(channel)) => {
+        let lookup = &table[channel * 256..channel * 256 + 256];
+        for i in 0..row_len {
+          // SAFETY: see above; one-byte elements.
+          let byte = unsafe { row.offset(i as isize * stride).cast::<u8>().read() };
+          // SAFETY: see above.
+          unsafe { out_row.add(i).write_unaligned(lookup[usize::from(byte)]) };
+        }
+      }
+      (Some(table), None) => {
+        for i in 0..row_len {
+          // SAFETY: see above; the row is the channel dimension, so `i < channels`.
+          let byte = unsafe { row.offset(i as isize * stride).cast::<u8>().read() };
+          // SAFETY: see above.
+          unsafe {
+            out_row
+              .add(i)
+              .write_unaligned(table[i * 256 + usize::from(byte)])
+          };
+        }
+      }
+      (None, channel) => {
+        let fixed = steps[channel.unwrap_or(0)];
+        for i in 0..row_len {
+          let steps = if channel.is_some() { &fixed } else { &steps[i] };
+          // SAFETY: see above.
+          let value = unsafe { row.offset(i as isize * stride).read_unaligned() };
+          // SAFETY: see above.
+          unsafe {
+            out_row
+              .add(i)
+              .write_unaligned(convert_one::<S, D>(value, steps, exact_integers))
+          };
+        }
+      }
+    }
+  });
+}
+
+/// Images: two dimensions after merging, one of them a few channels (HWC, or its CHW view).
+/// Walks the source once in pixel order, looking each pixel's channels up, instead of one pass
+/// over the whole source per channel (or one short row per pixel). `false` (nothing written)
+/// for other shapes.
+fn lookup_pixels<D: Scalar>(
+  table: &[D],
+  rows: &Rows,
+  first: *const u8,
+  destination: *mut D,
+) -> bool {
+  match (rows.shape.len(), rows.channel_dim, rows.shape.as_slice()) {
+    (2, Some(dim), shape) if shape[dim] == 3 => {
+      lookup_pixels_of::<D, 3>(table, rows, dim, first, destination)
+    }
+    (2, Some(dim), shape) if shape[dim] == 4 => {
+      lookup_pixels_of::<D, 4>(table, rows, dim, first, destination)
+    }
+    _ => return false,
+  }
+  true
+}
+
+fn lookup_pixels_of<D: Scalar, const C: usize>(
+  table: &[D],
+  rows: &Rows,
+  channel_dim: usize,
+  first: *const u8,
+  destination: *mut D,
+) {
+  // One 256-entry table per channel (the table holds C * 256 entries): indexing with a byte
+  // needs no bounds check.
+  let lookups: [&[D; 256]; C] = core::array::from_fn(|c| {
+    table[c * 256..c * 256 + 256]
+      .try_into()
+      .expect("the table holds 256 entries per channel")
+  });
+  let pixel_dim = 1 - channel_dim;
+  let pixels = rows.shape[pixel_dim];
+  let pixel_stride = rows.strides[pixel_dim] as isize;
+  let channel_stride = rows.strides[channel_dim] as isize;
+  // The destination is row-major over the two dimensions.
+  let (out_pixel, out_channel) = if channel_dim == 0 {
+    (1, pixels)
+  } else {
+    (C, 1)
+  };
+  for p in 0..pixels {
+    // In bounds: pixel `p` and channel `c` name an element of the validated source layout
+    // (Strided's contract); the destination holds the `C * pixels` elements (check_out).
+    // SAFETY: see above.
+    let source = unsafe { first.offset(p as isize * pixel_stride) };
+    // SAFETY: see above.
+    let out = unsafe { destination.add(p * out_pixel) };
+    for (c, lookup) in lookups.iter().enumerate() {
+      // SAFETY: see above; one-byte elements.
+      let byte = unsafe { source.offset(c as isize * channel_stride).read() };
+      // SAFETY: see above.
+      unsafe {
+        out
+          .add(c * out_channel)
+          .write_unaligned(lookup[usize::from(byte)])
+      };
+    }
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  fn strides_of(shape: &[i64]) -> Vec<i64> {
+    crate::validation::contiguous_strides(shape)
+      .unwrap()
+      .to_vec()
+  }
+
+  #[test]
+  fn permute_moves_shape_and_strides_together() {
+    let (shape, strides) = permute(&[4, 5, 3], &[15, 3, 1], &[2, 0, 1]).unwrap();
+    assert_eq!(shape.as_slice(), [3, 4, 5]);
+    assert_eq!(strides.as_slice(), [1, 15, 3]);
+    let (shape, strides) = permute(&[4, 5, 3], &[15, 3, 1], &[-1, 0, -2]).unwrap();
+    assert_eq!(
+      (shape.as_slice(), strides.as_slice()),
+      ([3, 4, 5].as_slice(), [1, 15, 3].as_slice())
+    );
+  }
+
+  #[test]
+  fn permute_refuses_bad_axes() {
+    for axes in [
+      &[0, 1][..],
+      &[0, 1, 1],
+      &[0, 1, 3],
+      &[0, 1, -4],
+      &[0, 1, 2, 3],
+    ] {
+      let error = permute(&[2, 3, 4], &[12, 4, 1], axes).unwrap_err();
+      assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{axes:?}");
+    }
+  }
+
+  /// The reference: row-major walk with the documented formula written out longhand.
+  fn reference_offsets(shape: &[i64], strides: &[i64]) -> Vec<i64> {
+    let numel: i64 = shape.iter().product();
+    (0..numel)
+      .map(|mut linear| {
+        let mut offset = 0;
+        for axis in (0..shape.len()).rev() {
+          offset += (linear % shape[axis]) * strides[axis];
+          linear /= shape[axis];
+        }
+        offset
+      })
+      .collect()
+  }
+
+  #[test]
+  fn copy_dense_of_permuted_and_negative_strides() {
+    let data: Vec<u16> = (0..120).collect();
+    let bytes: Vec<u8> = data.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let cases: [(&[i64], &[i64], usize); 5] = [
+      (&[3, 4, 5], &[1, 15, 3], 0),
+      (&[4, 5, 3], &[15, 3, 1], 0),
+      (&[5, 4], &[-3, 15], 12 + 3),
+      (&[2, 3, 1, 4], &[60, 20, 999, 5], 0),
+      (&[6, 2], &[0, 1], 7),
+    ];
+    for (shape, strides, first) in cases {
+      let source = Strided::over_bytes(&bytes, first * 2, DType::UInt16, shape, strides).unwrap();
+      let mut out = vec![0u8; source.dense_bytes(DType::UInt16)];
+      copy_dense(&source, &mut out).unwrap();
+      let got: Vec<u16> = out
+        .chunks(2)
+        .map(|c| u16::from_ne_bytes([c[0], c[1]]))
+        .collect();
+      let want: Vec<u16> = reference_offsets(shape, strides)
+        .iter()
+        .map(|&o| data[(first as i64 + o) as usize])
+        .collect();
+      assert_eq!(got, want, "{shape:?} {strides:?}");
+    }
+  }
+
+  #[test]
+  fn sources_outside_the_bytes_are_refused() {
+    let bytes = [0u8; 16];
+    assert!(Strided::over_bytes(&bytes, 0, DType::Float32, &[5], &[1]).is_err());
+    assert!(Strided::over_bytes(&bytes, 4, DType::Float32, &[2], &[-2]).is_err());
+    assert!(Strided::over_bytes(&bytes, 4, DType::Float32, &[2], &[-1]).is_ok());
+  }
+
+  fn f32s(out: &[u8]) -> Vec<f32> {
+    out
+      .chunks(4)
+      .map(|c| f32::from_ne_bytes(c.try_into().unwrap()))
+      .collect()
+  }
+
+  /// HWC uint8 → CHW float32, (x / 255 - mean) / std per channel, against the formula
+  /// evaluated element by element (with and without the lookup table).
+  #[test]
+  fn hwc_uint8_to_chw_float32_normalised() {
+    for (h, w) in [(2, 3), (40, 37)] {
+      let pixels: Vec<u8> = (0..h * w * 3).map(|i| (i * 37 % 256) as u8).collect();
+      let (shape, strides) = permute(&[h, w, 3], &strides_of(&[h, w, 3]), &[2, 0, 1]).unwrap();
+      let source = Strided::over_bytes(&pixels, 0, DType::UInt8, &shape, &strides).unwrap();
+      let mean = [0.485, 0.456, 0.406];
+      let std = [0.229, 0.224, 0.225];
+      let affine = Affine {
+        scale: Some(vec![1.0 / 255.0]),
+        mean: Some(mean.to_vec()),
+        std: Some(std.to_vec()),
+        axis: Some(0),
+        ..Affine::default()
+      };
+      let mut out = vec![0u8; source.dense_bytes(DType::Float32)];
+      convert(&source, DType::Float32, &affine, &mut out).unwrap();
+      let mut want = Vec::new();
+      for c in 0..3 {
+        for y in 0..h {
+          for x in 0..w {
+            let v = f64::from(pixels[((y * w + x) * 3 + c) as usize]);
+            want.push((((v * (1.0 / 255.0)) - mean[c as usize]) / std[c as usize]) as f32);
+          }
+        }
+      }
+      let got = f32s(&out);
+      assert_eq!(
+        got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        want.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+      );
+    }
+  }
+
+  /// The channel as the innermost dimension (HWC normalised in place order), table and no table.
+  #[test]
+  fn channel_as_the_last_axis() {
+    for pixels_count in [4usize, 1100] {
+      let pixels: Vec<u8> = (0..pixels_count * 3)
+        .map(|i| (i * 91 % 256) as u8)
+        .collect();
+      let shape = [pixels_count as i64, 3];
+      let strides = [3, 1];
+      let source = Strided::over_bytes(&pixels, 0, DType::UInt8, &shape, &strides).unwrap();
+      let affine = Affine {
+        scale: Some(vec![0.5, 2.0, -1.0]),
+        offset: Some(vec![1.0]),
+        axis: Some(1),
+        ..Affine::default()
+      };
+      let mut out = vec![0u8; source.dense_bytes(DType::Float32)];
+      convert(&source, DType::Float32, &affine, &mut out).unwrap();
+      let scale = [0.5, 2.0, -1.0];
+      let want: Vec<f32> = pixels
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| (f64::from(p) * scale[i % 3] + 1.0) as f32)
+        .collect();
+      assert_eq!(f32s(&out), want);
+    }
+  }
+
+  fn convert_values<S: Copy, D: Copy + Default>(
+    values: &[S],
+    source: DType,
+    target: DType,
+    affine: &Affine,
+  ) -> Vec<D> {
+    // SAFETY: plain numeric slices viewed as bytes.
+    let bytes =
+      unsafe { core::slice::from_raw_parts(values.as_ptr().cast::<u8>(), size_of_val(values)) };
+    let shape = [values.len() as i64];
+    let source = Strided::over_bytes(bytes, 0, source, &shape, &[1]).unwrap();
+    let mut out = vec![D::default(); values.len()];
+    // SAFETY: as above.
+    let out_bytes = unsafe {
+      core::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), size_of_val(out.as_slice()))
+    };
+    convert(&source, target, affine, out_bytes).unwrap();
+    out
+  }
+
+  #[test]
+  fn integer_targets_round_half_to_even_and_saturate() {
+    let values = [
+      -1.5f64,
+      -0.5,
+      0.5,
+      1.5,
+      2.5,
+      254.5,
+      255.5,
+      300.0,
+      f64::NAN,
+      f64::INFINITY,
+      f64::NEG_INFINITY,
+      -0.0,
+    ];
+    let got: Vec<u8> = convert_values(&values, DType::Float64, DType::UInt8, &Affine::default());
+    assert_eq!(got, [0, 0, 0, 2, 2, 254, 255, 255, 0, 255, 0, 0]);
+    let got: Vec<i8> = convert_values(&values, DType::Float64, DType::Int8, &Affine::default());
+    assert_eq!(got, [-2, 0, 0, 2, 2, 127, 127, 127, 0, 127, -128, 0]);
+    let big = [i64::MAX, i64::MIN, 1 << 53, (1 << 53) + 1];
+    let got: Vec<u64> = convert_values(&big, DType::Int64, DType::UInt64, &Affine::default());
+    assert_eq!(
+      got,
+      [i64::MAX as u64, 0, 1 << 53, (1 << 53) + 1],
+      "exact integer path"
+    );
+    let got: Vec<i16> = convert_values(
+      &[-40000i32, 40000, 7],
+      DType::Int32,
+      DType::Int16,
+      &Affine::default(),
+    );
+    assert_eq!(got, [i16::MIN, i16::MAX, 7]);
+    let got: Vec<u8> = convert_values(
+      &[0u8, 1, 2, 255],
+      DType::UInt8,
+      DType::Bool,
+      &Affine::default(),
+    );
+    assert_eq!(got, [0, 1, 1, 1]);
+  }
+
+  #[test]
+  fn float_targets_keep_negative_zero_and_go_through_float64() {
+    let got: Vec<f32> = convert_values(
+      &[-0.0f64, 1e300, 0.1],
+      DType::Float64,
+      DType::Float32,
+      &Affine::default(),
+    );
+    assert_eq!(got[0].to_bits(), (-0.0f32).to_bits());
+    assert_eq!(got[1], f32::INFINITY);
+    assert_eq!(got[2], 0.1f32);
+    // int64 → float32 through float64, as `Math.fround(Number(big))`: 2^60 + 2^36 + 1 rounds
+    // to 2^60 + 2^36 in float64, which ties to even (2^60) in float32.
+    let tie = (1i64 << 60) + (1 << 36) + 1;
+    let got: Vec<f32> = convert_values(&[tie], DType::Int64, DType::Float32, &Affine::default());
+    assert_eq!(got[0], ((tie as f64) as f32));
+  }
+
+  #[cfg(feature = "half")]
+  #[test]
+  fn half_floats_round_once_from_float64() {
+    let values = [1.0f64 / 3.0, 65520.0, -0.0, 1e-8, 300.5];
+    let got: Vec<half::f16> =
+      convert_values(&values, DType::Float64, DType::Float16, &Affine::default());
+    let want: Vec<half::f16> = values.iter().map(|&v| half::f16::from_f64(v)).collect();
+    assert_eq!(
+      got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+      want.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+    );
+    assert!(
+      got[1].is_infinite(),
+      "65520 rounds up to infinity in float16"
+    );
+    let bytes = [0u8, 128, 255];
+    let affine = Affine {
+      scale: Some(vec![1.0 / 255.0]),
+      ..Affine::default()
+    };
+    let got: Vec<half::bf16> = convert_values(&bytes, DType::UInt8, DType::BFloat16, &affine);
+    let want: Vec<half::bf16> = bytes
+      .iter()
+      .map(|&b| half::bf16::from_f64(f64::from(b) * (1.0 / 255.0)))
+      .collect();
+    assert_eq!(got, want);
+    let back: Vec<u8> = convert_values(
+      &want,
+      DType::BFloat16,
+      DType::UInt8,
+      &Affine {
+        scale: Some(vec![255.0]),
+        ..Affine::default()
+      },
+    );
+    assert_eq!(back, [0, 128, 255]);
+  }
+
+  #[test]
+  fn affine_entries_are_checked() {
+    let values = [1u8, 2, 3, 4];
+    let bytes = &values[..];
+    let shape = [2, 2];
+    let source = Strided::over_bytes(bytes, 0, DType::UInt8, &shape, &[2, 1]).unwrap();
+    let mut out = vec![0u8; 16];
+    let cases = [
+      Affine {
+        scale: Some(vec![1.0, 2.0]),
+        ..Affine::default()
+      },
+      Affine {
+        scale: Some(vec![1.0, 2.0, 3.0]),
+        axis: Some(1),
+        ..Affine::default()
+      },
+      Affine {
+        scale: Some(vec![]),
+        ..Affine::default()
+      },
+      Affine {
+        std: Some(vec![1.0, 2.0]),
+        axis: Some(2),
+        ..Affine::default()
+      },
+    ];
+    for affine in cases {
+      let error = convert(&source, DType::Float32, &affine, &mut out).unwrap_err();
+      assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{affine:?}");
+    }
+    let error = convert(&source, DType::Complex64, &Affine::default(), &mut out).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument);
+    let error = convert(&source, DType::Float32, &Affine::default(), &mut out[..12]).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument);
+  }
+
+  #[test]
+  fn an_overlapping_destination_is_refused() {
+    let mut buffer = [0u8; 16];
+    let pointer = buffer.as_mut_ptr();
+    let shape = [4];
+    let strides = [1];
+    // SAFETY: the four bytes are readable for the test.
+    let source = unsafe { Strided::from_raw(pointer, DType::UInt8, &shape, &strides) };
+    // SAFETY: bytes 2..6 of the same buffer, overlapping the source.
+    let out = unsafe { core::slice::from_raw_parts_mut(pointer.add(2), 4) };
+    assert_eq!(
+      copy_dense(&source, out).unwrap_err().kind(),
+      ErrorKind::InvalidArgument
+    );
+  }
+}

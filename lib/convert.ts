@@ -1,0 +1,87 @@
+/**
+ * Argument checking for the layout and dtype conversions of `Tensor` (`permute`, `transpose`,
+ * `contiguous`, `astype`). The kernels are native (`napi_dlpack::convert`, bound in
+ * src/convert.rs); the exact formula is documented on `Tensor#astype` and in the README.
+ */
+import { type DType, isDType } from './dtype'
+import { DLPackTypeError } from './errors'
+import type { AstypeArgs } from '../index.js'
+
+/** One value for every element, or one per index along `axis`. */
+export type PerChannel = number | readonly number[]
+
+/**
+ * Options of `Tensor#astype`. The steps given are applied in this order, each as one float64
+ * operation: `v = x * scale`, `v = v + offset`, `v = v - mean`, `v = v / std`; then `v` is
+ * stored in the target dtype (see `Tensor#astype` for rounding and saturation).
+ */
+export interface AstypeOptions<Out = unknown> {
+  scale?: PerChannel
+  offset?: PerChannel
+  /** Subtracted after `scale` and `offset` (ImageNet-style normalisation). */
+  mean?: PerChannel
+  /** Divided by last. */
+  std?: PerChannel
+  /** The axis of the source that per-channel arrays follow (negative counts from the end). Required when one is an array of more than one value. */
+  axis?: number
+  /**
+   * Write into this tensor instead of allocating one (contiguous, writable, on the host, of the
+   * target dtype and the source's shape, not overlapping the source); `astype` returns it.
+   */
+  out?: Out
+}
+
+function invalid(message: string): DLPackTypeError {
+  return new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', message)
+}
+
+function checkInteger(value: unknown, what: string): number {
+  if (!Number.isSafeInteger(value)) throw invalid(`${what} must be an integer, got ${String(value)}`)
+  return value as number
+}
+
+/** The axes of `permute(...axes)` or `permute([...axes])`, checked to be integers. */
+export function permuteAxes(args: readonly (number | readonly number[])[]): number[] {
+  const axes = args.length === 1 && Array.isArray(args[0]) ? (args[0] as readonly number[]) : args
+  return axes.map((axis) => checkInteger(axis, 'an axis'))
+}
+
+/** The axes of `transpose(dim0, dim1)` as a permutation of `ndim` dimensions. */
+export function transposeAxes(ndim: number, dim0: number, dim1: number): number[] {
+  const resolve = (dim: unknown): number => {
+    const axis = checkInteger(dim, 'a transpose dimension')
+    const resolved = axis < 0 ? axis + ndim : axis
+    if (resolved < 0 || resolved >= ndim) {
+      throw invalid(`dimension ${axis} is out of range for a tensor of ${ndim} dimensions`)
+    }
+    return resolved
+  }
+  const [a, b] = [resolve(dim0), resolve(dim1)]
+  const axes = Array.from({ length: ndim }, (_, i) => i)
+  axes[a] = b
+  axes[b] = a
+  return axes
+}
+
+function perChannel(value: unknown, name: string): number[] | undefined {
+  if (value === undefined) return undefined
+  const values = typeof value === 'number' ? [value] : value
+  if (!Array.isArray(values) || !values.every((v) => typeof v === 'number')) {
+    throw invalid(`${name} must be a number or an array of numbers`)
+  }
+  return values as number[]
+}
+
+/** The native arguments of `astype`; `out` is passed separately as a handle. */
+export function astypeArgs(dtype: unknown, options: AstypeOptions): { dtype: DType; args: AstypeArgs } {
+  if (!isDType(dtype)) throw invalid(`unknown dtype ${JSON.stringify(dtype)}`)
+  if (typeof options !== 'object' || options === null) throw invalid('astype options must be an object')
+  const args: AstypeArgs = {
+    scale: perChannel(options.scale, 'scale'),
+    offset: perChannel(options.offset, 'offset'),
+    mean: perChannel(options.mean, 'mean'),
+    std: perChannel(options.std, 'std'),
+    axis: options.axis === undefined ? undefined : checkInteger(options.axis, 'axis'),
+  }
+  return { dtype, args }
+}

@@ -1,0 +1,160 @@
+//! Layout and dtype conversions of tensors (`Tensor#permute`, `#transpose`, `#contiguous`,
+//! `#astype`). The kernels and their exact formula live in `napi_dlpack::convert`; this module
+//! turns handles into their sources and destinations.
+
+use std::sync::Arc;
+
+use napi::bindgen_prelude::Unknown;
+use napi::Env;
+use napi_dlpack::convert::{self, Affine, Strided};
+use napi_dlpack::validation::layout_of;
+use napi_dlpack::{DType, Device, ErrorKind};
+
+use crate::errors::{fail, Result};
+use crate::handle::{new_handle, Handle};
+use crate::js_memory;
+use crate::layout::TensorLayout;
+use crate::ops::import::js_storage_handle;
+use crate::storage::Storage;
+
+/// A new handle over the same memory with dimension `i` being dimension `axes[i]` of the
+/// input: only shape and strides change (any device; the data pointer is the same).
+pub(crate) fn permute<'env>(
+  env: &'env Env,
+  handle: &Handle,
+  axes: &[i64],
+) -> Result<Unknown<'env>> {
+  let storage = handle.storage()?.clone();
+  let layout = &handle.layout;
+  let (shape, strides) = convert::permute(&layout.shape, &layout.strides, axes)?;
+  // Same elements, so the same span and bounds; only contiguity can change. (The address of
+  // the first element is what the input's layout was checked with: with negative strides the
+  // lowest element lies below it.)
+  let first_element = (storage.base() as usize).wrapping_add(layout.first_byte);
+  let contiguous = layout_of(
+    layout.dtype,
+    layout.device,
+    &shape,
+    Some(&strides),
+    first_element,
+  )?
+  .is_c_contiguous();
+  let permuted = TensorLayout {
+    shape: shape.as_slice().into(),
+    strides: strides.as_slice().into(),
+    contiguous,
+    ..(**layout).clone()
+  };
+  new_handle(env, storage, permuted)
+}
+
+/// The storage and layout of a host tensor whose buffer is still attached: the source (or the
+/// destination) of a conversion. The Arc keeps the memory alive while it is used.
+pub(crate) type HostTensor = (Arc<Storage>, Arc<TensorLayout>);
+
+pub(crate) fn host_tensor(env: &Env, handle: &Handle) -> Result<HostTensor> {
+  let storage = handle.storage()?.clone();
+  let layout = handle.layout.clone();
+  if !layout.device.is_host_accessible() {
+    return Err(fail(
+      ErrorKind::NotCpu,
+      format!(
+        "tensor memory is on {}: conversions run on the host, call .to('cpu') first",
+        layout.device
+      ),
+    ));
+  }
+  storage.check_attached(env)?;
+  Ok((storage, layout))
+}
+
+/// The elements of a host tensor as a conversion source.
+fn strided((storage, layout): &HostTensor) -> Strided<'_> {
+  // SAFETY: the layout was validated against the storage region when the handle was made
+  // (permuting keeps the same elements); the storage is host-accessible (host_tensor) and the
+  // Arc keeps it alive while the source is used. JS does not run meanwhile.
+  unsafe {
+    Strided::from_raw(
+      storage.base().add(layout.first_byte),
+      layout.dtype,
+      &layout.shape,
+      &layout.strides,
+    )
+  }
+}
+
+/// Runs `write` over a new zeroed V8 ArrayBuffer for a row-major CPU tensor of `dtype` with
+/// `shape`, and wraps it in a handle.
+fn new_dense_handle<'env>(
+  env: &'env Env,
+  dtype: DType,
+  shape: &[i64],
+  write: impl FnOnce(&mut [u8]) -> Result<()>,
+) -> Result<Unknown<'env>> {
+  let layout = TensorLayout::row_major(dtype, shape, Device::CPU)?;
+  // SAFETY: our env, on its thread.
+  let (array_buffer, data) = unsafe { js_memory::arraybuffer_new(env.raw(), layout.span_bytes)? };
+  let bytes: &mut [u8] = if layout.span_bytes == 0 {
+    &mut []
+  } else {
+    // SAFETY: V8 gave us `span_bytes` writable bytes at `data`, referenced by nothing else yet.
+    unsafe { std::slice::from_raw_parts_mut(data, layout.span_bytes) }
+  };
+  write(bytes)?;
+  js_storage_handle(env, array_buffer, layout)
+}
+
+/// A dense row-major copy of a host tensor in V8 memory (the JS side calls this only for
+/// tensors that are not contiguous already).
+pub(crate) fn contiguous<'env>(env: &'env Env, handle: &Handle) -> Result<Unknown<'env>> {
+  let source = host_tensor(env, handle)?;
+  let layout = &source.1;
+  new_dense_handle(env, layout.dtype, &layout.shape, |out| {
+    Ok(convert::copy_dense(&strided(&source), out)?)
+  })
+}
+
+/// The elements of `source` converted to `target` (the formula of `napi_dlpack::convert`), in
+/// a new dense CPU tensor (returned), or written into `out` (then `None`): a contiguous,
+/// writable host tensor of the target dtype and the source's shape.
+pub(crate) fn astype<'env>(
+  env: &'env Env,
+  source: &HostTensor,
+  target: DType,
+  affine: &Affine,
+  out: Option<&HostTensor>,
+) -> Result<Option<Unknown<'env>>> {
+  let shape = &source.1.shape;
+  let Some((out_storage, out_layout)) = out else {
+    return new_dense_handle(env, target, shape, |bytes| {
+      Ok(convert::convert(&strided(source), target, affine, bytes)?)
+    })
+    .map(Some);
+  };
+  if out_layout.read_only {
+    return Err(fail(ErrorKind::ReadOnly, "out is read-only"));
+  }
+  if out_layout.dtype != target || out_layout.shape != *shape {
+    return Err(fail(
+      ErrorKind::InvalidArgument,
+      format!(
+        "out must be {target} of shape {shape:?}, got {} of shape {:?}",
+        out_layout.dtype, out_layout.shape
+      ),
+    ));
+  }
+  if !out_layout.contiguous {
+    return Err(fail(ErrorKind::NotContiguous, "out must be contiguous"));
+  }
+  let len = out_layout.packed_bytes();
+  let bytes: &mut [u8] = if len == 0 {
+    &mut []
+  } else {
+    // SAFETY: a contiguous, writable, host-accessible tensor (host_tensor): its `numel`
+    // elements start at its first element, inside the storage the Arc keeps alive. No JS runs
+    // during the call, and the kernel refuses a destination overlapping the source.
+    unsafe { std::slice::from_raw_parts_mut(out_storage.base().add(out_layout.first_byte), len) }
+  };
+  convert::convert(&strided(source), target, affine, bytes)?;
+  Ok(None)
+}

@@ -113,3 +113,16 @@ test('image-like objects whose data is not whole pixels are refused', (t) => {
   throwsCode(t, () => fromDLPack({ data: new Uint8ClampedArray(12), width: 2, height: 2, channels: 4 }), 'ERR_DLPACK_INVALID_ARGUMENT', DLPackTypeError)
   t.deepEqual(fromDLPack({ data: new Uint8ClampedArray(12), width: 2, height: 2 }).shape, [2, 2, 3], 'channels inferred')
 })
+
+test('views and dense copies of a clamped tensor stay clamped (permute, transpose, contiguous)', (t) => {
+  const image = fromDLPack(new ImageData(3, 2)) // [2, 3, 4]
+  const chw = image.permute(2, 0, 1)
+  t.true(chw.clamped)
+  t.true(image.transpose(0, 1).clamped)
+  const dense = chw.contiguous()
+  t.true(dense.clamped)
+  t.true(dense.data instanceof Uint8ClampedArray)
+  const pixels: Uint8ClampedArray = dense.data
+  pixels[0] = 400
+  t.is(pixels[0], 255)
+})

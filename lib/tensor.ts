@@ -120,11 +120,19 @@ export interface FromArrayOptions<D extends DType = DType> {
  * `Tensor` (`instanceof` holds); its type is not assignable to `Tensor<'uint8'>`, whose views
  * are `Uint8Array`s.
  */
-export type ClampedTensor = Omit<Tensor<'uint8'>, 'clamped' | 'data' | 'getData' | 'toTypedArray'> & {
+export type ClampedTensor = Omit<
+  Tensor<'uint8'>,
+  'clamped' | 'data' | 'getData' | 'toTypedArray' | 'permute' | 'transpose' | 'contiguous'
+> & {
   readonly clamped: true
   readonly data: Uint8ClampedArray
   getData(options?: DataOptions): Uint8ClampedArray
   toTypedArray(): Uint8ClampedArray
+  /** Views and dense copies of a clamped tensor are clamped too. */
+  permute(...axes: number[]): ClampedTensor
+  permute(axes: readonly number[]): ClampedTensor
+  transpose(dim0: number, dim1: number): ClampedTensor
+  contiguous(): ClampedTensor
 }
 
 /** The dtype of a TypedArray type. */
@@ -507,7 +515,7 @@ export class Tensor<D extends DType = DType> {
   permute(...args: (number | readonly number[])[]): Tensor<D> {
     const handle = this.#live().handle
     const axes = permuteAxes(args)
-    return Tensor._fromHandle(call(() => native.permuteHandle(handle, axes))) as Tensor<D>
+    return Tensor._fromHandle(call(() => native.permuteHandle(handle, axes)), this.clamped) as Tensor<D>
   }
 
   /** A zero-copy view with dimensions `dim0` and `dim1` swapped (see `permute`). */
@@ -524,7 +532,7 @@ export class Tensor<D extends DType = DType> {
   contiguous(): Tensor<D> {
     const handle = this.#live().handle
     if (this.isContiguous) return this._share()
-    return Tensor._fromHandle(call(() => native.contiguousHandle(handle))) as Tensor<D>
+    return Tensor._fromHandle(call(() => native.contiguousHandle(handle)), this.clamped) as Tensor<D>
   }
 
   /**

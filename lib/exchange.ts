@@ -4,14 +4,13 @@
  * addons can borrow a `Tensor` for a call without a capsule and return tensors as `Tensor`s.
  */
 import { native } from './native.js'
-import { Tensor, exchangeHandle } from './tensor'
+import { EXCHANGE_API_PROPERTY, Tensor, exchangeHandle } from './tensor'
 import type { CanDLPack } from './protocol'
 import type { DLPackCapsule } from './tensor'
 
 native.installExchangeApi(Tensor.prototype, exchangeHandle, (handle: unknown) => Tensor._fromHandle(handle))
 
-/** The property under which producers expose their exchange table (`NAPI_DLPACK_EXCHANGE_API_PROPERTY`). */
-export const EXCHANGE_API_PROPERTY = '__dlpack_napi_exchange_api__'
+export { EXCHANGE_API_PROPERTY }
 
 /** An object whose prototype exposes a DLPack exchange table (napi-dlpack's `Tensor`, or another addon's tensor class). */
 export interface HasExchangeApi {

@@ -116,7 +116,9 @@ function fromCapsule(capsule: unknown, options: FromDLPackOptions, checked: Chec
     const inPlace = callNative(() => native.capsuleDevice(capsule))
     if (inPlace) checkDevice(checked.device, inPlace as [number, number], options.copy)
   }
-  const tensor = Tensor._fromHandle(callNative(() => native.importCapsule(capsule, checked.mode, checked.stream)))
+  const handle = callNative(() => native.importCapsule(capsule, checked.mode, checked.stream))
+  // Our own capsule straight back is adopted as the handle: not lendable by its own property.
+  const tensor = Tensor._fromHandle(handle, handle !== capsule)
   if (checked.device !== undefined) {
     try {
       checkDevice(checked.device, tensor.__dlpack_device__(), options.copy)

@@ -6,6 +6,14 @@
 //! `Tensor.prototype` (so every tensor exposes it) and on `globalThis` (the environment's
 //! default importer, which `napi_dlpack::arg::TensorResult` uses). Each `Tensor` object keeps
 //! its native handle under a private symbol, which the table reads back.
+//!
+//! The fast path (`docs/protocol.md` §5.2): a handle external is tagged with the public
+//! `napi_dlpack::exchange::OBJECT_TAG` and its [`Handle`](tensor::Handle) starts with the
+//! table's header, and each `Tensor` also keeps its handle as an own
+//! `__dlpack_napi_exchange_api__` property (shadowing the prototype's table). A consumer's one
+//! property lookup then lands on the handle itself and calls [`dltensor_from_object`] with it:
+//! no second lookup by the producer. `dispose()` deletes that property, so consumers then reach
+//! the prototype's table, whose [`dltensor_from_value`] reports the disposed tensor.
 
 use std::cell::RefCell;
 use std::ffi::{c_void, CString};
@@ -16,7 +24,7 @@ use std::sync::Arc;
 use napi::bindgen_prelude::{Object, Unknown};
 use napi::{sys, Env, JsValue};
 use napi_derive::napi;
-use napi_dlpack::exchange::{self, ExchangeApi};
+use napi_dlpack::exchange::{self, ExchangeApi, ExchangeObject};
 use napi_dlpack::ffi::{
   DLManagedTensorVersioned, DLTensor, DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY,
 };
@@ -32,7 +40,28 @@ static EXCHANGE_API: ExchangeApi = ExchangeApi::new(
   Some(managed_tensor_from_value),
   Some(managed_tensor_to_value),
   Some(current_work_stream),
+  Some(dltensor_from_object),
 );
+
+/// The header every [`Handle`](tensor::Handle) starts with (what a consumer reads through a
+/// handle external's `OBJECT_TAG`).
+pub(crate) const fn object_header() -> ExchangeObject {
+  ExchangeObject::new(&EXCHANGE_API)
+}
+
+/// Whether the data of an `OBJECT_TAG` external is one of this addon's handles: its header
+/// names this copy's table (other producers', and other copies of napi-dlpack's, name theirs).
+///
+/// # Safety
+/// `data` must be the non-NULL data of an external tagged with `OBJECT_TAG` (so it starts with
+/// an `ExchangeObject`).
+pub(crate) unsafe fn is_own_handle(data: *const c_void) -> bool {
+  // SAFETY: caller contract.
+  ptr::eq(
+    unsafe { (*data.cast::<ExchangeObject>()).api },
+    &EXCHANGE_API.header,
+  )
+}
 
 /// What the table needs per JS thread: our env, the symbol under which a `Tensor` keeps its
 /// handle, and the JS function making a `Tensor` from a handle.
@@ -235,13 +264,20 @@ fn tensor_handle<'a>(
   })?;
   if tagged {
     let mut data = ptr::null_mut();
-    // SAFETY: a live external of this env (only our handle externals carry the tag).
+    // SAFETY: a live external of this env.
     status("napi_get_value_external", unsafe {
       sys::napi_get_value_external(env.raw(), handle, &mut data)
     })?;
-    // SAFETY: as in `tensor::handle_of`: tagged externals of ours hold a live `Handle`, and no
-    // other borrow of it is alive during this call.
-    return Ok(unsafe { &mut *data.cast::<tensor::Handle>() });
+    // SAFETY: the data of an OBJECT_TAG external (NULL refused first).
+    if !data.is_null() && unsafe { is_own_handle(data) } {
+      // SAFETY: as in `tensor::handle_of`: our handle externals hold a live `Handle`, and no
+      // other borrow of it is alive during this call.
+      return Ok(unsafe { &mut *data.cast::<tensor::Handle>() });
+    }
+    return Err(fail(
+      ErrorKind::InvalidArgument,
+      "not a napi-dlpack Tensor (another producer's object data)",
+    ));
   }
   // Anything else: an adopted capsule serving as the handle (see `own_capsule`).
   // SAFETY: a live value of this env.
@@ -259,10 +295,7 @@ fn value_type(env: &Env, value: sys::napi_value) -> Result<sys::napi_valuetype> 
   Ok(kind)
 }
 
-/// `dltensor_from_value`: borrows the tensor. The token is one strong count on the handle's
-/// [`BorrowPin`] (its storage and its metadata, where shape and strides live), so a `dispose()`
-/// or a GC of the JS object during or after the borrow frees nothing the borrower uses. The
-/// pin is made on a handle's first borrow; later borrows allocate nothing.
+/// `dltensor_from_value`: borrows the tensor (found through the handle symbol).
 unsafe extern "C" fn dltensor_from_value(
   env: sys::napi_env,
   value: sys::napi_value,
@@ -271,50 +304,87 @@ unsafe extern "C" fn dltensor_from_value(
   out_keep_alive: *mut *mut c_void,
 ) -> i32 {
   run(env, |env, exchange| {
-    if out.is_null() || out_flags.is_null() || out_keep_alive.is_null() {
-      return Err(fail(ErrorKind::InvalidArgument, "NULL output pointer"));
-    }
     let handle = tensor_handle(env, exchange, value)?;
-    let storage = storage_of(handle)?;
-    check_attached(env, storage)?;
-    let pin = match &handle.borrow_pin {
-      Some(pin) => pin.clone(),
-      None => {
-        let pin = Arc::new(BorrowPin {
-          storage: storage.clone(),
-          meta: handle.meta.clone(),
-        });
-        handle.borrow_pin = Some(pin.clone());
-        pin
-      }
-    };
-    let (storage, meta) = (&pin.storage, &pin.meta);
-    let (data, byte_offset) = export_address(storage, meta);
-    let flags = if meta.readonly {
-      DLPACK_FLAG_BITMASK_READ_ONLY
-    } else {
-      0
-    } | if meta.is_copy && matches!(storage.memory(), Memory::Owned(_)) {
-      DLPACK_FLAG_BITMASK_IS_COPIED
-    } else {
-      0
-    };
-    // SAFETY: non-NULL out pointers (checked) that the caller provides for this call.
-    unsafe {
-      out.write(DLTensor {
-        data,
-        device: meta.device.to_dl(),
-        ndim: meta.shape.len() as i32,
-        dtype: meta.dtype.to_dl(),
-        shape: meta.shape.as_ptr().cast_mut(),
-        strides: meta.strides.as_ptr().cast_mut(),
-        byte_offset,
-      });
-      out_flags.write(flags);
-      out_keep_alive.write(Arc::into_raw(pin).cast_mut().cast());
-    }
-    Ok(())
+    lend(env, handle, out, out_flags, out_keep_alive)
   })
+}
+
+/// `dltensor_from_object`: borrows the tensor whose handle a consumer found under the
+/// exchange property (the fast path: no lookup here).
+unsafe extern "C" fn dltensor_from_object(
+  env: sys::napi_env,
+  _value: sys::napi_value,
+  object: *mut c_void,
+  out: *mut DLTensor,
+  out_flags: *mut u64,
+  out_keep_alive: *mut *mut c_void,
+) -> i32 {
+  run(env, |env, _| {
+    if object.is_null() {
+      return Err(fail(ErrorKind::InvalidArgument, "NULL object"));
+    }
+    // SAFETY: the table's contract: `object` is the data of an OBJECT_TAG external whose header
+    // names this table, i.e. one of our handle externals (the only ones whose header names
+    // it), which the consumer holds for this call: a live `Handle`. JS is single-threaded and
+    // no other borrow of the handle is alive during this call.
+    let handle = unsafe { &mut *object.cast::<tensor::Handle>() };
+    lend(env, handle, out, out_flags, out_keep_alive)
+  })
+}
+
+/// Fills a borrow of `handle`. The token is one strong count on the handle's [`BorrowPin`]
+/// (its storage and its metadata, where shape and strides live), so a `dispose()` or a GC of
+/// the JS object during or after the borrow frees nothing the borrower uses. The pin is made on
+/// a handle's first borrow; later borrows allocate nothing.
+fn lend(
+  env: &Env,
+  handle: &mut tensor::Handle,
+  out: *mut DLTensor,
+  out_flags: *mut u64,
+  out_keep_alive: *mut *mut c_void,
+) -> Result<()> {
+  if out.is_null() || out_flags.is_null() || out_keep_alive.is_null() {
+    return Err(fail(ErrorKind::InvalidArgument, "NULL output pointer"));
+  }
+  let storage = storage_of(handle)?;
+  check_attached(env, storage)?;
+  let pin = match &handle.borrow_pin {
+    Some(pin) => pin.clone(),
+    None => {
+      let pin = Arc::new(BorrowPin {
+        storage: storage.clone(),
+        meta: handle.meta.clone(),
+      });
+      handle.borrow_pin = Some(pin.clone());
+      pin
+    }
+  };
+  let (storage, meta) = (&pin.storage, &pin.meta);
+  let (data, byte_offset) = export_address(storage, meta);
+  let flags = if meta.readonly {
+    DLPACK_FLAG_BITMASK_READ_ONLY
+  } else {
+    0
+  } | if meta.is_copy && matches!(storage.memory(), Memory::Owned(_)) {
+    DLPACK_FLAG_BITMASK_IS_COPIED
+  } else {
+    0
+  };
+  // SAFETY: non-NULL out pointers (checked) that the caller provides for this call.
+  unsafe {
+    out.write(DLTensor {
+      data,
+      device: meta.device.to_dl(),
+      ndim: meta.shape.len() as i32,
+      dtype: meta.dtype.to_dl(),
+      shape: meta.shape.as_ptr().cast_mut(),
+      strides: meta.strides.as_ptr().cast_mut(),
+      byte_offset,
+    });
+    out_flags.write(flags);
+    out_keep_alive.write(Arc::into_raw(pin).cast_mut().cast());
+  }
+  Ok(())
 }
 
 /// `release_borrow`: gives back the count [`dltensor_from_value`] took (the last one frees the

@@ -26,14 +26,16 @@ use crate::js_memory::{self, BufferRef};
 use crate::own_capsule;
 use crate::storage::{copy_bytes, try_zeroed_vec, ExportOwner, Memory, Meta, Storage};
 
-/// Type tag of handle externals (private to this addon, unlike the capsule tag).
-pub(crate) const HANDLE_TAG: sys::napi_type_tag = sys::napi_type_tag {
-  lower: 0x5a1e_77c4_d2b9_4f0e,
-  upper: 0x9e3c_61a8_0b7d_42f5,
-};
+/// Type tag of handle externals: the exchange table's public object tag (a consumer finding a
+/// handle under a tensor's exchange property borrows it directly, see `exchange`). Other
+/// producers' objects carry it too: ours are told apart by the table their header names.
+pub(crate) const HANDLE_TAG: sys::napi_type_tag = napi_dlpack::exchange::OBJECT_TAG;
 
-/// What a handle external points to.
+/// What a handle external points to. `repr(C)`: it starts with the exchange table's object
+/// header (the external carries the public object tag, see `exchange`).
+#[repr(C)]
 pub struct Handle {
+  exchange: napi_dlpack::exchange::ExchangeObject,
   /// `None` once released (`dispose()`).
   storage: Option<Arc<Storage>>,
   pub(crate) meta: Arc<Meta>,
@@ -78,6 +80,7 @@ pub(crate) fn new_handle<'env>(
   meta: Meta,
 ) -> Result<Unknown<'env>> {
   let handle = Handle {
+    exchange: crate::exchange::object_header(),
     storage: Some(storage),
     meta: Arc::new(meta),
     borrow_pin: None,
@@ -120,6 +123,10 @@ pub(crate) fn handle_of<'a>(env: &Env, value: &Unknown<'a>) -> Result<&'a mut Ha
   status("napi_get_value_external", unsafe {
     sys::napi_get_value_external(env.raw(), value.raw(), &mut data)
   })?;
+  // SAFETY: the data of an OBJECT_TAG external (NULL refused first).
+  if data.is_null() || !unsafe { crate::exchange::is_own_handle(data) } {
+    return Err(not_a_handle());
+  }
   // SAFETY: tagged externals of ours always hold a live `Handle` (freed only by the finalizer,
   // which cannot run while `value` is reachable). JS is single-threaded, and no two of these
   // borrows are alive at once: each native call takes one and returns before the next.
@@ -348,6 +355,7 @@ pub fn import_capsule<'env>(
             // Our own capsule straight back: it becomes the new tensor's handle, so the round
             // trip creates no second finalizable external.
             let handle = Handle {
+              exchange: crate::exchange::object_header(),
               storage: Some(owner.storage),
               meta: Arc::new(meta),
               borrow_pin: None,

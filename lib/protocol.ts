@@ -116,7 +116,12 @@ function fromCapsule(capsule: unknown, options: FromDLPackOptions, checked: Chec
     const inPlace = callNative(() => native.capsuleDevice(capsule))
     if (inPlace) checkDevice(checked.device, inPlace as [number, number], options.copy)
   }
-  const handle = callNative(() => native.importCapsule(capsule, checked.mode, checked.stream))
+  // No stream: the argument is left out, which spares the native side a type check.
+  const handle = callNative(() =>
+    checked.stream === null
+      ? native.importCapsule(capsule, checked.mode)
+      : native.importCapsule(capsule, checked.mode, checked.stream),
+  )
   // Our own capsule straight back is adopted as the handle: not lendable by its own property.
   const tensor = Tensor._fromHandle(handle, handle !== capsule)
   if (checked.device !== undefined) {

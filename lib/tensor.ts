@@ -654,7 +654,12 @@ export class Tensor<D extends DType = DType> {
         `cannot export a ${String(device)} tensor to ${String(target)}`,
       )
     }
-    return call(() => native.exportCapsule(handle, legacy, copy === true, streamArg)) as DLPackCapsule
+    // No stream: the argument is left out, which spares the native side a type check.
+    return call(() =>
+      streamArg === null
+        ? native.exportCapsule(handle, legacy, copy === true)
+        : native.exportCapsule(handle, legacy, copy === true, streamArg),
+    ) as DLPackCapsule
   }
 
   /** `[deviceType, deviceId]`, without exporting anything. */

@@ -64,7 +64,8 @@ pub fn register_fast_calls(exports: Object, env: Env) -> napi::Result<()> {
   Ok(())
 }
 
-/// Runs `body` with the call's first `N` arguments (missing ones are `undefined`), turning an
+/// Runs `body` with the call's first `N` arguments (missing ones are `undefined`) and how many
+/// were passed (so an optional argument left out costs no type check), turning an
 /// error into a thrown JS `Error` with the stable `code`, and a panic into `ERR_DLPACK_NAPI`
 /// (never an unwind into V8).
 ///
@@ -73,7 +74,7 @@ pub fn register_fast_calls(exports: Object, env: Env) -> napi::Result<()> {
 unsafe fn run<const N: usize>(
   env: sys::napi_env,
   info: sys::napi_callback_info,
-  body: impl FnOnce(&Env, [sys::napi_value; N]) -> Result<sys::napi_value>,
+  body: impl FnOnce(&Env, [sys::napi_value; N], usize) -> Result<sys::napi_value>,
 ) -> sys::napi_value {
   let mut argv = [ptr::null_mut(); N];
   let mut argc = N;
@@ -90,7 +91,7 @@ unsafe fn run<const N: usize>(
   };
   let outcome = if status == sys::Status::napi_ok {
     let env_ref = Env::from_raw(env);
-    catch_unwind(AssertUnwindSafe(|| body(&env_ref, argv)))
+    catch_unwind(AssertUnwindSafe(|| body(&env_ref, argv, argc)))
       .unwrap_or_else(|_| Err(fail(ErrorKind::Napi, "internal panic in napi-dlpack")))
   } else {
     Err(fail(
@@ -182,10 +183,15 @@ unsafe extern "C" fn export_capsule(
 ) -> sys::napi_value {
   // SAFETY: Node-API's own env and info.
   unsafe {
-    run::<4>(env, info, |env, [handle, legacy, copy, stream]| {
+    run::<4>(env, info, |env, [handle, legacy, copy, stream], argc| {
       let legacy = bool_arg(env, legacy, "legacy")?;
       let copy = bool_arg(env, copy, "copy")?;
-      let stream = stream_arg(env, stream)?;
+      // Left out (the common case, no stream): no type check.
+      let stream = if argc > 3 {
+        stream_arg(env, stream)?
+      } else {
+        None
+      };
       Ok(tensor::export_capsule(env, unknown(env, handle), legacy, copy, stream)?.raw())
     })
   }
@@ -198,9 +204,14 @@ unsafe extern "C" fn import_capsule(
 ) -> sys::napi_value {
   // SAFETY: Node-API's own env and info.
   unsafe {
-    run::<3>(env, info, |env, [capsule, copy_mode, stream]| {
+    run::<3>(env, info, |env, [capsule, copy_mode, stream], argc| {
       let copy_mode = u32_arg(env, copy_mode, "copyMode")?;
-      let stream = stream_arg(env, stream)?;
+      // Left out (the common case, no stream): no type check.
+      let stream = if argc > 2 {
+        stream_arg(env, stream)?
+      } else {
+        None
+      };
       Ok(tensor::import_capsule(env, unknown(env, capsule), copy_mode, stream)?.raw())
     })
   }
@@ -213,7 +224,7 @@ unsafe extern "C" fn handle_info_into(
 ) -> sys::napi_value {
   // SAFETY: Node-API's own env and info.
   unsafe {
-    run::<2>(env, info, |env, [handle, out]| {
+    run::<2>(env, info, |env, [handle, out], _| {
       tensor::handle_info_into(env, unknown(env, handle), unknown(env, out))?;
       Ok(ptr::null_mut()) // undefined
     })
@@ -227,7 +238,7 @@ unsafe extern "C" fn bench_tagged_external(
 ) -> sys::napi_value {
   // SAFETY: Node-API's own env and info.
   unsafe {
-    run::<0>(env, info, |env, []| {
+    run::<0>(env, info, |env, [], _| {
       Ok(tensor::bench_tagged_external(env)?.raw())
     })
   }

@@ -838,6 +838,7 @@ module.exports = nativeBinding
 module.exports.arrayBufferLimit = nativeBinding.arrayBufferLimit
 module.exports.capsuleDevice = nativeBinding.capsuleDevice
 module.exports.capsuleIsConsumed = nativeBinding.capsuleIsConsumed
+module.exports.checkImportDevice = nativeBinding.checkImportDevice
 module.exports.copyHandle = nativeBinding.copyHandle
 module.exports.cudaDeviceCount = nativeBinding.cudaDeviceCount
 module.exports.cudaEmpty = nativeBinding.cudaEmpty

@@ -940,6 +940,26 @@ test.serial('fromDLPack refuses a capsule before consuming it whenever it can: t
   t.is(c.deleterCalls(), before + 1)
 })
 
+test.serial('a capsule asked onto a CUDA device that cannot be used now is refused unconsumed, and stays usable', async (t) => {
+  await drainGarbage()
+  const before = c.deleterCalls()
+  // The first ordinal past the driver's devices (cuda:0 without a driver): on it, a CUDA
+  // capsule can be neither checked nor used, which is known before the capsule is consumed.
+  const ordinal = cuda.deviceCount()
+  const capsule = c.makeTensor({ shape: [3], versioned: true, device: [2, ordinal] })
+  const expected = cuda.isAvailable() ? 'ERR_DLPACK_DEVICE' : 'ERR_CUDA_UNAVAILABLE'
+  for (const options of [{ device: `cuda:${ordinal}` }, { device: [2, ordinal] as [number, number], copy: true }]) {
+    throwsCode(t, () => fromDLPack(capsule, options), expected, DLPackError, JSON.stringify(options))
+    t.false(isCapsuleConsumed(capsule), `${JSON.stringify(options)}: not consumed`)
+  }
+  t.is(c.deleterCalls(), before, 'nothing was released')
+  // Still usable: another consumer takes it, and its deleter runs once.
+  const held = c.consume(capsule)
+  t.deepEqual(c.heldInfo(held).device, [2, ordinal])
+  t.true(c.release(held))
+  t.is(c.deleterCalls(), before + 1)
+})
+
 test.serial('imports on devices other than CPU and CUDA are accepted unchecked', async (t) => {
   await drainGarbage()
   const before = c.deleterCalls()

@@ -416,7 +416,7 @@ for (const { name, spec, strides, storageOffset, contiguous = false } of TORCH_V
 }
 
 // torch 1.13's at::fromDLPack ignores byte_offset, so a zero-copy re-export of a foreign host
-// tensor must fold byte_offset into `data` (src/storage.rs, ExportOwner::new) for torch to read
+// tensor must fold byte_offset into `data` (src/storage.rs, Storage::export_address) for torch to read
 // the first element (regression test for that fix).
 torchTest('a foreign tensor with byte_offset != 0 re-exported to torch keeps its first element', (t) => {
   const exported = torch.toCapsule({ dtype: 'float64', shape: [5, 3], offset: 2, dlByteOffset: 48 })

@@ -1,6 +1,6 @@
 /**
  * The addon's exports: the bindings `napi build` generates (`index.js` / `index.d.ts`) plus
- * the raw Node-API entry points of the exchange's hot path (`src/fast.rs`), which the generator
+ * the raw Node-API entry points of the exchange's hot path (`src/binding/fast.rs`), which the generator
  * does not see because they bypass napi-rs's argument conversion.
  */
 import { constants } from 'node:buffer'
@@ -8,13 +8,35 @@ import { constants } from 'node:buffer'
 import type * as Generated from '../index.js'
 import { loadBinding } from './loader'
 
-/** The hand-registered calls (see `src/fast.rs`); `@internal`, like the rest of the binding. */
+/** The hand-registered calls (see `src/binding/fast.rs`); `@internal`, like the rest of the binding. */
 export interface FastCalls {
-  /** Exports a handle as a new capsule (legacy struct, private copy, consumer stream). */
-  exportCapsule(handle: unknown, legacy: boolean, copy: boolean, stream?: bigint | null): unknown
-  /** Consumes a capsule into a handle; `copyMode` 0 if needed, 1 always, 2 never. */
-  importCapsule(capsule: unknown, copyMode: number, stream?: bigint | null): unknown
-  /** Writes a handle's layout into `out` (see `handleInfoInto` in src/tensor.rs). */
+  /**
+   * Exports a handle as a new capsule, as `__dlpack__`'s options ask: `copy`, `stream`, the
+   * major version of `maxVersion` and `dlDevice` as a device type and id. The request is
+   * checked natively (`plan_export` in src/ops/negotiation.rs).
+   */
+  exportCapsule(
+    handle: unknown,
+    copy?: boolean | null,
+    stream?: bigint | number | null,
+    maxMajor?: number | null,
+    deviceType?: number,
+    deviceId?: number,
+  ): unknown
+  /**
+   * Consumes a capsule into a handle, as `fromDLPack`'s options ask: `copyMode` 0 if needed,
+   * 1 always, 2 never; the consumer `stream`; the device the result must be on. With
+   * `refuseBeforeConsuming` (the default) a capsule refused for its device is left unconsumed.
+   */
+  importCapsule(
+    capsule: unknown,
+    copyMode: number,
+    stream?: bigint | null,
+    deviceType?: number,
+    deviceId?: number,
+    refuseBeforeConsuming?: boolean,
+  ): unknown
+  /** Writes a handle's layout into `out` (see `TensorLayout::write_slots` in src/layout.rs). */
   handleInfoInto(handle: unknown, out: Float64Array): void
   /** Benchmark floor: creates a type-tagged `napi_external` with a finalizer. */
   benchTaggedExternal(): unknown

@@ -94,45 +94,32 @@ function checkOptions(options: FromDLPackOptions): CheckedOptions {
   }
 }
 
-/** Checks the requested device against where the data is (only same-device results so far). */
-function checkDevice(wanted: Device | undefined, actual: readonly [number, number], copy: FromDLPackOptions['copy']): void {
+/**
+ * Refuses a source on another device than the requested one (only same-device results so far):
+ * the rule of src/ops/negotiation.rs, which capsule imports apply natively.
+ */
+function checkDevice(checked: CheckedOptions, actual: readonly [number, number]): void {
+  const wanted = checked.device
   if (wanted === undefined) return
-  if (wanted.type !== actual[0] || wanted.id !== actual[1]) {
-    throw new BufferError(
-      copy === false ? 'ERR_DLPACK_COPY_REQUIRED' : 'ERR_DLPACK_DEVICE',
-      `the data is on ${String(toDevice(actual))}, not ${String(wanted)}`,
-    )
-  }
+  callNative(() => native.checkImportDevice(wanted.type, wanted.id, checked.mode, actual[0], actual[1]))
 }
 
 /**
- * Consumes `capsule` into a Tensor. A capsule the caller handed us is refused before it is
- * consumed whenever that can be decided without consuming it (docs/protocol.md §1.3): its
- * device is read in place, so a capsule on another device stays usable. A capsule `fromDLPack`
- * obtained itself from `__dlpack__` (`obtained`) is consumed and, if refused, released at once.
+ * Consumes `capsule` into a Tensor, as the checked options ask (negotiated natively: see
+ * src/ops/negotiation.rs). A capsule the caller handed us is refused before it is consumed
+ * whenever that can be decided without consuming it (docs/protocol.md §1.3): its device is
+ * read in place, so a capsule on another device, or on a device that cannot be used, stays
+ * usable. A capsule `fromDLPack` obtained itself from `__dlpack__` (`obtained`) is consumed
+ * and, if refused, released at once.
  */
-function fromCapsule(capsule: unknown, options: FromDLPackOptions, checked: CheckedOptions, obtained: boolean): Tensor {
-  if (checked.device !== undefined && !obtained) {
-    const inPlace = callNative(() => native.capsuleDevice(capsule))
-    if (inPlace) checkDevice(checked.device, inPlace as [number, number], options.copy)
-  }
-  // No stream: the argument is left out, which spares the native side a type check.
-  const handle = callNative(() =>
-    checked.stream === null
-      ? native.importCapsule(capsule, checked.mode)
-      : native.importCapsule(capsule, checked.mode, checked.stream),
-  )
+function fromCapsule(capsule: unknown, checked: CheckedOptions, obtained: boolean): Tensor {
+  const device = checked.device
+  const handle =
+    device === undefined
+      ? callNative(() => native.importCapsule(capsule, checked.mode, checked.stream))
+      : callNative(() => native.importCapsule(capsule, checked.mode, checked.stream, device.type, device.id, !obtained))
   // Our own capsule straight back is adopted as the handle: not lendable by its own property.
-  const tensor = Tensor._fromHandle(handle, handle !== capsule)
-  if (checked.device !== undefined) {
-    try {
-      checkDevice(checked.device, tensor.__dlpack_device__(), options.copy)
-    } catch (error) {
-      tensor.dispose()
-      throw error
-    }
-  }
-  return tensor
+  return Tensor._fromHandle(handle, handle !== capsule)
 }
 
 /**
@@ -150,17 +137,12 @@ export function fromDLPack(source: DLPackSource, options: FromDLPackOptions = {}
   // Every option is checked first: a bad one leaves a capsule unconsumed and asks no producer.
   const checked = checkOptions(options)
   if (source instanceof Tensor) {
-    if (checked.device !== undefined) checkDevice(checked.device, source.__dlpack_device__(), options.copy)
+    checkDevice(checked, source.__dlpack_device__())
     if (checked.stream !== null && source.device.type === DLDeviceType.CUDA) {
       // The consumer's stream must wait for the data: go through a capsule (which still
       // shares the memory).
       const viaCapsule = { ...options, copy: options.copy === true ? null : options.copy }
-      return fromCapsule(
-        source.__dlpack__({ stream: checked.stream, copy: options.copy ?? null }),
-        viaCapsule,
-        checkOptions(viaCapsule),
-        true,
-      )
+      return fromCapsule(source.__dlpack__({ stream: checked.stream, copy: options.copy ?? null }), checkOptions(viaCapsule), true)
     }
     if (options.copy === true) return Tensor._fromHandle(callNative(() => native.copyHandle(source._handle())))
     return source._share()
@@ -177,7 +159,7 @@ export function fromDLPack(source: DLPackSource, options: FromDLPackOptions = {}
     const capsule = producer.__dlpack__(request)
     // The native import checks the capsule type tag itself: whatever `__dlpack__` returned,
     // anything but a capsule is ERR_DLPACK_NOT_A_CAPSULE.
-    const tensor = fromCapsule(capsule, options, checked, true)
+    const tensor = fromCapsule(capsule, checked, true)
     if (device !== undefined) {
       const actual = tensor.__dlpack_device__()
       if (!options.device && (actual[0] !== device[0] || actual[1] !== device[1])) {
@@ -189,11 +171,11 @@ export function fromDLPack(source: DLPackSource, options: FromDLPackOptions = {}
   }
   let tensor: Tensor
   if (ArrayBuffer.isView(source) || source instanceof ArrayBuffer || isSharedArrayBuffer(source)) {
-    checkDevice(checked.device, [DLDeviceType.CPU, 0], options.copy)
+    checkDevice(checked, [DLDeviceType.CPU, 0])
     const dtype = ArrayBuffer.isView(source) ? (dtypeOfArray(source) ?? 'uint8') : 'uint8'
     tensor = Tensor.from(source as ArrayBufferView, undefined, { dtype })
   } else if (isNDArrayLike(source)) {
-    checkDevice(checked.device, [DLDeviceType.CPU, 0], options.copy)
+    checkDevice(checked, [DLDeviceType.CPU, 0])
     const natural = dtypeOfArray(source.data) ?? 'uint8'
     let dtype: DType = natural
     if (isDType(source.dtype) && source.dtype !== natural) {
@@ -217,7 +199,7 @@ export function fromDLPack(source: DLPackSource, options: FromDLPackOptions = {}
     // ERR_DLPACK_NOT_A_CAPSULE (an External can only be meant as one); any other value is
     // none of the inputs fromDLPack accepts.
     try {
-      return fromCapsule(source, options, checked, false)
+      return fromCapsule(source, checked, false)
     } catch (error) {
       if (!(error instanceof CapsuleError) || error.code !== 'ERR_DLPACK_NOT_A_CAPSULE' || native.isExternal(source)) {
         throw error

@@ -121,11 +121,14 @@ interface SharedHandle {
    */
   readonly lendable: boolean
   /** Layout and flags, read from native once per handle and shared by its tensors. */
-  info?: TensorInfo
+  info?: TensorLayout
 }
 
-/** What `handleInfoInto` reports about a handle (see src/tensor.rs). */
-interface TensorInfo {
+/**
+ * What `handleInfoInto` reports about a handle: its `TensorLayout` (src/layout.rs, whose
+ * `write_slots` gives the slot order).
+ */
+interface TensorLayout {
   readonly dtype: DType
   readonly deviceType: number
   readonly deviceId: number
@@ -152,7 +155,7 @@ function slotRange(start: number, length: number): number[] {
   return values
 }
 
-function readInfo(handle: unknown): TensorInfo {
+function readInfo(handle: unknown): TensorLayout {
   call(() => native.handleInfoInto(handle, infoSlots))
   const slots = infoSlots
   const bits = slots[4] as number
@@ -345,7 +348,7 @@ export class Tensor<D extends DType = DType> {
     return shared
   }
 
-  #meta(): TensorInfo {
+  #meta(): TensorLayout {
     const shared = this.#live()
     return (shared.info ??= readInfo(shared.handle))
   }
@@ -627,39 +630,21 @@ export class Tensor<D extends DType = DType> {
   __dlpack__(options: DLPackOptions = {}): DLPackCapsule {
     const handle = this.#live().handle
     const { stream, maxVersion, dlDevice, copy } = options ?? {}
-    if (copy !== undefined && copy !== null && typeof copy !== 'boolean') {
-      throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', 'copy must be a boolean, null or undefined')
+    if (stream == null && maxVersion == null && dlDevice == null && copy == null) {
+      // No option given (the hot path): the native call reads no option either.
+      return call(() => native.exportCapsule(handle)) as DLPackCapsule
     }
-    let legacy = false
+    // JS shapes are converted here; what the request asks for is judged natively, once
+    // (src/ops/negotiation.rs `plan_export`).
+    let maxMajor: number | null = null
     if (maxVersion !== undefined && maxVersion !== null) {
       if (!Array.isArray(maxVersion) || maxVersion.length !== 2 || !maxVersion.every(Number.isInteger)) {
         throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', 'maxVersion must be [major, minor]')
       }
-      legacy = (maxVersion[0] as number) < 1
+      maxMajor = maxVersion[0] as number
     }
-    const device = this.device
-    if (stream !== undefined && stream !== null) {
-      if (typeof stream !== 'bigint' && typeof stream !== 'number') {
-        throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', 'stream must be a bigint, a number, null or undefined')
-      }
-      if (device.type === DLDeviceType.CPU) {
-        throw new BufferError('ERR_DLPACK_STREAM', 'CPU tensors take no stream (pass null or leave it out)')
-      }
-    }
-    const streamArg = device.type === DLDeviceType.CUDA ? streamValue(stream) : null
-    if (dlDevice !== undefined && dlDevice !== null && !device.equals(toDevice(dlDevice))) {
-      const target = toDevice(dlDevice)
-      throw new BufferError(
-        copy === false ? 'ERR_DLPACK_COPY_REQUIRED' : 'ERR_DLPACK_DEVICE',
-        `cannot export a ${String(device)} tensor to ${String(target)}`,
-      )
-    }
-    // No stream: the argument is left out, which spares the native side a type check.
-    return call(() =>
-      streamArg === null
-        ? native.exportCapsule(handle, legacy, copy === true)
-        : native.exportCapsule(handle, legacy, copy === true, streamArg),
-    ) as DLPackCapsule
+    const target = dlDevice === undefined || dlDevice === null ? undefined : toDevice(dlDevice)
+    return call(() => native.exportCapsule(handle, copy, stream, maxMajor, target?.type, target?.id)) as DLPackCapsule
   }
 
   /** `[deviceType, deviceId]`, without exporting anything. */

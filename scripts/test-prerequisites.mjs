@@ -5,6 +5,9 @@
 // installing everything) a skip fails the run.
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const root = fileURLToPath(new URL('..', import.meta.url))
 
 /** True when `env.CI` says this is a CI run (CI=true or CI=1, as CI services set it). */
 export function isCI(env) {
@@ -44,6 +47,44 @@ export function peerSkips(env) {
         reason: `missing ${missing.join(', ')}`,
         remedy: 'sudo bash __test__/torch-addon/install-deps.sh (Debian/Ubuntu: libtorch-dev, g++)',
         env: { NAPI_DLPACK_SKIP_TORCH: '1' },
+      })
+    }
+  }
+
+  // The Python bridge (examples/python-bridge: build.sh, test/bridge.test.mjs): one CPython
+  // with its python3-config (Debian's python3-dev), numpy in the example's .python-packages
+  // (install-deps.sh), and Node's headers for node-gyp (never downloaded).
+  const python = 'Python bridge (examples/python-bridge: node-calls-python + numpy)'
+  if (env.NAPI_DLPACK_SKIP_PYTHON === '1') {
+    skips.push({ name: python, reason: 'NAPI_DLPACK_SKIP_PYTHON=1 is set', remedy: 'unset NAPI_DLPACK_SKIP_PYTHON', env: {} })
+  } else {
+    const bridge = join(root, 'examples', 'python-bridge')
+    const interpreter = env.NAPI_DLPACK_PYTHON ?? '/usr/bin/python3'
+    const config = env.NAPI_DLPACK_PYTHON_CONFIG ?? `${interpreter}-config`
+    const nodeHeaders = join(env.NAPI_DLPACK_NODEDIR ?? join(process.execPath, '..', '..'), 'include', 'node')
+    const missing = [
+      ...(existsSync(interpreter) ? [] : [`${interpreter} (NAPI_DLPACK_PYTHON)`]),
+      ...(existsSync(config) ? [] : [`${config} (python3-dev)`]),
+      ...(existsSync(join(bridge, '.python-packages', 'numpy', '__init__.py')) ? [] : ['numpy in examples/python-bridge/.python-packages']),
+      ...(existsSync(join(nodeHeaders, 'node_api.h')) && existsSync(join(nodeHeaders, 'common.gypi')) ? [] : [`Node's headers in ${nodeHeaders} (NAPI_DLPACK_NODEDIR)`]),
+    ]
+    // Its torch case: Debian's python3-torch (torch 1.13), which only Debian's python3 imports.
+    const torchInit = '/usr/lib/python3/dist-packages/torch/__init__.py'
+    const torchMissing = interpreter !== '/usr/bin/python3' ? `Debian's python3 (NAPI_DLPACK_PYTHON is ${interpreter})` : existsSync(torchInit) ? '' : `${torchInit} (python3-torch)`
+    if (!missing.length && env.NAPI_DLPACK_SKIP_PYTHON_TORCH !== '1' && torchMissing) {
+      skips.push({
+        name: 'Python bridge: its torch 1.13 case (examples/python-bridge/test/bridge.test.mjs)',
+        reason: `missing ${torchMissing}`,
+        remedy: 'bash examples/python-bridge/install-deps.sh (python3-torch from apt)',
+        env: { NAPI_DLPACK_SKIP_PYTHON_TORCH: '1' },
+      })
+    }
+    if (missing.length) {
+      skips.push({
+        name: python,
+        reason: `missing ${missing.join(', ')}`,
+        remedy: 'bash examples/python-bridge/install-deps.sh (python3-dev from apt, numpy from PyPI into the example folder)',
+        env: { NAPI_DLPACK_SKIP_PYTHON: '1' },
       })
     }
   }

@@ -8,7 +8,8 @@
 //     (no libcuda at all, then a driver without devices). The fake is found through
 //     LD_LIBRARY_PATH, which must be set when the process starts, so each is its own process.
 //  5. Worker teardown under valgrind memcheck (__test__/valgrind; skipped, and reported so,
-//     where valgrind is missing)
+//     where valgrind is missing); the Python bridge (examples/python-bridge: numpy in the same
+//     process, skipped where python3-dev or numpy is missing)
 //  6. Bun 1.x and Deno 2.x from npm (into .runtimes/): the smoke test, then the ava suite
 // Set NAPI_DLPACK_SKIP_NODE_MATRIX=1 to run step 3 on this Node only (quick local runs).
 // Peer suites whose prerequisites this machine lacks (libtorch: __test__/torch-addon/
@@ -141,6 +142,17 @@ if (!process.env.NAPI_DLPACK_SKIP_NODE_MATRIX) {
 // Worker teardown under valgrind memcheck: nothing allocated through napi-dlpack may be
 // definitely lost (a skip where valgrind is missing).
 step('valgrind memcheck of Worker teardown (__test__/valgrind)', process.execPath, [join(root, '__test__', 'valgrind', 'worker-teardown.mjs')])
+
+// The Python bridge (examples/python-bridge): CPython embedded by node-calls-python (built by
+// node-gyp against one python3-config), numpy, and the C glue between PyCapsules and our
+// capsules; node's test runner. Switched off (a skip, which fails CI) without its prerequisites.
+if (process.env.NAPI_DLPACK_SKIP_PYTHON !== '1') {
+  const bridge = join(root, 'examples', 'python-bridge')
+  step('python bridge: build (node-calls-python by node-gyp, the C glue)', 'bash', [join(bridge, 'build.sh')])
+  if (results.at(-1).ok && !results.at(-1).skipped) {
+    step('python bridge: numpy <-> Node through DLPack (node --test)', process.execPath, ['--expose-gc', '--test', join(bridge, 'test', 'bridge.test.mjs')])
+  }
+}
 
 // Bun and Deno, with binaries from npm: a smoke test of the addon, the protocol and the C
 // fixture in their Node-API, then the whole ava suite (ava runs in both; see

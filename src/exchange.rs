@@ -8,9 +8,10 @@
 //! its native handle under a private symbol, which the table reads back.
 //!
 //! The fast path (`docs/protocol.md` §5.2): a handle external is tagged with the public
-//! `napi_dlpack::exchange::OBJECT_TAG` and its [`Handle`](tensor::Handle) starts with the
-//! table's header, and each `Tensor` also keeps its handle as an own
-//! `__dlpack_napi_exchange_api__` property (shadowing the prototype's table). A consumer's one
+//! `napi_dlpack::exchange::OBJECT_TAG` and its [`Handle`] starts with the table's header
+//! ([`register_table`]), and each `Tensor` also keeps its handle as an own property under the
+//! exchange symbol, `Symbol.for('__dlpack_napi_exchange_api__')` (shadowing the prototype's
+//! table). A consumer's one
 //! property lookup then lands on the handle itself and calls [`dltensor_from_object`] with it:
 //! no second lookup by the producer. `dispose()` deletes that property, so consumers then reach
 //! the prototype's table, whose [`dltensor_from_value`] reports the disposed tensor.
@@ -24,14 +25,16 @@ use std::sync::Arc;
 use napi::bindgen_prelude::{Object, Unknown};
 use napi::{sys, Env, JsValue};
 use napi_derive::napi;
-use napi_dlpack::exchange::{self, ExchangeApi, ExchangeObject};
+use napi_dlpack::exchange::{self, ExchangeApi};
 use napi_dlpack::ffi::{
   DLManagedTensorVersioned, DLTensor, DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY,
 };
 use napi_dlpack::{export, DeviceType, ErrorKind, ExportFormat, ForeignTensor};
 
-use crate::storage::{export_address, ExportOwner, Memory};
-use crate::tensor::{self, check_attached, fail, handle_of, status, storage_of, BorrowPin, Result};
+use crate::errors::{fail, status, Result};
+use crate::handle::{BorrowPin, Handle};
+use crate::own_capsule::{self, ExportOwner};
+use crate::storage::Memory;
 
 /// The table, for the whole process (every environment, every thread).
 static EXCHANGE_API: ExchangeApi = ExchangeApi::new(
@@ -43,24 +46,10 @@ static EXCHANGE_API: ExchangeApi = ExchangeApi::new(
   Some(dltensor_from_object),
 );
 
-/// The header every [`Handle`](tensor::Handle) starts with (what a consumer reads through a
-/// handle external's `OBJECT_TAG`).
-pub(crate) const fn object_header() -> ExchangeObject {
-  ExchangeObject::new(&EXCHANGE_API)
-}
-
-/// Whether the data of an `OBJECT_TAG` external is one of this addon's handles: its header
-/// names this copy's table (other producers', and other copies of napi-dlpack's, name theirs).
-///
-/// # Safety
-/// `data` must be the non-NULL data of an external tagged with `OBJECT_TAG` (so it starts with
-/// an `ExchangeObject`).
-pub(crate) unsafe fn is_own_handle(data: *const c_void) -> bool {
-  // SAFETY: caller contract.
-  ptr::eq(
-    unsafe { (*data.cast::<ExchangeObject>()).api },
-    &EXCHANGE_API.header,
-  )
+/// Makes every handle created from now on start with this table's header (see
+/// `handle::EXCHANGE_TABLE`): called when the module loads, before any handle exists.
+pub(crate) fn register_table() {
+  crate::handle::set_exchange_table(&EXCHANGE_API.header);
 }
 
 /// What the table needs per JS thread: our env, the symbol under which a `Tensor` keeps its
@@ -202,7 +191,7 @@ fn run(caller: sys::napi_env, body: impl FnOnce(&Env, &EnvExchange) -> Result<()
       // SAFETY: the caller's env, on its thread.
       unsafe { sys::napi_is_exception_pending(caller, &mut pending) };
       if !pending {
-        // The addon's errors carry the stable code as their status (see `tensor::fail`).
+        // The addon's errors carry the stable code as their status (see `errors`).
         let code = CString::new(error.status).unwrap_or_default();
         let message = CString::new(error.reason.replace('\0', " ")).unwrap_or_default();
         // SAFETY: the caller's env, on its thread; NUL-terminated strings.
@@ -236,7 +225,7 @@ fn tensor_handle<'a>(
   env: &Env,
   exchange: &EnvExchange,
   value: sys::napi_value,
-) -> Result<&'a mut tensor::Handle> {
+) -> Result<&'a mut Handle> {
   let key = exchange.handle_key;
   let (mut key_value, mut handle) = (ptr::null_mut(), ptr::null_mut());
   // SAFETY: a reference of this env, alive while the env is.
@@ -256,34 +245,9 @@ fn tensor_handle<'a>(
       "the tensor has been disposed (or is not a napi-dlpack Tensor)",
     ));
   }
-  // The common case: one of our tagged handle externals.
-  let mut tagged = false;
-  // SAFETY: a live external of this env.
-  status("napi_check_object_type_tag", unsafe {
-    sys::napi_check_object_type_tag(env.raw(), handle, &tensor::HANDLE_TAG, &mut tagged)
-  })?;
-  if tagged {
-    let mut data = ptr::null_mut();
-    // SAFETY: a live external of this env.
-    status("napi_get_value_external", unsafe {
-      sys::napi_get_value_external(env.raw(), handle, &mut data)
-    })?;
-    // SAFETY: the data of an OBJECT_TAG external (NULL refused first).
-    if !data.is_null() && unsafe { is_own_handle(data) } {
-      // SAFETY: as in `tensor::handle_of`: our handle externals hold a live `Handle`, and no
-      // other borrow of it is alive during this call.
-      return Ok(unsafe { &mut *data.cast::<tensor::Handle>() });
-    }
-    return Err(fail(
-      ErrorKind::InvalidArgument,
-      "not a napi-dlpack Tensor (another producer's object data)",
-    ));
-  }
-  // Anything else: an adopted capsule serving as the handle (see `own_capsule`).
-  // SAFETY: a live value of this env.
-  handle_of(env, &unsafe {
-    Unknown::from_raw_unchecked(env.raw(), handle)
-  })
+  // One of our handle externals, or an adopted capsule serving as the handle (`own_capsule`).
+  // SAFETY: a live external of this env; the borrow ends with this table call.
+  unsafe { own_capsule::handle_of_external(env.raw(), handle) }
 }
 
 fn value_type(env: &Env, value: sys::napi_value) -> Result<sys::napi_valuetype> {
@@ -327,7 +291,7 @@ unsafe extern "C" fn dltensor_from_object(
     // names this table, i.e. one of our handle externals (the only ones whose header names
     // it), which the consumer holds for this call: a live `Handle`. JS is single-threaded and
     // no other borrow of the handle is alive during this call.
-    let handle = unsafe { &mut *object.cast::<tensor::Handle>() };
+    let handle = unsafe { &mut *object.cast::<Handle>() };
     lend(env, handle, out, out_flags, out_keep_alive)
   })
 }
@@ -338,7 +302,7 @@ unsafe extern "C" fn dltensor_from_object(
 /// a handle's first borrow; later borrows allocate nothing.
 fn lend(
   env: &Env,
-  handle: &mut tensor::Handle,
+  handle: &mut Handle,
   out: *mut DLTensor,
   out_flags: *mut u64,
   out_keep_alive: *mut *mut c_void,
@@ -346,26 +310,26 @@ fn lend(
   if out.is_null() || out_flags.is_null() || out_keep_alive.is_null() {
     return Err(fail(ErrorKind::InvalidArgument, "NULL output pointer"));
   }
-  let storage = storage_of(handle)?;
-  check_attached(env, storage)?;
+  let storage = handle.storage()?;
+  storage.check_attached(env)?;
   let pin = match &handle.borrow_pin {
     Some(pin) => pin.clone(),
     None => {
       let pin = Arc::new(BorrowPin {
         storage: storage.clone(),
-        meta: handle.meta.clone(),
+        layout: handle.layout.clone(),
       });
       handle.borrow_pin = Some(pin.clone());
       pin
     }
   };
-  let (storage, meta) = (&pin.storage, &pin.meta);
-  let (data, byte_offset) = export_address(storage, meta);
-  let flags = if meta.readonly {
+  let (storage, layout) = (&pin.storage, &pin.layout);
+  let (data, byte_offset) = storage.export_address(layout);
+  let flags = if layout.read_only {
     DLPACK_FLAG_BITMASK_READ_ONLY
   } else {
     0
-  } | if meta.is_copy && matches!(storage.memory(), Memory::Owned(_)) {
+  } | if layout.copied && matches!(storage.memory(), Memory::Owned(_)) {
     DLPACK_FLAG_BITMASK_IS_COPIED
   } else {
     0
@@ -374,11 +338,11 @@ fn lend(
   unsafe {
     out.write(DLTensor {
       data,
-      device: meta.device.to_dl(),
-      ndim: meta.shape.len() as i32,
-      dtype: meta.dtype.to_dl(),
-      shape: meta.shape.as_ptr().cast_mut(),
-      strides: meta.strides.as_ptr().cast_mut(),
+      device: layout.device.to_dl(),
+      ndim: layout.shape.len() as i32,
+      dtype: layout.dtype.to_dl(),
+      shape: layout.shape.as_ptr().cast_mut(),
+      strides: layout.strides.as_ptr().cast_mut(),
       byte_offset,
     });
     out_flags.write(flags);
@@ -413,9 +377,9 @@ unsafe extern "C" fn managed_tensor_from_value(
       return Err(fail(ErrorKind::InvalidArgument, "NULL output pointer"));
     }
     let handle = tensor_handle(env, exchange, value)?;
-    let storage = storage_of(handle)?.clone();
-    check_attached(env, &storage)?;
-    let owner = ExportOwner::new(storage, handle.meta.clone());
+    let storage = handle.storage()?.clone();
+    storage.check_attached(env)?;
+    let owner = ExportOwner::new(storage, handle.layout.clone());
     match export(owner, ExportFormat::Versioned)?.into_raw() {
       // SAFETY: a non-NULL out pointer; the caller now owns the tensor.
       napi_dlpack::ManagedPtr::Versioned(tensor) => unsafe { out.write(tensor.as_ptr()) },
@@ -440,7 +404,7 @@ unsafe extern "C" fn managed_tensor_to_value(
       return Err(fail(ErrorKind::InvalidArgument, "NULL output pointer"));
     }
     let make_tensor = exchange.make_tensor;
-    let handle = tensor::import_foreign(env, owned?)?;
+    let handle = crate::ops::import::import_foreign(env, owned?)?;
     let (mut function, mut global, mut result) =
       (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
     // SAFETY: a reference of this env.

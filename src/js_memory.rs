@@ -32,22 +32,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::ThreadId;
 
 use napi::sys;
-use napi_dlpack::{cuda, DLPackError, ErrorKind};
+use napi_dlpack::{cuda, ErrorKind};
 
-pub fn napi_error(what: &str, status: sys::napi_status) -> DLPackError {
-  DLPackError::new(
-    ErrorKind::Napi,
-    format!("{what} failed (napi status {status})"),
-  )
-}
-
-fn check(what: &str, status: sys::napi_status) -> Result<(), DLPackError> {
-  if status == sys::Status::napi_ok {
-    Ok(())
-  } else {
-    Err(napi_error(what, status))
-  }
-}
+use crate::errors::{fail, napi_failure, status, Result};
 
 /// Hashes addresses (unique, 8-aligned) with one multiply: the sets keyed by address are
 /// consulted on hot paths (every handle and capsule, every round trip), and SipHash's flood
@@ -194,7 +181,7 @@ unsafe extern "C" fn on_env_teardown(arg: *mut c_void) {
 ///
 /// # Safety
 /// `env` must be the live environment of the calling thread.
-unsafe fn ensure_teardown_hook(env: sys::napi_env) -> Result<(), DLPackError> {
+unsafe fn ensure_teardown_hook(env: sys::napi_env) -> Result<()> {
   if ENV_STATE.with(|state| state.borrow().is_some()) {
     return Ok(());
   }
@@ -213,7 +200,7 @@ pub unsafe fn track_external(
   env: sys::napi_env,
   data: *mut c_void,
   free: FreeExternal,
-) -> Result<(), DLPackError> {
+) -> Result<()> {
   // SAFETY: forwarded contract.
   if let Err(error) = unsafe { ensure_teardown_hook(env) } {
     // SAFETY: caller contract; not registered, so this is the only free.
@@ -247,19 +234,19 @@ pub unsafe extern "C" fn finalize_tracked(
 ///
 /// # Safety
 /// `env` must be the live environment of the calling thread.
-pub unsafe fn env_shared(env: sys::napi_env) -> Result<Arc<EnvShared>, DLPackError> {
+pub unsafe fn env_shared(env: sys::napi_env) -> Result<Arc<EnvShared>> {
   if let Some(shared) = ENV_STATE.with(|state| state.borrow().clone()) {
     return Ok(shared);
   }
   let mut name = ptr::null_mut();
   let label = "napi-dlpack release queue";
   // SAFETY: valid env, UTF-8 string with explicit length.
-  check("napi_create_string_utf8", unsafe {
+  status("napi_create_string_utf8", unsafe {
     sys::napi_create_string_utf8(env, label.as_ptr().cast(), label.len() as isize, &mut name)
   })?;
   let mut tsfn = ptr::null_mut();
   // SAFETY: no JS function; `release_on_js_thread` does the work. Unbounded queue.
-  check("napi_create_threadsafe_function", unsafe {
+  status("napi_create_threadsafe_function", unsafe {
     sys::napi_create_threadsafe_function(
       env,
       ptr::null_mut(),
@@ -276,7 +263,7 @@ pub unsafe fn env_shared(env: sys::napi_env) -> Result<Arc<EnvShared>, DLPackErr
   })?;
   // The queue must not keep the process alive.
   // SAFETY: live handle on its own env.
-  check("napi_unref_threadsafe_function", unsafe {
+  status("napi_unref_threadsafe_function", unsafe {
     sys::napi_unref_threadsafe_function(env, tsfn)
   })?;
   let shared = Arc::new(EnvShared {
@@ -289,7 +276,7 @@ pub unsafe fn env_shared(env: sys::napi_env) -> Result<Arc<EnvShared>, DLPackErr
   });
   let hook_arg = Arc::into_raw(shared.clone()) as *mut c_void;
   // SAFETY: the hook reclaims `hook_arg` exactly once, at teardown.
-  check("napi_add_env_cleanup_hook", unsafe {
+  status("napi_add_env_cleanup_hook", unsafe {
     sys::napi_add_env_cleanup_hook(env, Some(on_env_teardown), hook_arg)
   })?;
   ENV_STATE.with(|state| *state.borrow_mut() = Some(shared.clone()));
@@ -311,12 +298,12 @@ unsafe impl Sync for BufferRef {}
 impl BufferRef {
   /// # Safety
   /// `env` must be the live environment of the calling thread and `value` a value of it.
-  pub unsafe fn new(env: sys::napi_env, value: sys::napi_value) -> Result<BufferRef, DLPackError> {
+  pub unsafe fn new(env: sys::napi_env, value: sys::napi_value) -> Result<BufferRef> {
     // SAFETY: forwarded contract.
     let shared = unsafe { env_shared(env)? };
     let mut reference = ptr::null_mut();
     // SAFETY: forwarded contract.
-    check("napi_create_reference", unsafe {
+    status("napi_create_reference", unsafe {
       sys::napi_create_reference(env, value, 1, &mut reference)
     })?;
     if let Some(live) = shared.live().as_mut() {
@@ -329,16 +316,16 @@ impl BufferRef {
   ///
   /// # Safety
   /// `env` must be the live environment of the calling thread.
-  pub unsafe fn value(&self, env: sys::napi_env) -> Result<sys::napi_value, DLPackError> {
+  pub unsafe fn value(&self, env: sys::napi_env) -> Result<sys::napi_value> {
     if env != self.shared.env || std::thread::current().id() != self.shared.thread {
-      return Err(DLPackError::new(
+      return Err(fail(
         ErrorKind::InvalidArgument,
         "tensor used outside the JS environment that created it",
       ));
     }
     let mut value = ptr::null_mut();
     // SAFETY: our reference, on its env's thread.
-    check("napi_get_reference_value", unsafe {
+    status("napi_get_reference_value", unsafe {
       sys::napi_get_reference_value(env, self.reference, &mut value)
     })?;
     Ok(value)
@@ -428,10 +415,10 @@ pub fn max_arraybuffer_bytes() -> usize {
 /// `ERR_DLPACK_TOO_LARGE` unless an ArrayBuffer of `len` bytes can exist in this runtime. Every
 /// ArrayBuffer we create is checked first: past the limit, Node-API calls fail with an
 /// exception pending (Node, Bun) or abort the process (Deno; V8's allocation in the copy path).
-pub fn check_arraybuffer_len(len: usize) -> Result<(), DLPackError> {
+pub fn check_arraybuffer_len(len: usize) -> Result<()> {
   let max = max_arraybuffer_bytes();
   if len > max {
-    return Err(DLPackError::new(
+    return Err(fail(
       ErrorKind::TooLarge,
       format!(
         "{len} bytes is more than this runtime's largest ArrayBuffer ({max} bytes): view it in \
@@ -485,7 +472,7 @@ pub unsafe fn external_arraybuffer<K: Send + 'static>(
   data: *mut u8,
   len: usize,
   keep_alive: K,
-) -> Result<sys::napi_value, DLPackError> {
+) -> Result<sys::napi_value> {
   // Never ask past the limit: that is where runtimes disagree (and Deno aborts).
   check_arraybuffer_len(len)?;
   if len == 0 {
@@ -495,7 +482,7 @@ pub unsafe fn external_arraybuffer<K: Send + 'static>(
   }
   // SAFETY: forwarded contract.
   if !unsafe { external_buffers_allowed(env) } {
-    return Err(DLPackError::new(
+    return Err(fail(
       ErrorKind::CopyRequired,
       "external ArrayBuffers are not allowed in this runtime",
     ));
@@ -529,12 +516,12 @@ pub unsafe fn external_arraybuffer<K: Send + 'static>(
     }
     if status == sys::Status::napi_no_external_buffers_allowed {
       EXTERNALS_ALLOWED.with(|known| known.set(Some(false)));
-      return Err(DLPackError::new(
+      return Err(fail(
         ErrorKind::CopyRequired,
         "external ArrayBuffers are not allowed in this runtime",
       ));
     }
-    return Err(napi_error("napi_create_external_arraybuffer", status));
+    return Err(napi_failure("napi_create_external_arraybuffer", status));
   }
   Ok(value)
 }
@@ -547,12 +534,12 @@ const PROBED_ALLOCATION_BYTES: usize = 64 << 20;
 /// the size. V8 treats a failed ArrayBuffer allocation as fatal (the process aborts), so a copy
 /// of a multi-GiB foreign tensor must not be asked for blindly. Best effort: the probe is freed
 /// untouched, and under memory overcommit it is only as good as the kernel's answer.
-fn check_arraybuffer_alloc(len: usize) -> Result<(), DLPackError> {
+fn check_arraybuffer_alloc(len: usize) -> Result<()> {
   check_arraybuffer_len(len)?;
   if len >= PROBED_ALLOCATION_BYTES {
     let mut probe = Vec::<u8>::new();
     probe.try_reserve_exact(len).map_err(|_| {
-      DLPackError::new(
+      fail(
         ErrorKind::NoMemory,
         format!("cannot allocate {len} bytes for an ArrayBuffer"),
       )
@@ -567,10 +554,7 @@ fn check_arraybuffer_alloc(len: usize) -> Result<(), DLPackError> {
 ///
 /// # Safety
 /// `env` must be the live environment of the calling thread.
-pub unsafe fn arraybuffer_copy(
-  env: sys::napi_env,
-  bytes: &[u8],
-) -> Result<sys::napi_value, DLPackError> {
+pub unsafe fn arraybuffer_copy(env: sys::napi_env, bytes: &[u8]) -> Result<sys::napi_value> {
   // SAFETY: forwarded contract.
   let (value, data) = unsafe { arraybuffer_new(env, bytes.len())? };
   if !bytes.is_empty() {
@@ -588,12 +572,12 @@ pub unsafe fn arraybuffer_copy(
 pub unsafe fn arraybuffer_new(
   env: sys::napi_env,
   len: usize,
-) -> Result<(sys::napi_value, *mut u8), DLPackError> {
+) -> Result<(sys::napi_value, *mut u8)> {
   check_arraybuffer_alloc(len)?;
   let mut data = ptr::null_mut();
   let mut value = ptr::null_mut();
   // SAFETY: valid env.
-  check("napi_create_arraybuffer", unsafe {
+  status("napi_create_arraybuffer", unsafe {
     sys::napi_create_arraybuffer(env, len, &mut data, &mut value)
   })?;
   Ok((value, data.cast()))
@@ -607,22 +591,19 @@ pub unsafe fn arraybuffer_new(
 pub unsafe fn typedarray_bytes(
   env: sys::napi_env,
   value: sys::napi_value,
-) -> Result<(*mut u8, usize, sys::napi_value, usize), DLPackError> {
+) -> Result<(*mut u8, usize, sys::napi_value, usize)> {
   let mut is_typedarray = false;
   // SAFETY: forwarded contract.
-  check("napi_is_typedarray", unsafe {
+  status("napi_is_typedarray", unsafe {
     sys::napi_is_typedarray(env, value, &mut is_typedarray)
   })?;
   if !is_typedarray {
-    return Err(DLPackError::new(
-      ErrorKind::InvalidArgument,
-      "expected a Uint8Array",
-    ));
+    return Err(fail(ErrorKind::InvalidArgument, "expected a Uint8Array"));
   }
   let (mut kind, mut length, mut data, mut buffer, mut offset) =
     (0, 0usize, ptr::null_mut(), ptr::null_mut(), 0usize);
   // SAFETY: `value` is a TypedArray.
-  check("napi_get_typedarray_info", unsafe {
+  status("napi_get_typedarray_info", unsafe {
     sys::napi_get_typedarray_info(
       env,
       value,
@@ -634,10 +615,7 @@ pub unsafe fn typedarray_bytes(
     )
   })?;
   if kind != sys::TypedarrayType::uint8_array {
-    return Err(DLPackError::new(
-      ErrorKind::InvalidArgument,
-      "expected a Uint8Array",
-    ));
+    return Err(fail(ErrorKind::InvalidArgument, "expected a Uint8Array"));
   }
   Ok((data.cast(), length, buffer, offset))
 }
@@ -658,9 +636,9 @@ pub unsafe fn is_detached(env: sys::napi_env, value: sys::napi_value) -> bool {
 ///
 /// # Safety
 /// `env` must be the live environment of the calling thread and `value` a value of it.
-pub unsafe fn detach(env: sys::napi_env, value: sys::napi_value) -> Result<(), DLPackError> {
+pub unsafe fn detach(env: sys::napi_env, value: sys::napi_value) -> Result<()> {
   // SAFETY: forwarded contract.
-  check("napi_detach_arraybuffer", unsafe {
+  status("napi_detach_arraybuffer", unsafe {
     sys::napi_detach_arraybuffer(env, value)
   })
 }
@@ -674,7 +652,7 @@ pub unsafe fn tagged_external<T: 'static>(
   env: sys::napi_env,
   value: T,
   tag: &sys::napi_type_tag,
-) -> Result<sys::napi_value, DLPackError> {
+) -> Result<sys::napi_value> {
   unsafe fn free<T>(data: *mut c_void) {
     // SAFETY: `data` is the Box leaked below; `track_external` calls this once.
     drop(unsafe { Box::from_raw(data.cast::<T>()) });
@@ -696,12 +674,90 @@ pub unsafe fn tagged_external<T: 'static>(
   if created != sys::Status::napi_ok {
     // SAFETY: not adopted by an external; free it (and forget it) as its finalizer would.
     unsafe { finalize_tracked(env, data, ptr::null_mut()) };
-    return Err(napi_error("napi_create_external", created));
+    return Err(napi_failure("napi_create_external", created));
   }
   // SAFETY: `external` is a live external of this env. If tagging fails, the external still
   // owns `data` and frees it when collected.
-  check("napi_type_tag_object", unsafe {
+  status("napi_type_tag_object", unsafe {
     sys::napi_type_tag_object(env, external, tag)
   })?;
   Ok(external)
+}
+
+/// The data of `value`, a `napi_external`, if it carries `tag`; `None` if it carries another
+/// tag or none. The one place that reads an external of ours back (handles and capsules).
+///
+/// # Safety
+/// `env` must be the live environment of the calling thread and `value` an external of it.
+#[inline(always)]
+pub unsafe fn tagged_data(
+  env: sys::napi_env,
+  value: sys::napi_value,
+  tag: &sys::napi_type_tag,
+) -> Result<Option<*mut c_void>> {
+  let mut tagged = false;
+  // SAFETY: forwarded contract.
+  status("napi_check_object_type_tag", unsafe {
+    sys::napi_check_object_type_tag(env, value, tag, &mut tagged)
+  })?;
+  if !tagged {
+    return Ok(None);
+  }
+  let mut data = ptr::null_mut();
+  // SAFETY: forwarded contract: an external.
+  status("napi_get_value_external", unsafe {
+    sys::napi_get_value_external(env, value, &mut data)
+  })?;
+  Ok(Some(data))
+}
+
+/// Whether `value` is a `napi_external` (of any addon).
+///
+/// # Safety
+/// `env` must be the live environment of the calling thread and `value` a value of it.
+pub unsafe fn is_external(env: sys::napi_env, value: sys::napi_value) -> Result<bool> {
+  let mut value_type = 0;
+  // SAFETY: forwarded contract.
+  status("napi_typeof", unsafe {
+    sys::napi_typeof(env, value, &mut value_type)
+  })?;
+  Ok(value_type == sys::ValueType::napi_external)
+}
+
+/// The elements of `value`, a Float64Array of at least `min_len` elements, for the caller to
+/// fill; `ERR_DLPACK_INVALID_ARGUMENT` for any other value.
+///
+/// # Safety
+/// `env` must be the live environment of the calling thread and `value` a value of it. The
+/// slice must not outlive the current native call (no JS runs during it, so nothing else
+/// touches the array's memory).
+pub unsafe fn float64_array<'a>(
+  env: sys::napi_env,
+  value: sys::napi_value,
+  min_len: usize,
+) -> Result<&'a mut [f64]> {
+  let (mut kind, mut length, mut data, mut buffer, mut offset) =
+    (0, 0usize, ptr::null_mut(), ptr::null_mut(), 0usize);
+  // SAFETY: forwarded contract; non-TypedArrays make the call fail.
+  let code = unsafe {
+    sys::napi_get_typedarray_info(
+      env,
+      value,
+      &mut kind,
+      &mut length,
+      &mut data,
+      &mut buffer,
+      &mut offset,
+    )
+  };
+  if code != sys::Status::napi_ok || kind != sys::TypedarrayType::float64_array || length < min_len
+  {
+    return Err(fail(
+      ErrorKind::InvalidArgument,
+      format!("expected a Float64Array of at least {min_len} elements"),
+    ));
+  }
+  // SAFETY: a Float64Array of `length` elements, aligned by construction; the caller keeps the
+  // slice within the current call (forwarded contract).
+  Ok(unsafe { std::slice::from_raw_parts_mut(data.cast::<f64>(), length) })
 }

@@ -1,16 +1,17 @@
-//! Where a tensor's bytes live, and how they are exported.
+//! Where a tensor's bytes live ([`Storage`]), and where in them the elements of a
+//! [`TensorLayout`] are: for JS views, row-major copies and DLPack exports.
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
+use napi::Env;
 use napi_dlpack::cuda::{self, DeviceBuffer};
-use napi_dlpack::{
-  DLPackError, DType, Device, DeviceType, ErrorKind, ForeignTensor, IntoDLPack, TensorInfo,
-};
+use napi_dlpack::{DeviceType, ErrorKind, ForeignTensor};
 
-use crate::js_memory::BufferRef;
-use crate::own_capsule::OwnCapsule;
+use crate::errors::{fail, Result};
+use crate::js_memory::{self, BufferRef};
+use crate::layout::TensorLayout;
 
 /// The memory behind one or more tensors. Shared through `Arc` by tensor handles, JS views
 /// and DLPack exports; the last owner to let go releases it, on whatever thread that is.
@@ -39,35 +40,6 @@ pub enum Memory {
 unsafe impl Send for Memory {}
 // SAFETY: as above; `&Memory` only reads.
 unsafe impl Sync for Memory {}
-
-/// The layout of one tensor over a storage.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Meta {
-  pub dtype: DType,
-  /// Shared slices, so that a handle made from another (a round trip) copies no dimensions.
-  pub shape: Arc<[i64]>,
-  pub strides: Arc<[i64]>,
-  /// Byte offset of the first element from the start of the storage region.
-  pub first_byte: usize,
-  /// Lowest element offset relative to the first element (≤ 0).
-  pub min_offset: i64,
-  /// Bytes from the lowest to the end of the highest element.
-  pub span_bytes: usize,
-  pub numel: usize,
-  pub contiguous: bool,
-  pub device: Device,
-  pub readonly: bool,
-  pub is_copy: bool,
-  pub version: Option<(u32, u32)>,
-  pub flags: u64,
-}
-
-impl Meta {
-  /// Byte offset, from the storage start, of the lowest-addressed element.
-  pub fn span_start(&self) -> usize {
-    (self.first_byte as i64 + self.min_offset * self.dtype.itemsize() as i64) as usize
-  }
-}
 
 pub struct Storage {
   memory: Memory,
@@ -126,94 +98,92 @@ impl Storage {
   pub fn base(&self) -> *mut u8 {
     match &self.memory {
       Memory::Js { base, .. } => *base,
-      Memory::Foreign(tensor) => tensor.layout().span_start() as *mut u8,
+      Memory::Foreign(tensor) => foreign_span_start(tensor),
       Memory::Owned(words) => words.as_ptr() as *mut u8,
       Memory::Cuda(buffer) => buffer.device_ptr() as usize as *mut u8,
     }
   }
 
-  /// Address of the lowest element of `meta` over this storage, as an integer (host or device
-  /// address; no pointer arithmetic on device addresses).
-  pub fn span_address(&self, meta: &Meta) -> usize {
-    (self.base() as usize).wrapping_add(meta.span_start())
+  /// Address of the lowest element of `layout` over this storage, as an integer (host or
+  /// device address; no pointer arithmetic on device addresses).
+  pub fn span_address(&self, layout: &TensorLayout) -> usize {
+    (self.base() as usize).wrapping_add(layout.span_start())
   }
-}
 
-/// A DLPack export of (part of) a storage. Holding the Arc keeps the memory alive until the
-/// consumer calls the deleter, wherever that happens.
-pub struct ExportOwner {
-  /// Dropping this (in the consumer's deleter) releases our hold on the memory.
-  pub storage: Arc<Storage>,
-  pub meta: Arc<Meta>,
-  pub info: TensorInfo,
-  /// The capsule this export was first wrapped in, if we made one (see `own_capsule`): lets
-  /// an import recognise that capsule coming straight back. Weak, so it keeps only the
-  /// allocation (and with it the uniqueness of its address), not the capsule.
-  pub capsule: Weak<OwnCapsule>,
-}
-
-// SAFETY: `info` describes memory inside `storage`, which this owner keeps alive and which
-// never moves (ArrayBuffer backing stores, foreign memory and device allocations are fixed,
-// the Vec is not resized). Writes by other holders are the user's to synchronise, as
-// documented; device memory is handed to the consumer's stream by `export_capsule`.
-unsafe impl IntoDLPack for ExportOwner {
-  fn tensor_info(&mut self) -> TensorInfo {
-    self.info.clone()
-  }
-}
-
-/// The DLPack `data` and `byte_offset` of `meta` over `storage`, as every export (owning, or
-/// borrowed through the exchange table) describes them.
-pub fn export_address(storage: &Storage, meta: &Meta) -> (*mut c_void, u64) {
-  match storage.memory() {
-    // Re-exports of address-valued memory point `data` at the first element with
-    // byte_offset 0: consumers that ignore byte_offset (torch 1.13's at::fromDLPack, for one)
-    // then still read the right elements.
-    Memory::Foreign(tensor) if tensor.device().device_type.data_is_address() => {
-      (tensor.data_ptr().cast(), 0)
+  /// Fails if the JS buffer behind this storage has been detached (transferred) under us.
+  pub fn check_attached(&self, env: &Env) -> Result<()> {
+    if let Memory::Js { buffer, .. } = &self.memory {
+      // SAFETY: our env, on its thread.
+      let array_buffer = unsafe { buffer.value(env.raw())? };
+      // SAFETY: live value of this env.
+      if unsafe { js_memory::is_detached(env.raw(), array_buffer) } {
+        return Err(fail(
+          ErrorKind::Detached,
+          "the tensor's ArrayBuffer has been detached (transferred)",
+        ));
+      }
     }
-    // Handle-valued devices (OpenCL, Metal, ...) keep the producer's handle and offset: `data`
-    // is not an address, so the offset cannot be folded into it.
-    Memory::Foreign(tensor) => (tensor.raw_data(), tensor.byte_offset()),
-    // Our device memory: the first element's device address (integer arithmetic only).
-    Memory::Cuda(buffer) => (
-      (buffer.device_ptr() as usize).wrapping_add(meta.first_byte) as *mut c_void,
-      0,
-    ),
-    // Our own memory: data points at the first element, byte_offset 0, which every consumer
-    // reads correctly (including those that ignore byte_offset).
-    Memory::Js { .. } | Memory::Owned(_) => (
-      // SAFETY: first_byte lies inside the storage region (checked at construction).
-      unsafe { storage.base().add(meta.first_byte) }.cast::<c_void>(),
-      0,
-    ),
+    Ok(())
   }
-}
 
-impl ExportOwner {
-  /// Describes `meta` over `storage` for export.
-  pub fn new(storage: Arc<Storage>, meta: Arc<Meta>) -> ExportOwner {
-    let (data, byte_offset) = export_address(&storage, &meta);
-    let info = TensorInfo::strided(data, meta.dtype, &meta.shape, &meta.strides)
-      .byte_offset(byte_offset)
-      .device(meta.device)
-      .read_only(meta.readonly)
-      .copied(meta.is_copy && matches!(storage.memory(), Memory::Owned(_)));
-    ExportOwner {
-      storage,
-      meta,
-      info,
-      capsule: Weak::new(),
+  /// The DLPack `data` and `byte_offset` of `layout` over this storage, as every export
+  /// (owning, or borrowed through the exchange table) describes them.
+  pub fn export_address(&self, layout: &TensorLayout) -> (*mut c_void, u64) {
+    match &self.memory {
+      // Re-exports of address-valued memory point `data` at the first element with
+      // byte_offset 0: consumers that ignore byte_offset (torch 1.13's at::fromDLPack, for one)
+      // then still read the right elements.
+      Memory::Foreign(tensor) if tensor.device().device_type.data_is_address() => {
+        (tensor.data_ptr().cast(), 0)
+      }
+      // Handle-valued devices (OpenCL, Metal, ...) keep the producer's handle and offset:
+      // `data` is not an address, so the offset cannot be folded into it.
+      Memory::Foreign(tensor) => (tensor.raw_data(), tensor.byte_offset()),
+      // Our device memory: the first element's device address (integer arithmetic only).
+      Memory::Cuda(buffer) => (
+        (buffer.device_ptr() as usize).wrapping_add(layout.first_byte) as *mut c_void,
+        0,
+      ),
+      // Our own memory: data points at the first element, byte_offset 0, which every consumer
+      // reads correctly (including those that ignore byte_offset).
+      Memory::Js { .. } | Memory::Owned(_) => (
+        // SAFETY: first_byte lies inside the storage region (checked at construction).
+        unsafe { self.base().add(layout.first_byte) }.cast::<c_void>(),
+        0,
+      ),
     }
   }
+
+  /// The DLPack byte_offset an export of this storage carries (see [`Self::export_address`]):
+  /// only handle-valued devices keep a separate byte_offset.
+  pub fn export_byte_offset(&self) -> u64 {
+    match &self.memory {
+      Memory::Foreign(tensor) if !tensor.device().device_type.data_is_address() => {
+        tensor.byte_offset()
+      }
+      _ => 0,
+    }
+  }
+}
+
+/// The lowest element of a foreign tensor, derived from the producer's pointer
+/// (`ForeignTensor::data_ptr`, the first element) so that it keeps the pointer's provenance. For
+/// device memory it is only ever used as an address (never dereferenced on the host), hence the
+/// wrapping arithmetic.
+pub fn foreign_span_start(tensor: &ForeignTensor) -> *mut u8 {
+  let checked = tensor.layout();
+  // The first element lies `first_element - span_start` bytes above the lowest (validated).
+  tensor
+    .data_ptr()
+    .wrapping_sub(checked.first_element() - checked.span_start())
 }
 
 /// `len` zeroed elements, or ERR_DLPACK_NO_MEMORY: copies of foreign tensors may be any size,
 /// and an infallible allocation would abort the process.
-pub fn try_zeroed_vec<T: Clone + Default>(len: usize) -> Result<Vec<T>, DLPackError> {
+pub fn try_zeroed_vec<T: Clone + Default>(len: usize) -> Result<Vec<T>> {
   let mut out = Vec::new();
   out.try_reserve_exact(len).map_err(|_| {
-    DLPackError::new(
+    fail(
       ErrorKind::NoMemory,
       format!(
         "cannot allocate {len} elements of {} bytes",
@@ -266,27 +236,107 @@ pub unsafe fn gather(
   }
 }
 
-/// Bytes of a row-major copy of a tensor described by `meta` over `storage`.
-pub fn copy_bytes(storage: &Storage, meta: &Meta, out: &mut [u8]) -> Result<(), DLPackError> {
-  if !meta.device.is_host_accessible() {
-    return Err(DLPackError::new(
+/// Writes a row-major copy of the elements of `layout` over `storage` into `out`
+/// (`layout.packed_bytes()` long).
+pub fn copy_row_major(storage: &Storage, layout: &TensorLayout, out: &mut [u8]) -> Result<()> {
+  if !layout.device.is_host_accessible() {
+    return Err(fail(
       ErrorKind::NotCpu,
       format!(
         "tensor memory is on {}; host copies need .to('cpu')",
-        meta.device
+        layout.device
       ),
     ));
   }
   // SAFETY: the layout was validated against the storage region at construction.
   unsafe {
     gather(
-      storage.base().add(meta.first_byte),
-      meta.dtype.itemsize(),
-      &meta.shape,
-      &meta.strides,
-      meta.contiguous,
+      storage.base().add(layout.first_byte),
+      layout.dtype.itemsize(),
+      &layout.shape,
+      &layout.strides,
+      layout.contiguous,
       out,
     )
   };
   Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn gather_reads_strided_elements_in_row_major_order() {
+    // A 2x3 int16 matrix stored column-major (strides [1, 2]), read row by row.
+    let column_major: [i16; 6] = [0, 3, 1, 4, 2, 5];
+    let mut out = [0u8; 12];
+    // SAFETY: every index of shape [2, 3] with strides [1, 2] addresses one of the 6 elements.
+    unsafe {
+      gather(
+        column_major.as_ptr().cast(),
+        2,
+        &[2, 3],
+        &[1, 2],
+        false,
+        &mut out,
+      )
+    };
+    let values: Vec<i16> = out
+      .chunks_exact(2)
+      .map(|pair| i16::from_ne_bytes([pair[0], pair[1]]))
+      .collect();
+    assert_eq!(values, [0, 1, 2, 3, 4, 5]);
+  }
+
+  #[test]
+  fn gather_follows_negative_strides() {
+    let data: [u32; 4] = [10, 20, 30, 40];
+    let mut out = [0u8; 16];
+    // SAFETY: from the last element with stride -1, the 4 indices address the 4 elements.
+    unsafe { gather(data.as_ptr().add(3).cast(), 4, &[4], &[-1], false, &mut out) };
+    let values: Vec<u32> = out
+      .chunks_exact(4)
+      .map(|word| u32::from_ne_bytes([word[0], word[1], word[2], word[3]]))
+      .collect();
+    assert_eq!(values, [40, 30, 20, 10]);
+  }
+
+  #[test]
+  fn the_span_of_a_foreign_tensor_starts_at_its_lowest_element() {
+    use napi_dlpack::{export, ExportFormat, ShapedBuffer};
+    // Elements 1, 3, 5, 7 of the buffer seen backwards: the first element is element 7 and the
+    // span starts at element 1.
+    let buffer = ShapedBuffer::strided((0u32..8).collect(), &[4], &[-2], 7).unwrap();
+    let tensor = ForeignTensor::new(export(buffer, ExportFormat::Versioned).unwrap()).unwrap();
+    let start = foreign_span_start(&tensor);
+    assert_eq!(start as usize, tensor.layout().span_start());
+    // SAFETY: the span of a validated host tensor, alive with `tensor`; derived from the
+    // producer's pointer, so reading through it is allowed (Miri checks the provenance).
+    let first = unsafe { start.cast::<u32>().read() };
+    assert_eq!(first, 1);
+    let storage = Storage::new(Memory::Foreign(tensor));
+    assert_eq!(storage.base(), start);
+    let layout = TensorLayout::of_foreign(match storage.memory() {
+      Memory::Foreign(tensor) => tensor,
+      _ => unreachable!("a foreign storage"),
+    });
+    let mut out = [0u8; 16];
+    copy_row_major(&storage, &layout, &mut out).unwrap();
+    let values: Vec<u32> = out
+      .chunks_exact(4)
+      .map(|word| u32::from_ne_bytes([word[0], word[1], word[2], word[3]]))
+      .collect();
+    assert_eq!(values, [7, 5, 3, 1]);
+    assert_eq!(storage.export_byte_offset(), 0);
+    let (data, byte_offset) = storage.export_address(&layout);
+    assert_eq!((data as usize, byte_offset), (start as usize + 24, 0));
+  }
+
+  #[test]
+  fn impossible_allocations_are_errors_not_aborts() {
+    let error = try_zeroed_vec::<u64>(usize::MAX / 4).unwrap_err();
+    assert_eq!(error.status, "ERR_DLPACK_NO_MEMORY");
+    assert_eq!(try_zeroed_vec::<u8>(3).unwrap(), [0, 0, 0]);
+  }
 }

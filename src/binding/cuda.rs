@@ -1,0 +1,82 @@
+//! The CUDA functions JS calls (`lib/cuda.ts`, `Tensor.empty/zeros` on a CUDA device, `to()`).
+
+use napi::bindgen_prelude::Unknown;
+use napi::Env;
+use napi_derive::napi;
+use napi_dlpack::cuda;
+
+use crate::binding::parse_dtype;
+use crate::errors::Result;
+use crate::handle::new_handle;
+use crate::own_capsule::handle_of;
+
+/// Whether CUDA is usable (a driver with at least one device). Never throws.
+#[napi(js_name = "cudaIsAvailable")]
+pub fn cuda_is_available() -> bool {
+  cuda::is_available()
+}
+
+/// Number of CUDA devices; 0 without a usable driver. Never throws.
+#[napi(js_name = "cudaDeviceCount")]
+pub fn cuda_device_count() -> u32 {
+  cuda::device_count() as u32
+}
+
+/// Counters of the CUDA release paths (frees and producer deleters that cannot report errors):
+/// `pending` releases still waiting on the release thread, `errors` driver failures there.
+#[napi(object)]
+pub struct CudaReleaseStats {
+  pub pending: u32,
+  pub errors: u32,
+}
+
+/// What the CUDA release paths did (tests and diagnostics). Never throws.
+#[napi(js_name = "cudaReleaseStats")]
+pub fn cuda_release_stats() -> CudaReleaseStats {
+  let stats = cuda::release_stats();
+  CudaReleaseStats {
+    pending: stats.pending as u32,
+    errors: stats.errors as u32,
+  }
+}
+
+/// Why CUDA is unavailable (`undefined` when it is available).
+#[napi(js_name = "cudaUnavailableReason")]
+pub fn cuda_unavailable_reason() -> Option<String> {
+  cuda::check_available()
+    .err()
+    .map(|error| error.message().to_string())
+}
+
+/// Blocks until the work enqueued on `cuda:<deviceId>`'s stream has run.
+#[napi(js_name = "cudaSynchronize")]
+pub fn cuda_synchronize(device_id: i32) -> Result<()> {
+  Ok(cuda::device(device_id)?.synchronize()?)
+}
+
+/// A new row-major tensor in device memory (`zeroed`: memset to 0, else undefined contents).
+#[napi(js_name = "cudaEmpty")]
+pub fn cuda_empty<'env>(
+  env: &'env Env,
+  dtype: String,
+  shape: Vec<i64>,
+  device_id: i32,
+  zeroed: bool,
+) -> Result<Unknown<'env>> {
+  // The device first: without CUDA, ERR_CUDA_UNAVAILABLE whatever the other arguments.
+  cuda::device(device_id)?;
+  let (storage, layout) = crate::cuda::alloc(parse_dtype(&dtype)?, &shape, device_id, zeroed)?;
+  new_handle(env, storage, layout)
+}
+
+/// A copy of a tensor on another device (or the same one): host ↔ CUDA and CUDA ↔ CUDA. Always
+/// a new handle over new memory; the JS layer shares instead when nothing needs to move.
+#[napi(js_name = "toDevice")]
+pub fn to_device<'env>(
+  env: &'env Env,
+  handle: Unknown<'env>,
+  device_type: u32,
+  device_id: i32,
+) -> Result<Unknown<'env>> {
+  crate::ops::copy::to_device(env, handle_of(env, &handle)?, device_type, device_id)
+}

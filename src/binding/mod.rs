@@ -1,0 +1,18 @@
+//! The binding layer: every function JS calls. `#[napi]` functions (in `tensor` and `cuda`;
+//! their TypeScript declarations are generated into `index.d.ts`) and the raw Node-API entry
+//! points of the hot path (`fast`, declared by hand in `lib/native.ts`). Each converts its
+//! arguments, finds the handle behind a JS value (`own_capsule::handle_of`) and calls one
+//! operation (`ops`) or reads one fact; no other layer calls up into this one.
+
+pub(crate) mod cuda;
+pub(crate) mod fast;
+pub(crate) mod tensor;
+
+use napi_dlpack::{DType, ErrorKind};
+
+use crate::errors::{fail, Result};
+
+/// A dtype argument, by its name (`lib/dtype.ts`'s names, `DType::name`).
+pub(crate) fn parse_dtype(name: &str) -> Result<DType> {
+  DType::from_name(name).ok_or_else(|| fail(ErrorKind::Dtype, format!("unknown dtype {name:?}")))
+}

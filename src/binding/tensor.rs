@@ -1,0 +1,281 @@
+//! The `#[napi]` functions of tensors, handles and capsules (`lib/tensor.ts`,
+//! `lib/protocol.ts`).
+
+use napi::bindgen_prelude::{BigInt, Unknown};
+use napi::{Env, JsValue};
+use napi_derive::napi;
+use napi_dlpack::ffi::DLDevice;
+use napi_dlpack::{capsule, DType, Device, ErrorKind};
+
+use crate::binding::parse_dtype;
+use crate::errors::{fail, Result};
+use crate::handle::Handle;
+use crate::js_memory;
+use crate::layout::INFO_SLOTS;
+use crate::ops::negotiation::{self, CopyRequest};
+use crate::ops::view::HostView;
+use crate::own_capsule::handle_of;
+use crate::storage::{Memory, LIVE_STORAGES};
+
+/// Wraps JS memory (a Uint8Array over an ArrayBuffer or SharedArrayBuffer) without copying,
+/// unless it is misaligned (see `ops::import::wrap_js_memory`). `offset` is in elements from
+/// the start of `bytes`; strides in elements (null: row-major).
+#[napi(js_name = "wrapBuffer")]
+pub fn wrap_buffer<'env>(
+  env: &'env Env,
+  bytes: Unknown<'env>,
+  dtype: String,
+  shape: Vec<i64>,
+  strides: Option<Vec<i64>>,
+  offset: i64,
+  readonly: bool,
+) -> Result<Unknown<'env>> {
+  crate::ops::import::wrap_js_memory(
+    env,
+    &bytes,
+    parse_dtype(&dtype)?,
+    &shape,
+    strides.as_deref(),
+    offset,
+    readonly,
+  )
+}
+
+/// A copy of a tensor in a new handle (`isCopy`): row-major in V8 memory for host tensors, a
+/// device copy on the same device for CUDA tensors.
+#[napi(js_name = "copyHandle")]
+pub fn copy_handle<'env>(env: &'env Env, handle: Unknown<'env>) -> Result<Unknown<'env>> {
+  crate::ops::copy::copy_handle(env, handle_of(env, &handle)?)
+}
+
+/// Layout and flags of a handle, read once per JS tensor (`handleInfoInto` writes the same
+/// facts as numbers: see `TensorLayout::write_slots`).
+#[napi(object, js_name = "TensorLayout")]
+pub struct TensorLayoutObject {
+  pub dtype: String,
+  pub shape: Vec<i64>,
+  pub strides: Vec<i64>,
+  /// DLPack byte_offset an export of this tensor carries.
+  pub byte_offset: i64,
+  pub device_type: u32,
+  pub device_id: i32,
+  /// JS spelling (`TensorLayout::read_only`).
+  pub readonly: bool,
+  /// JS spelling (`TensorLayout::copied`).
+  pub is_copy: bool,
+  pub contiguous: bool,
+  pub numel: i64,
+  /// Element offset of the first element inside the `.data` view (non-zero with negative
+  /// strides).
+  pub view_offset: i64,
+  /// Elements the `.data` view spans (from the lowest to the highest element).
+  pub view_length: i64,
+  pub version: Option<Vec<u32>>,
+  pub flags: i64,
+}
+
+#[napi(js_name = "handleInfo")]
+pub fn handle_info(env: &Env, handle: Unknown<'_>) -> Result<TensorLayoutObject> {
+  let handle = handle_of(env, &handle)?;
+  let storage = handle.storage()?;
+  let layout = &handle.layout;
+  Ok(TensorLayoutObject {
+    dtype: layout.dtype.name().to_string(),
+    shape: layout.shape.to_vec(),
+    strides: layout.strides.to_vec(),
+    byte_offset: storage.export_byte_offset() as i64,
+    device_type: layout.device.device_type as u32,
+    device_id: layout.device.id,
+    readonly: layout.read_only,
+    is_copy: layout.copied,
+    contiguous: layout.contiguous,
+    numel: layout.numel as i64,
+    view_offset: -layout.min_offset,
+    view_length: layout.span_elements() as i64,
+    version: layout.version.map(|(major, minor)| vec![major, minor]),
+    flags: layout.flags as i64,
+  })
+}
+
+/// `handleInfo` for the hot path (a raw call, see `binding::fast`): writes the same facts as
+/// numbers into a caller-owned Float64Array of at least `INFO_SLOTS` elements, in the order of
+/// `TensorLayout::write_slots`.
+pub(crate) fn handle_info_into(env: &Env, handle: Unknown<'_>, out: Unknown<'_>) -> Result<()> {
+  let handle = handle_of(env, &handle)?;
+  let storage = handle.storage()?;
+  // SAFETY: a live value of this env, on its thread.
+  let slots = unsafe { js_memory::float64_array(env.raw(), out.raw(), INFO_SLOTS) }?;
+  handle
+    .layout
+    .write_slots(storage.export_byte_offset(), slots);
+  Ok(())
+}
+
+/// The memory of a host tensor as an ArrayBuffer (or SharedArrayBuffer) and the byte offset of
+/// its lowest element in it. Zero-copy: JS memory is returned as is; foreign memory through an
+/// external ArrayBuffer that keeps the storage alive.
+#[napi(object)]
+pub struct HandleView<'env> {
+  pub buffer: Unknown<'env>,
+  pub byte_offset: i64,
+}
+
+impl<'env> From<HostView<'env>> for HandleView<'env> {
+  fn from(view: HostView<'env>) -> HandleView<'env> {
+    HandleView {
+      buffer: view.buffer,
+      byte_offset: view.byte_offset,
+    }
+  }
+}
+
+#[napi(js_name = "handleView")]
+pub fn handle_view<'env>(env: &'env Env, handle: Unknown<'env>) -> Result<HandleView<'env>> {
+  Ok(crate::ops::view::view_of(env, handle_of(env, &handle)?)?.into())
+}
+
+/// Elements `offset..offset + length` of the span `.data` covers (see `ops::view::window_of`).
+#[napi(js_name = "handleWindow")]
+pub fn handle_window<'env>(
+  env: &'env Env,
+  handle: Unknown<'env>,
+  offset: i64,
+  length: i64,
+) -> Result<HandleView<'env>> {
+  Ok(crate::ops::view::window_of(env, handle_of(env, &handle)?, offset, length)?.into())
+}
+
+/// Tells the addon the runtime's largest ArrayBuffer, in bytes (`buffer.constants.MAX_LENGTH`;
+/// lib/native.ts passes it once at load). Views and copies past it throw ERR_DLPACK_TOO_LARGE
+/// instead of asking the runtime for an ArrayBuffer it cannot make.
+#[napi(js_name = "setArrayBufferLimit")]
+pub fn set_array_buffer_limit(bytes: f64) -> Result<()> {
+  if !(bytes.is_finite() && bytes >= 0.0 && bytes.fract() == 0.0 && bytes <= (1u64 << 53) as f64) {
+    return Err(fail(
+      ErrorKind::InvalidArgument,
+      format!("the ArrayBuffer limit must be a safe non-negative integer, got {bytes}"),
+    ));
+  }
+  js_memory::set_max_arraybuffer_bytes(bytes as usize);
+  Ok(())
+}
+
+/// The ArrayBuffer limit in force, in bytes (see `setArrayBufferLimit`).
+#[napi(js_name = "arrayBufferLimit")]
+pub fn array_buffer_limit() -> f64 {
+  js_memory::max_arraybuffer_bytes() as f64
+}
+
+/// Releases the handle's storage now (`dispose()`); later calls fail with ERR_TENSOR_DISPOSED.
+/// Memory still referenced by live exports or views stays valid until they go.
+#[napi(js_name = "releaseHandle")]
+pub fn release_handle(env: &Env, handle: Unknown<'_>) -> Result<bool> {
+  handle_of(env, &handle)?.release(env)
+}
+
+/// Address of the first element, for zero-copy checks and diagnostics.
+#[napi(js_name = "dataPointer")]
+pub fn data_pointer(env: &Env, handle: Unknown<'_>) -> Result<BigInt> {
+  let handle: &Handle = handle_of(env, &handle)?;
+  let storage = handle.storage()?;
+  let address = match storage.memory() {
+    Memory::Foreign(tensor) => tensor.data_ptr() as u64,
+    _ => storage.base() as u64 + handle.layout.first_byte as u64,
+  };
+  Ok(BigInt::from(address))
+}
+
+#[napi(js_name = "isCapsule")]
+pub fn is_capsule(env: &Env, value: Unknown<'_>) -> bool {
+  // SAFETY: live value of this env.
+  unsafe { capsule::is_capsule(env.raw(), value.raw()) }
+}
+
+#[napi(js_name = "capsuleIsConsumed")]
+pub fn capsule_is_consumed(env: &Env, value: Unknown<'_>) -> Result<bool> {
+  // SAFETY: live value of this env.
+  Ok(unsafe { capsule::is_consumed(env.raw(), value.raw())? })
+}
+
+/// The device of a capsule's tensor as `[type, id]`, read without consuming it; `null` when it
+/// cannot be read without consuming (see `CapsulePayload::peek_device`). Throws as a consume
+/// would for a value that is no capsule, a consumed capsule or another capsule ABI.
+#[napi(js_name = "capsuleDevice")]
+pub fn capsule_device(env: &Env, value: Unknown<'_>) -> Result<Option<Vec<i32>>> {
+  // SAFETY: live value of this env, on its JS thread.
+  let device = unsafe { capsule::peek_device(env.raw(), value.raw())? };
+  Ok(device.map(|device| vec![device.device_type as i32, device.id]))
+}
+
+/// Whether `value` is a `napi_external` (any addon's): `fromDLPack` takes every External for
+/// a capsule, so one that is not a capsule is `ERR_DLPACK_NOT_A_CAPSULE`, not a bad argument.
+#[napi(js_name = "isExternal")]
+pub fn is_external(env: &Env, value: Unknown<'_>) -> Result<bool> {
+  // SAFETY: live value of this env.
+  unsafe { js_memory::is_external(env.raw(), value.raw()) }
+}
+
+/// Whether this runtime lets us create external ArrayBuffers (false in Electron, or with
+/// `NAPI_DLPACK_NO_EXTERNAL_BUFFERS=1`).
+#[napi(js_name = "externalBuffersAllowed")]
+pub fn external_buffers_allowed(env: &Env) -> bool {
+  // SAFETY: our env, on its thread.
+  unsafe { js_memory::external_buffers_allowed(env.raw()) }
+}
+
+/// Device of a handle as `[type, id]`, without exporting (`__dlpack_device__`).
+#[napi(js_name = "handleDevice")]
+pub fn handle_device(env: &Env, handle: Unknown<'_>) -> Result<Vec<i32>> {
+  let handle = handle_of(env, &handle)?;
+  handle.storage()?;
+  Ok(vec![
+    handle.layout.device.device_type as i32,
+    handle.layout.device.id,
+  ])
+}
+
+/// Process-wide counters for leak checks: storages (memory regions) still alive.
+#[napi(object)]
+pub struct NativeStats {
+  pub live_storages: u32,
+  /// References this thread's exchange-table state holds (2 once installed).
+  pub exchange_references: u32,
+}
+
+#[napi(js_name = "nativeStats")]
+pub fn native_stats() -> NativeStats {
+  NativeStats {
+    live_storages: LIVE_STORAGES.load(std::sync::atomic::Ordering::Relaxed) as u32,
+    exchange_references: crate::exchange::live_references(),
+  }
+}
+
+/// Names of every dtype, in the order of `DType::ALL`.
+#[napi(js_name = "dtypeNames")]
+pub fn dtype_names() -> Vec<&'static str> {
+  DType::ALL.iter().map(|dtype| dtype.name()).collect()
+}
+
+/// `fromDLPack`'s device check for sources that are no capsule (a `Tensor`, JS memory): the
+/// rule capsule imports follow too (`ops::negotiation::check_import_device`). `copyMode` as
+/// for `importCapsule`.
+#[napi(js_name = "checkImportDevice")]
+pub fn check_import_device(
+  wanted_type: u32,
+  wanted_id: i32,
+  copy_mode: u32,
+  actual_type: u32,
+  actual_id: i32,
+) -> Result<()> {
+  let device = |device_type, device_id| {
+    Device::from_dl(DLDevice {
+      device_type,
+      device_id,
+    })
+  };
+  negotiation::check_import_device(
+    Some(device(wanted_type, wanted_id)?),
+    CopyRequest::from_mode(copy_mode)?,
+    device(actual_type, actual_id)?,
+  )
+}

@@ -861,9 +861,9 @@ static inline napi_dlpack_status napi_dlpack_exchange_api_install(
  * napi_dlpack_object naming your table), tags it NAPI_DLPACK_OBJECT_TAG and
  * defines it as the own, configurable, non-enumerable property of `object`
  * under the exchange symbol (`key`: napi_dlpack_exchange_key's, or NULL to
- * make it here). `finalize_cb` (may be NULL)
- * runs once when the external is collected, whether or not a later step
- * failed: hold a count on `data` for it, taken before the call. Delete the
+ * make it here). `finalize_cb` (may be NULL) runs once when the external is
+ * collected, whether or not a later step failed (never if the external could
+ * not be made): hold a count on `data` for it, taken before the call. Delete the
  * property (napi_delete_property) when the object stops lending.
  */
 static inline napi_dlpack_status napi_dlpack_exchange_object_install(

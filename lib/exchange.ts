@@ -12,7 +12,7 @@ native.installExchangeApi(Tensor.prototype, exchangeHandle, (handle: unknown) =>
 
 export { EXCHANGE_API_PROPERTY }
 
-/** An object whose prototype exposes a DLPack exchange table (napi-dlpack's `Tensor`, or another addon's tensor class). */
+/** An object exposing a DLPack exchange table under `EXCHANGE_API_PROPERTY`, own or inherited (napi-dlpack's `Tensor`, or another addon's tensor class). */
 export interface HasExchangeApi {
   readonly [EXCHANGE_API_PROPERTY]: unknown
 }

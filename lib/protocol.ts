@@ -111,11 +111,16 @@ function checkDevice(checked: CheckedOptions, actual: readonly [number, number])
  */
 function fromCapsule(capsule: unknown, checked: CheckedOptions, obtained: boolean): Tensor {
   const device = checked.device
+  // No stream and no device (the hot path): those arguments are left out, so the native side
+  // type-checks neither.
   const handle =
     device === undefined
-      ? callNative(() => native.importCapsule(capsule, checked.mode, checked.stream))
+      ? checked.stream === null
+        ? callNative(() => native.importCapsule(capsule, checked.mode))
+        : callNative(() => native.importCapsule(capsule, checked.mode, checked.stream))
       : callNative(() => native.importCapsule(capsule, checked.mode, checked.stream, device.type, device.id, !obtained))
-  return Tensor._fromHandle(handle)
+  // Our own capsule straight back is adopted as the handle: not lendable by its own property.
+  return Tensor._fromHandle(handle, handle !== capsule)
 }
 
 /**

@@ -9,7 +9,14 @@ import {
   TensorDisposedError,
   rethrow,
 } from './errors'
-import { DTYPE_ORDER, HOST_ACCESSIBLE_DEVICE_TYPES, INFO_BIT, INFO_SLOT, INFO_SLOTS } from './generated/facts'
+import {
+  DTYPE_ORDER,
+  EXCHANGE_API_SYMBOL_NAME,
+  HOST_ACCESSIBLE_DEVICE_TYPES,
+  INFO_BIT,
+  INFO_SLOT,
+  INFO_SLOTS,
+} from './generated/facts'
 import { checkTransfer, claimToken, makeTransfer, type TensorTransfer } from './transfer'
 
 declare const capsuleBrand: unique symbol
@@ -123,6 +130,11 @@ export type ArrayDType<A> = A extends Float32Array
 interface SharedHandle {
   readonly handle: unknown
   refs: number
+  /**
+   * Whether the handle is a handle external, which native consumers borrow directly under
+   * `EXCHANGE_API_PROPERTY` (false for an adopted capsule serving as the handle).
+   */
+  readonly lendable: boolean
   /** Layout and flags, read from native once per handle and shared by its tensors. */
   info?: TensorLayout
 }
@@ -195,6 +207,14 @@ export const exchangeHandle = Symbol('napi-dlpack.exchangeHandle')
 function setExchangeHandle(tensor: object, handle: unknown): void {
   ;(tensor as Record<symbol, unknown>)[exchangeHandle] = handle
 }
+
+/**
+ * The key under which producers expose their exchange table: the registered symbol
+ * `Symbol.for(NAPI_DLPACK_EXCHANGE_API_PROPERTY)`. On `Tensor.prototype` it holds the table; on
+ * each lending `Tensor` its own handle, which a native consumer borrows with one lookup
+ * (docs/protocol.md §5.2).
+ */
+export const EXCHANGE_API_PROPERTY: unique symbol = Symbol.for(EXCHANGE_API_SYMBOL_NAME)
 
 function call<T>(fn: () => T): T {
   try {
@@ -313,11 +333,16 @@ export class Tensor<D extends DType = DType> {
     }
     this.#shared = shared
     setExchangeHandle(this, shared.handle)
+    // Shadows the prototype's table (a writable property) with the handle itself.
+    if (shared.lendable) (this as Record<symbol, unknown>)[EXCHANGE_API_PROPERTY] = shared.handle
   }
 
-  /** @internal A new tensor over a fresh native handle. */
-  static _fromHandle(handle: unknown): Tensor {
-    return new Tensor(internal, { handle, refs: 1 })
+  /**
+   * @internal A new tensor over a fresh native handle; `lendable` is false for a capsule that
+   * the addon adopted as the handle (`importCapsule` returned the capsule itself).
+   */
+  static _fromHandle(handle: unknown, lendable = true): Tensor {
+    return new Tensor(internal, { handle, refs: 1, lendable })
   }
 
   /** @internal A new tensor object sharing this tensor's native handle (no capsule). */
@@ -773,6 +798,8 @@ export class Tensor<D extends DType = DType> {
     this.#shared = null
     this.#data = undefined
     setExchangeHandle(this, undefined)
+    // Consumers then reach the prototype's table, which reports the tensor disposed.
+    if (shared.lendable) delete (this as Record<symbol, unknown>)[EXCHANGE_API_PROPERTY]
     shared.refs -= 1
     if (shared.refs === 0) call(() => native.releaseHandle(shared.handle))
   }

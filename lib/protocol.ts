@@ -121,11 +121,16 @@ function checkDevice(checked: CheckedOptions, actual: readonly [number, number])
  */
 function fromCapsule(capsule: unknown, checked: CheckedOptions, obtained: boolean): Tensor {
   const device = checked.device
+  // No stream and no device (the hot path): those arguments are left out, so the native side
+  // type-checks neither.
   const handle =
     device === undefined
-      ? callNative(() => native.importCapsule(capsule, checked.mode, checked.stream))
+      ? checked.stream === null
+        ? callNative(() => native.importCapsule(capsule, checked.mode))
+        : callNative(() => native.importCapsule(capsule, checked.mode, checked.stream))
       : callNative(() => native.importCapsule(capsule, checked.mode, checked.stream, device.type, device.id, !obtained))
-  return Tensor._fromHandle(handle)
+  // Our own capsule straight back is adopted as the handle: not lendable by its own property.
+  return Tensor._fromHandle(handle, handle !== capsule)
 }
 
 /**
@@ -156,7 +161,7 @@ export function fromDLPack(source: DLPackSource, options: FromDLPackOptions = {}
       const viaCapsule = { ...options, copy: options.copy === true ? null : options.copy }
       return fromCapsule(source.__dlpack__({ stream: checked.stream, copy: options.copy ?? null }), checkOptions(viaCapsule), true)
     }
-    if (options.copy === true) return Tensor._fromHandle(callNative(() => native.copyHandle(source._handle())), source.clamped)
+    if (options.copy === true) return Tensor._fromHandle(callNative(() => native.copyHandle(source._handle())), true, source.clamped)
     return source._share()
   }
   if (typeof source !== 'object' || source === null) {
@@ -237,7 +242,7 @@ export function fromDLPack(source: DLPackSource, options: FromDLPackOptions = {}
     }
   }
   if (options.copy === true) {
-    const copy = Tensor._fromHandle(callNative(() => native.copyHandle(tensor._handle())), tensor.clamped)
+    const copy = Tensor._fromHandle(callNative(() => native.copyHandle(tensor._handle())), true, tensor.clamped)
     tensor.dispose()
     return copy
   }

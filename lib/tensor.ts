@@ -20,7 +20,14 @@ import {
   TensorDisposedError,
   rethrow,
 } from './errors'
-import { DTYPE_ORDER, HOST_ACCESSIBLE_DEVICE_TYPES, INFO_BIT, INFO_SLOT, INFO_SLOTS } from './generated/facts'
+import {
+  DTYPE_ORDER,
+  EXCHANGE_API_SYMBOL_NAME,
+  HOST_ACCESSIBLE_DEVICE_TYPES,
+  INFO_BIT,
+  INFO_SLOT,
+  INFO_SLOTS,
+} from './generated/facts'
 import { checkTransfer, claimToken, makeTransfer, type TensorTransfer } from './transfer'
 
 declare const capsuleBrand: unique symbol
@@ -162,6 +169,11 @@ export type ArrayDType<A> = A extends Float32Array
 interface SharedHandle {
   readonly handle: unknown
   refs: number
+  /**
+   * Whether the handle is a handle external, which native consumers borrow directly under
+   * `EXCHANGE_API_PROPERTY` (false for an adopted capsule serving as the handle).
+   */
+  readonly lendable: boolean
   /** Layout and flags, read from native once per handle and shared by its tensors. */
   info?: TensorLayout
   /** JS views are `Uint8ClampedArray`s (uint8 only; see `ClampedTensor`). */
@@ -236,6 +248,14 @@ export const exchangeHandle = Symbol('napi-dlpack.exchangeHandle')
 function setExchangeHandle(tensor: object, handle: unknown): void {
   ;(tensor as Record<symbol, unknown>)[exchangeHandle] = handle
 }
+
+/**
+ * The key under which producers expose their exchange table: the registered symbol
+ * `Symbol.for(NAPI_DLPACK_EXCHANGE_API_PROPERTY)`. On `Tensor.prototype` it holds the table; on
+ * each lending `Tensor` its own handle, which a native consumer borrows with one lookup
+ * (docs/protocol.md §5.2).
+ */
+export const EXCHANGE_API_PROPERTY: unique symbol = Symbol.for(EXCHANGE_API_SYMBOL_NAME)
 
 function call<T>(fn: () => T): T {
   try {
@@ -360,11 +380,17 @@ export class Tensor<D extends DType = DType> {
     }
     this.#shared = shared
     setExchangeHandle(this, shared.handle)
+    // Shadows the prototype's table (a writable property) with the handle itself.
+    if (shared.lendable) (this as Record<symbol, unknown>)[EXCHANGE_API_PROPERTY] = shared.handle
   }
 
-  /** @internal A new tensor over a fresh native handle (`clamped`: see `ClampedTensor`). */
-  static _fromHandle(handle: unknown, clamped = false): Tensor {
-    return new Tensor(internal, { handle, refs: 1, clamped })
+  /**
+   * @internal A new tensor over a fresh native handle; `lendable` is false for a capsule that
+   * the addon adopted as the handle (`importCapsule` returned the capsule itself); `clamped`:
+   * see `ClampedTensor`.
+   */
+  static _fromHandle(handle: unknown, lendable = true, clamped = false): Tensor {
+    return new Tensor(internal, { handle, refs: 1, lendable, clamped })
   }
 
   /** @internal A new tensor object sharing this tensor's native handle (no capsule). */
@@ -439,7 +465,7 @@ export class Tensor<D extends DType = DType> {
       throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `clamped views are uint8 only, not ${dtype}`)
     }
     const handle = wrapMemory(array, dtype, shape, options.strides, options.offset ?? 0, options.readonly ?? false)
-    return Tensor._fromHandle(handle, clamped)
+    return Tensor._fromHandle(handle, true, clamped)
   }
 
   /**
@@ -515,7 +541,7 @@ export class Tensor<D extends DType = DType> {
   permute(...args: (number | readonly number[])[]): Tensor<D> {
     const handle = this.#live().handle
     const axes = permuteAxes(args)
-    return Tensor._fromHandle(call(() => native.permuteHandle(handle, axes)), this.clamped) as Tensor<D>
+    return Tensor._fromHandle(call(() => native.permuteHandle(handle, axes)), true, this.clamped) as Tensor<D>
   }
 
   /** A zero-copy view with dimensions `dim0` and `dim1` swapped (see `permute`). */
@@ -532,7 +558,7 @@ export class Tensor<D extends DType = DType> {
   contiguous(): Tensor<D> {
     const handle = this.#live().handle
     if (this.isContiguous) return this._share()
-    return Tensor._fromHandle(call(() => native.contiguousHandle(handle)), this.clamped) as Tensor<D>
+    return Tensor._fromHandle(call(() => native.contiguousHandle(handle)), true, this.clamped) as Tensor<D>
   }
 
   /**
@@ -873,6 +899,8 @@ export class Tensor<D extends DType = DType> {
     this.#shared = null
     this.#data = undefined
     setExchangeHandle(this, undefined)
+    // Consumers then reach the prototype's table, which reports the tensor disposed.
+    if (shared.lendable) delete (this as Record<symbol, unknown>)[EXCHANGE_API_PROPERTY]
     shared.refs -= 1
     if (shared.refs === 0) call(() => native.releaseHandle(shared.handle))
   }
@@ -902,7 +930,7 @@ export function createFromMemory(
 ): Tensor {
   // A Uint8ClampedArray keeps clamping through the tensor (see `ClampedTensor`).
   const clamped = dtype === 'uint8' && isClampedArray(memory)
-  return Tensor._fromHandle(wrapMemory(memory, dtype, shape, strides, offset, readonly), clamped)
+  return Tensor._fromHandle(wrapMemory(memory, dtype, shape, strides, offset, readonly), true, clamped)
 }
 
 export { call as callNative, type DeviceLike }

@@ -276,3 +276,18 @@ test('alternating producer kinds stay right (the table selection cache)', (t) =>
   t.is(codeOf(() => addon.inspect(Object.create(Tensor.prototype))), 'ERR_TENSOR_DISPOSED')
   t.is(addon.inspect(tensor).dataPointer, tensor.dataPointer)
 })
+
+test('library tensors go through fromDLPack first: TensorArg itself takes Tensors, capsules and __dlpack__ objects only', (t) => {
+  // The recognisers of ORT/transformers.js tensors, images, Arrow and tfjs live in napi-dlpack's
+  // JS (lib/adapters.ts), not in the crate: an addon's TensorArg refuses such an object...
+  const values = new Float32Array([1, 2, 3, 4])
+  const ortLike = { type: 'float32', dims: [2, 2], location: 'cpu', data: values }
+  t.is(codeOf(() => addon.inspect(ortLike as never)), 'ERR_DLPACK_INVALID_ARGUMENT')
+  // ...and takes fromDLPack's zero-copy Tensor of it, borrowed: the library's own memory.
+  const tensor = fromDLPack(ortLike)
+  const seen = addon.inspect(tensor)
+  t.true(seen.borrowed)
+  t.deepEqual(seen.shape, [2, 2])
+  t.is(seen.dataPointer, tensor.dataPointer)
+  t.is(tensor.data.buffer, values.buffer)
+})

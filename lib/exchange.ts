@@ -21,6 +21,8 @@ export interface HasExchangeApi {
  * What a native function taking `napi_dlpack::arg::TensorArg` accepts: a `Tensor` (borrowed for
  * the call, no capsule), any object exposing an exchange table, a capsule (consumed), or any
  * object with `__dlpack__`. Addons built on the crate name their arguments with this type.
+ * Other libraries' tensors (ONNX Runtime, Arrow, images, tfjs: lib/adapters.ts) are recognised
+ * by `fromDLPack` only: pass `fromDLPack(x)`, a Tensor over the same memory.
  */
 export type TensorArg = Tensor | HasExchangeApi | DLPackCapsule | CanDLPack
 

@@ -53,7 +53,26 @@ export {
   type NDArrayLike,
 } from './protocol'
 export {
+  type AdaptedSource,
+  type ArrowDataLike,
+  type ArrowVectorLike,
+  type ImageLike,
+  type OrtTensorLike,
+  type SharpRawLike,
+  type TfTensorLike,
+} from './adapters'
+export {
+  type ArrowModule,
+  type ArrowParts,
+  type ArrowTypeName,
+  type ImageDataArgs,
+  type OrtTensorArgs,
+  type OrtType,
+  type PeerViewOptions,
+} from './interop'
+export {
   type ArrayDType,
+  type ClampedTensor,
   type CreateOptions,
   type DataOptions,
   type DLPackCapsule,

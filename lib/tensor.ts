@@ -3,6 +3,17 @@ import { Device, type DeviceLike, toDevice } from './device'
 import { type AstypeOptions, astypeArgs, permuteAxes, transposeAxes } from './convert'
 import { type DataArray, DLDeviceType, type DType, DTYPES, dtypeOfArray, isDType } from './dtype'
 import {
+  type ArrowModule,
+  type ArrowParts,
+  arrowParts,
+  type ImageDataArgs,
+  type OrtTensorArgs,
+  type PeerViewOptions,
+  toArrow,
+  toImageData,
+  toOrt,
+} from './interop'
+import {
   BufferError,
   DLPackTypeError,
   ReadOnlyError,
@@ -101,6 +112,34 @@ export interface FromArrayOptions<D extends DType = DType> {
   offset?: number
   /** Mark the tensor read-only: exports carry READ_ONLY, `.data` refuses a writable view. */
   readonly?: boolean
+  /**
+   * uint8 only: JS views of the tensor are `Uint8ClampedArray`s (writes clamp to 0..255, as
+   * `ImageData` and canvas pixels expect). Default: whether `array` is a `Uint8ClampedArray`.
+   */
+  clamped?: boolean
+}
+
+/**
+ * A uint8 tensor made from a `Uint8ClampedArray` (an `ImageData`, a canvas or RawImage's
+ * pixels, or `Tensor.from(x, shape, { clamped: true })`): its `data` and `toTypedArray()` are
+ * `Uint8ClampedArray`s, so writes clamp as they did in the source. Exports carry plain DLPack
+ * uint8 (DLPack has no clamped type); `fromDLPack(tensor)` keeps the flag. At runtime it is a
+ * `Tensor` (`instanceof` holds); its type is not assignable to `Tensor<'uint8'>`, whose views
+ * are `Uint8Array`s.
+ */
+export type ClampedTensor = Omit<
+  Tensor<'uint8'>,
+  'clamped' | 'data' | 'getData' | 'toTypedArray' | 'permute' | 'transpose' | 'contiguous'
+> & {
+  readonly clamped: true
+  readonly data: Uint8ClampedArray
+  getData(options?: DataOptions): Uint8ClampedArray
+  toTypedArray(): Uint8ClampedArray
+  /** Views and dense copies of a clamped tensor are clamped too. */
+  permute(...axes: number[]): ClampedTensor
+  permute(axes: readonly number[]): ClampedTensor
+  transpose(dim0: number, dim1: number): ClampedTensor
+  contiguous(): ClampedTensor
 }
 
 /** The dtype of a TypedArray type. */
@@ -137,6 +176,8 @@ interface SharedHandle {
   readonly lendable: boolean
   /** Layout and flags, read from native once per handle and shared by its tensors. */
   info?: TensorLayout
+  /** JS views are `Uint8ClampedArray`s (uint8 only; see `ClampedTensor`). */
+  readonly clamped: boolean
 }
 
 /**
@@ -308,6 +349,12 @@ function isDetached(buffer: ArrayBuffer | SharedArrayBuffer): boolean {
   }
 }
 
+function isClampedArray(value: unknown): value is Uint8ClampedArray {
+  return Object.prototype.toString.call(value) === '[object Uint8ClampedArray]'
+}
+
+type ViewConstructor = ReturnType<(typeof DTYPES)[DType]['view']> | Uint8ClampedArrayConstructor
+
 export function isSharedArrayBuffer(value: unknown): value is SharedArrayBuffer {
   return typeof SharedArrayBuffer === 'function' && value instanceof SharedArrayBuffer
 }
@@ -339,10 +386,11 @@ export class Tensor<D extends DType = DType> {
 
   /**
    * @internal A new tensor over a fresh native handle; `lendable` is false for a capsule that
-   * the addon adopted as the handle (`importCapsule` returned the capsule itself).
+   * the addon adopted as the handle (`importCapsule` returned the capsule itself); `clamped`:
+   * see `ClampedTensor`.
    */
-  static _fromHandle(handle: unknown, lendable = true): Tensor {
-    return new Tensor(internal, { handle, refs: 1, lendable })
+  static _fromHandle(handle: unknown, lendable = true, clamped = false): Tensor {
+    return new Tensor(internal, { handle, refs: 1, lendable, clamped })
   }
 
   /** @internal A new tensor object sharing this tensor's native handle (no capsule). */
@@ -376,6 +424,11 @@ export class Tensor<D extends DType = DType> {
    * offset) cannot be viewed by a TypedArray or handed to typed consumers: the tensor is then a
    * copy of it, `isCopy === true` (later writes to `array` are not seen), as for foreign memory.
    */
+  static from(
+    array: Uint8ClampedArray,
+    shape?: readonly number[],
+    options?: Omit<FromArrayOptions, 'dtype' | 'clamped'> & { dtype?: 'uint8'; clamped?: true },
+  ): ClampedTensor
   static from<D extends DType>(
     array: ArrayBufferView | ArrayBuffer | SharedArrayBuffer,
     shape: readonly number[] | undefined,
@@ -395,7 +448,7 @@ export class Tensor<D extends DType = DType> {
     array: ArrayBufferView | ArrayBuffer | SharedArrayBuffer,
     shape?: readonly number[],
     options: FromArrayOptions = {},
-  ): Tensor {
+  ): Tensor | ClampedTensor {
     const natural = ArrayBuffer.isView(array) ? (dtypeOfArray(array) ?? 'uint8') : 'uint8'
     const dtype = checkDType(options.dtype ?? natural)
     const byteLength = ArrayBuffer.isView(array) ? array.byteLength : (array as ArrayBuffer).byteLength
@@ -406,8 +459,13 @@ export class Tensor<D extends DType = DType> {
       }
       shape = [byteLength / itemsize - (options.offset ?? 0)]
     }
+    // A Uint8ClampedArray reinterpreted as another dtype (e.g. 'bool') is not clamped.
+    const clamped = options.clamped ?? (dtype === 'uint8' && isClampedArray(array))
+    if (clamped && dtype !== 'uint8') {
+      throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `clamped views are uint8 only, not ${dtype}`)
+    }
     const handle = wrapMemory(array, dtype, shape, options.strides, options.offset ?? 0, options.readonly ?? false)
-    return Tensor._fromHandle(handle)
+    return Tensor._fromHandle(handle, true, clamped)
   }
 
   /**
@@ -483,7 +541,7 @@ export class Tensor<D extends DType = DType> {
   permute(...args: (number | readonly number[])[]): Tensor<D> {
     const handle = this.#live().handle
     const axes = permuteAxes(args)
-    return Tensor._fromHandle(call(() => native.permuteHandle(handle, axes))) as Tensor<D>
+    return Tensor._fromHandle(call(() => native.permuteHandle(handle, axes)), true, this.clamped) as Tensor<D>
   }
 
   /** A zero-copy view with dimensions `dim0` and `dim1` swapped (see `permute`). */
@@ -500,7 +558,7 @@ export class Tensor<D extends DType = DType> {
   contiguous(): Tensor<D> {
     const handle = this.#live().handle
     if (this.isContiguous) return this._share()
-    return Tensor._fromHandle(call(() => native.contiguousHandle(handle))) as Tensor<D>
+    return Tensor._fromHandle(call(() => native.contiguousHandle(handle)), true, this.clamped) as Tensor<D>
   }
 
   /**
@@ -594,6 +652,11 @@ export class Tensor<D extends DType = DType> {
     return this.#meta().viewOffset
   }
 
+  /** Whether JS views of this uint8 tensor are `Uint8ClampedArray`s (see `ClampedTensor`). */
+  get clamped(): boolean {
+    return this.#live().clamped
+  }
+
   /** Whether the tensor has been disposed. */
   get disposed(): boolean {
     return this.#shared === null
@@ -647,16 +710,21 @@ export class Tensor<D extends DType = DType> {
       }
       const window = call(() => native.handleWindow(this.#live().handle, offset, length))
       const spec = DTYPES[meta.dtype as DType]
-      return new (spec.view())(window.buffer as ArrayBuffer, window.byteOffset, length * spec.lanes) as DataArray<D>
+      return new (this.#viewType())(window.buffer as ArrayBuffer, window.byteOffset, length * spec.lanes) as DataArray<D>
     }
     if (this.#data === undefined) {
       const view = call(() => native.handleView(this.#live().handle))
       const spec = DTYPES[meta.dtype as DType]
-      const View = spec.view()
+      const View = this.#viewType()
       this.#data = new View(view.buffer as ArrayBuffer, view.byteOffset, meta.viewLength * spec.lanes) as DataArray<D>
       this.#dataWritable = !meta.readonly
     }
     return this.#data
+  }
+
+  /** The TypedArray type of JS views: the dtype's, or `Uint8ClampedArray` for clamped tensors. */
+  #viewType(): ViewConstructor {
+    return this.#live().clamped ? Uint8ClampedArray : DTYPES[this.#meta().dtype].view()
   }
 
   /**
@@ -672,10 +740,43 @@ export class Tensor<D extends DType = DType> {
     try {
       const view = call(() => native.handleView(copy))
       const spec = DTYPES[meta.dtype as DType]
-      return new (spec.view())(view.buffer as ArrayBuffer, view.byteOffset, meta.numel * spec.lanes) as DataArray<D>
+      return new (this.#viewType())(view.buffer as ArrayBuffer, view.byteOffset, meta.numel * spec.lanes) as DataArray<D>
     } finally {
       call(() => native.releaseHandle(copy))
     }
+  }
+
+  /**
+   * The arguments of ONNX Runtime's (and transformers.js's) Tensor constructor:
+   * `new ort.Tensor(...t.toOrt())`. `data` is this tensor's memory when it is dense row-major,
+   * else a dense copy (ORT has no strides); `bool` keeps its label. Read-only tensors need
+   * `{ allowReadOnly: true }` (ORT must then not write to it, e.g. as a `fetches` output).
+   */
+  toOrt(options?: PeerViewOptions): OrtTensorArgs<D> {
+    return toOrt(this, options)
+  }
+
+  /**
+   * A uint8 `[height, width, channels]` (or `[height, width]`) tensor as image pixels: `data` is
+   * a `Uint8ClampedArray` over this tensor's memory (a dense copy if it is not dense row-major),
+   * for `new ImageData(data, width, height)` (4 channels) or `new RawImage(data, width,
+   * height, channels)`.
+   */
+  toImageData(options?: PeerViewOptions): ImageDataArgs {
+    return toImageData(this, options)
+  }
+
+  /**
+   * An apache-arrow Vector over this tensor (`arrow`: the apache-arrow module): rows are the
+   * first dimension, further dimensions nested FixedSizeLists. Zero-copy when dense row-major.
+   */
+  toArrow(arrow: ArrowModule, options?: PeerViewOptions): unknown {
+    return toArrow(this, arrow, options)
+  }
+
+  /** The parts `toArrow` assembles (leaf type name, dense values, rows, list sizes). */
+  arrowParts(options?: PeerViewOptions): ArrowParts {
+    return arrowParts(this, options)
   }
 
   /** Nested arrays of the elements (bool as booleans, 64-bit integers as bigints, complex as [re, im]). */
@@ -825,8 +926,11 @@ export function createFromMemory(
   shape: readonly number[],
   strides: readonly number[] | undefined,
   offset: number,
+  readonly = false,
 ): Tensor {
-  return Tensor._fromHandle(wrapMemory(memory, dtype, shape, strides, offset, false))
+  // A Uint8ClampedArray keeps clamping through the tensor (see `ClampedTensor`).
+  const clamped = dtype === 'uint8' && isClampedArray(memory)
+  return Tensor._fromHandle(wrapMemory(memory, dtype, shape, strides, offset, readonly), true, clamped)
 }
 
 export { call as callNative, type DeviceLike }

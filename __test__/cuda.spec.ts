@@ -777,6 +777,10 @@ if (available) {
           parentPort.postMessage({ pointer: y.dataPointer, device: y.__dlpack_device__(), values: Array.from(y.to('cpu').data) })
           if (disposeFirst) y.dispose()
           else globalThis.kept = y // released when the worker ends
+          // Stay alive (a listening port keeps the loop running) until the main thread has
+          // checked who holds the memory; without this the worker could end, and release its
+          // tensor, before the main thread looks.
+          parentPort.once('message', () => {})
         })`,
         { eval: true },
       )
@@ -787,6 +791,7 @@ if (available) {
       t.deepEqual(reply.device, [2, 0])
       t.deepEqual(reply.values, [1, 2, 3, 4])
       if (workerDisposesFirst) {
+        worker.postMessage('done')
         await exited
         await settled()
         if (fake) t.is(control!.liveAllocations(), live + 1, 'the main thread still holds it')
@@ -795,6 +800,7 @@ if (available) {
         x.dispose()
         await settled()
         if (fake) t.is(control!.liveAllocations(), live + 1, 'the worker still holds it')
+        worker.postMessage('done')
         await exited
       }
       await settled()

@@ -48,6 +48,12 @@ export declare function capsuleIsConsumed(value: unknown): boolean
  */
 export declare function checkImportDevice(wantedType: number, wantedId: number, copyMode: number, actualType: number, actualId: number): void
 
+/**
+ * Claims token `id` on this thread: a new handle over the transferred memory. A token is
+ * claimed once; afterwards (or once released) this throws ERR_DLPACK_TRANSFER_CLAIMED.
+ */
+export declare function claimTransfer(id: number): unknown
+
 /** A dense row-major copy of a host tensor in V8 memory. */
 export declare function contiguousHandle(handle: unknown): unknown
 
@@ -56,6 +62,12 @@ export declare function contiguousHandle(handle: unknown): unknown
  * device copy on the same device for CUDA tensors.
  */
 export declare function copyHandle(handle: unknown): unknown
+
+/**
+ * Copies the elements of a host tensor in row-major order into `bytes`, a Uint8Array of exactly
+ * the elements' size that does not overlap the tensor (`toShared()`'s one copy).
+ */
+export declare function copyHandleInto(handle: unknown, bytes: unknown): void
 
 /** Number of CUDA devices; 0 without a usable driver. Never throws. */
 export declare function cudaDeviceCount(): number
@@ -142,6 +154,9 @@ export interface NativeStats {
   exchangeReferences: number
 }
 
+/** Tokens made and not yet claimed or released, in the whole process (leak checks). */
+export declare function pendingTransfers(): number
+
 /** A zero-copy view with dimension `i` being dimension `axes[i]` (see `ops::convert::permute`). */
 export declare function permuteHandle(handle: unknown, axes: Array<number>): unknown
 
@@ -150,6 +165,9 @@ export declare function permuteHandle(handle: unknown, axes: Array<number>): unk
  * Memory still referenced by live exports or views stays valid until they go.
  */
 export declare function releaseHandle(handle: unknown): boolean
+
+/** Releases unclaimed token `id`; false when it is not pending (claimed or released already). */
+export declare function releaseTransfer(id: number): boolean
 
 /**
  * Tells the addon the runtime's largest ArrayBuffer, in bytes (`buffer.constants.MAX_LENGTH`;
@@ -192,6 +210,19 @@ export interface TensorLayout {
  * a new handle over new memory; the JS layer shares instead when nothing needs to move.
  */
 export declare function toDevice(handle: unknown, deviceType: number, deviceId: number): unknown
+
+/**
+ * Registers the tensor of `handle` under a new transfer token and returns the token's number;
+ * `null` for JS memory (an ArrayBuffer or SharedArrayBuffer), which lib/transfer.ts handles. The
+ * handle stays usable: sender and receiver share the memory, as two tensors of one import do.
+ */
+export declare function transferHandle(handle: unknown): number | null
+
+/**
+ * A random key naming this process in every token (a token posted to another process is
+ * refused there).
+ */
+export declare function transferProcessKey(): string
 
 /**
  * Wraps JS memory (a Uint8Array over an ArrayBuffer or SharedArrayBuffer) without copying,

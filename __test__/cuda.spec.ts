@@ -14,10 +14,12 @@
 // NAPI_DLPACK_CUDA_EXPECT=fake|gpu|none makes the file fail when the setting is not the one
 // expected (so a broken library path cannot silently skip the suite); unset, it adapts.
 import { execFileSync } from 'node:child_process'
+import { once } from 'node:events'
 import { existsSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { Worker } from 'node:worker_threads'
 
 import test, { type ExecutionContext } from 'ava'
 
@@ -756,6 +758,55 @@ if (available) {
     await settled()
     t.is(releaseStats().errors, errors, 'no release failed')
     if (fake) t.true(await gcUntil(() => control!.liveAllocations() === live), 'every allocation was freed')
+  })
+
+  test.serial('a CUDA tensor goes to a Worker by transfer token: same device pointer, read there, freed once by the last holder on either thread', async (t) => {
+    await drainGarbage()
+    await settled()
+    const live = fake ? control!.liveAllocations() : 0
+    const errors = releaseStats().errors
+    for (const workerDisposesFirst of [false, true]) {
+      const x = Tensor.from(new Float32Array([1, 2, 3, 4])).to('cuda:0')
+      const transfer = x.transfer()
+      t.is(transfer.kind, 'token', 'device memory goes by token')
+      const worker = new Worker(
+        `const { parentPort } = require('node:worker_threads')
+        const { Tensor } = require(${JSON.stringify(join(root, 'dist', 'index.js'))})
+        parentPort.once('message', ({ transfer, disposeFirst }) => {
+          const y = Tensor.fromTransfer(transfer)
+          parentPort.postMessage({ pointer: y.dataPointer, device: y.__dlpack_device__(), values: Array.from(y.to('cpu').data) })
+          if (disposeFirst) y.dispose()
+          else globalThis.kept = y // released when the worker ends
+          // Stay alive (a listening port keeps the loop running) until the main thread has
+          // checked who holds the memory; without this the worker could end, and release its
+          // tensor, before the main thread looks.
+          parentPort.once('message', () => {})
+        })`,
+        { eval: true },
+      )
+      const exited = once(worker, 'exit')
+      worker.postMessage({ transfer, disposeFirst: workerDisposesFirst })
+      const [reply] = (await once(worker, 'message')) as [{ pointer: bigint; device: number[]; values: number[] }]
+      t.is(reply.pointer, x.dataPointer, 'the worker holds the same device memory')
+      t.deepEqual(reply.device, [2, 0])
+      t.deepEqual(reply.values, [1, 2, 3, 4])
+      if (workerDisposesFirst) {
+        worker.postMessage('done')
+        await exited
+        await settled()
+        if (fake) t.is(control!.liveAllocations(), live + 1, 'the main thread still holds it')
+        x.dispose()
+      } else {
+        x.dispose()
+        await settled()
+        if (fake) t.is(control!.liveAllocations(), live + 1, 'the worker still holds it')
+        worker.postMessage('done')
+        await exited
+      }
+      await settled()
+      if (fake) t.true(await gcUntil(() => control!.liveAllocations() === live), 'freed once the last holder let go')
+    }
+    t.is(releaseStats().errors, errors, 'no release failed')
   })
 
   test.serial('a deleter called from a CUDA host function (where driver calls are not permitted) neither deadlocks nor leaks', async (t) => {

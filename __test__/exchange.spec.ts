@@ -50,6 +50,9 @@ interface ExchangeC {
   lastMadePointer(): bigint
   currentStream(value: unknown, deviceType: number): bigint | null
   liveCTensors(): number
+  forgedObject(kind: 'future' | 'empty' | 'untagged'): object
+  lendingPath(value: unknown): string
+  borrowCounts(): { object: number; value: number }
   CTensor: CTensorClass
   BadVersionTensor: CTensorClass
   ChainedTensor: CTensorClass
@@ -68,12 +71,24 @@ const NAPI_DLPACK_OK = 0
 const NAPI_DLPACK_ERR_VERSION = 7
 const NAPI_DLPACK_ERR_NO_EXCHANGE = 8
 const live = () => native.nativeStats().liveStorages
-test('Tensor.prototype exposes the table as a tagged external; the C helper finds it', (t) => {
+test('Tensor.prototype exposes the table, each Tensor its own handle (one lookup); the C helper finds both', (t) => {
   const tensor = Tensor.from(new Float32Array([1, 2]))
+  t.is(EXCHANGE_API_PROPERTY as symbol, Symbol.for('__dlpack_napi_exchange_api__'), 'a registered symbol: any addon can make the key')
   t.true(EXCHANGE_API_PROPERTY in Tensor.prototype)
-  t.false(Object.prototype.hasOwnProperty.call(tensor, EXCHANGE_API_PROPERTY), 'on the prototype, not per object')
-  t.false(Object.keys(Tensor.prototype).includes(EXCHANGE_API_PROPERTY), 'not enumerable')
+  t.false(Object.getOwnPropertyDescriptor(Tensor.prototype, EXCHANGE_API_PROPERTY)?.enumerable, 'not enumerable')
+  t.is(c.lendingPath(Object.create(Tensor.prototype)), 'table', 'the prototype holds the table itself')
+  t.true(Object.prototype.hasOwnProperty.call(tensor, EXCHANGE_API_PROPERTY), 'each tensor shadows it with its own handle')
+  t.is(c.lendingPath(tensor), 'object', 'found as per-object data: the fast path')
   t.deepEqual(c.borrowStatus(tensor), { code: 'OK', status: NAPI_DLPACK_OK })
+  t.false(Object.keys(tensor).includes(String(EXCHANGE_API_PROPERTY)), 'invisible to Object.keys and JSON')
+  tensor.dispose()
+  t.false(Object.prototype.hasOwnProperty.call(tensor, EXCHANGE_API_PROPERTY), 'dispose() removes it')
+  t.is(c.lendingPath(tensor), 'table', 'a disposed tensor reaches the prototype table, which refuses it')
+  t.is(codeOf(() => c.borrowSum(tensor)), 'ERR_TENSOR_DISPOSED')
+  // A capsule adopted as the handle (our own capsule straight back) lends through the table.
+  const adopted = fromDLPack(Tensor.from(new Float32Array([3, 4])).__dlpack__())
+  t.is(c.lendingPath(adopted), 'table')
+  t.is(c.borrowSum(adopted).sum, 7)
   // globalThis carries the table too: the environment's default importer.
   t.is(c.currentStream(globalThis, 2), 1n)
 })
@@ -143,6 +158,41 @@ test('disposed tensors and detached buffers are coded errors from the producer',
   t.is(codeOf(() => c.borrowSum(over)), 'ERR_TENSOR_DETACHED')
   // An object that merely inherits the prototype has no handle.
   t.is(codeOf(() => c.borrowSum(Object.create(Tensor.prototype))), 'ERR_TENSOR_DISPOSED')
+})
+
+test('hostile values under the exchange symbol: forged per-object data, unknown majors, foreign handles', (t) => {
+  const version = { code: 'ERR_DLPACK_VERSION', status: NAPI_DLPACK_ERR_VERSION }
+  const noExchange = { code: 'ERR_DLPACK_INVALID_ARGUMENT', status: NAPI_DLPACK_ERR_NO_EXCHANGE }
+  t.deepEqual(c.borrowStatus(c.forgedObject('future')), version, 'per-object data naming a major-99 table')
+  t.deepEqual(c.borrowStatus(c.forgedObject('empty')), noExchange, 'per-object data naming no table')
+  t.deepEqual(c.borrowStatus(c.forgedObject('untagged')), noExchange, 'an untagged external is never read')
+  // JS can copy a tensor's handle onto another object: it lends that same tensor (memory-safe:
+  // the handle keeps its memory alive), and refuses once the tensor's storage is released.
+  const tensor = Tensor.from(new Float32Array([5, 6]))
+  const handle = (tensor as unknown as Record<symbol, unknown>)[EXCHANGE_API_PROPERTY]
+  const copy = { [EXCHANGE_API_PROPERTY]: handle }
+  t.is(c.borrowSum(copy).sum, 11)
+  tensor.dispose()
+  t.is(codeOf(() => c.borrowSum(copy)), 'ERR_TENSOR_DISPOSED')
+  // A third-party per-object external carries the same public tag but is not one of
+  // napi-dlpack's handles: its header names another table.
+  const foreign = (new c.CTensor() as unknown as Record<symbol, unknown>)[EXCHANGE_API_PROPERTY]
+  t.is(codeOf(() => native.dataPointer(foreign)), 'ERR_DLPACK_INVALID_ARGUMENT')
+  t.is(codeOf(() => native.releaseHandle(foreign)), 'ERR_DLPACK_INVALID_ARGUMENT')
+})
+
+test('a third-party class lends through its per-object data; deleting it falls back to the prototype table', (t) => {
+  const producer = new c.CTensor()
+  t.is(c.lendingPath(producer), 'object')
+  const before = c.borrowCounts()
+  t.is(c.borrowSum(producer).sum, 15)
+  t.deepEqual(c.borrowCounts(), { object: before.object + 1, value: before.value }, 'dltensor_from_object, not a lookup')
+  delete (producer as unknown as Record<symbol, unknown>)[EXCHANGE_API_PROPERTY]
+  t.is(c.lendingPath(producer), 'table')
+  t.is(c.borrowSum(producer).sum, 15)
+  t.deepEqual(c.borrowCounts(), { object: before.object + 1, value: before.value + 1 }, 'dltensor_from_value')
+  t.deepEqual(c.borrowStatus(new c.BadVersionTensor()), { code: 'ERR_DLPACK_VERSION', status: NAPI_DLPACK_ERR_VERSION })
+  t.is(c.lendingPath(new c.ChainedTensor()), 'object', 'an unknown major with a major-1 table behind it')
 })
 
 test('a second installExchangeApi in one environment deletes the first one\'s references (node -e)', (t) => {

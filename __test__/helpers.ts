@@ -1,7 +1,7 @@
 // Shared test helpers (not a test file: ava only runs *.spec.ts).
 import type { ExecutionContext } from 'ava'
 
-import { DLPackError } from '../dist/index.js'
+import { DLPackError, Tensor } from '../dist/index.js'
 
 /** The JS runtime running the tests. */
 export const runtime: 'node' | 'bun' | 'deno' =
@@ -55,4 +55,15 @@ export const codeOf = (fn: () => unknown): string | undefined => {
     return (error as { code?: string }).code
   }
   return undefined
+}
+
+/**
+ * Address of element 0 of `array`, from a zero-copy tensor over its whole ArrayBuffer (JS
+ * memory is zero-copy in every mode), for zero-copy checks by pointer identity.
+ */
+export function addressOf(array: ArrayBufferView): bigint {
+  const whole = Tensor.from(new Uint8Array(array.buffer))
+  const base = whole.dataPointer
+  whole.dispose()
+  return base + BigInt(array.byteOffset)
 }

@@ -15,6 +15,7 @@ import test, { type ExecutionContext } from 'ava'
 import ndarray from 'ndarray'
 
 import { DLPackError, DLPackTypeError, Tensor, externalBuffersAllowed, fromDLPack } from '../dist/index.js'
+import { addressOf } from './helpers.js'
 
 interface StdNdarray {
   readonly data: ArrayBufferView
@@ -43,14 +44,6 @@ const zeroCopy = externalBuffersAllowed()
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
-
-/** Address of element 0 of `array`, from a zero-copy tensor over its whole ArrayBuffer. */
-function addressOf(array: ArrayBufferView): bigint {
-  const whole = Tensor.from(new Uint8Array(array.buffer))
-  const base = whole.dataPointer
-  whole.dispose()
-  return base + BigInt(array.byteOffset)
-}
 
 /** Every index tuple of `shape`, in C order. */
 function* indices(shape: readonly number[]): Generator<number[]> {

@@ -12,7 +12,16 @@ import { fileURLToPath } from 'node:url'
 import test from 'ava'
 import * as ort from 'onnxruntime-node'
 
-import { Tensor, externalBuffersAllowed, fromDLPack, type DLPackCapsule } from '../dist/index.js'
+import {
+  BufferError,
+  DLPackTypeError,
+  ReadOnlyError,
+  Tensor,
+  externalBuffersAllowed,
+  fromDLPack,
+  type DLPackCapsule,
+} from '../dist/index.js'
+import { addressOf, throwsCode } from './helpers.js'
 
 const zeroCopy = externalBuffersAllowed()
 
@@ -280,4 +289,103 @@ test('a shape mismatch between fetches and the result is reported by ORT, and ou
   await t.throwsAsync(() => session.run({ x: ortView(x), y: ortView(x) }, { z: ortView(out) }))
   t.deepEqual([...out.data], [0, 0, 0, 0])
   out.dispose()
+})
+
+// ---------------------------------------------------------------------------------------------
+// Direct acceptance: fromDLPack(ortTensor) and new ort.Tensor(...t.toOrt()), no glue.
+
+test('fromDLPack takes an ORT tensor as it is, zero-copy (writes seen both ways)', (t) => {
+  const values = new Float32Array([1, 2, 3, 4])
+  const ortTensor = new ort.Tensor('float32', values, [2, 2])
+  const tensor = fromDLPack(ortTensor)
+  t.deepEqual(tensor.shape, [2, 2])
+  t.is(tensor.dataPointer, addressOf(values))
+  tensor.data[3] = 40
+  t.is((ortTensor.data as Float32Array)[3], 40)
+  values[0] = 10
+  t.is(tensor.data[0], 10)
+})
+
+test('ORT session outputs come in zero-copy over the array ORT returned', async (t) => {
+  const session = await sessions.mulAdd
+  const x = Tensor.from(new Float32Array([1, 2, 3]))
+  const results = await session.run({ x: new ort.Tensor(...x.toOrt()), y: new ort.Tensor(...x.toOrt()) })
+  const z = fromDLPack(results.z!)
+  t.deepEqual([...z.data], [2, 6, 12])
+  t.is(z.dataPointer, addressOf(results.z!.data as Float32Array))
+})
+
+test('toOrt: ORT keeps our array as input, and writes fetches into our memory', async (t) => {
+  const session = await sessions.mulAdd
+  const x = Tensor.from(new Float32Array([1, 2, 3, 4]))
+  const out = Tensor.empty([4], 'float32')
+  const args = x.toOrt()
+  t.is(args[0], 'float32')
+  t.is(args[1], x.data, 'no copy for a dense tensor')
+  t.deepEqual(args[2], [4])
+  await session.run({ x: new ort.Tensor(...args), y: new ort.Tensor(...x.toOrt()) }, { z: new ort.Tensor(...out.toOrt()) })
+  t.deepEqual([...out.data], [2, 6, 12, 20])
+})
+
+test('pitfall: ORT has no strides, so toOrt of a transposed view is a dense copy (correct MatMul)', async (t) => {
+  const session = await sessions.matMul
+  const stored = Tensor.from(new Float32Array([1, 4, 2, 5, 3, 6]), [3, 2])
+  const aT = fromDLPack({ data: stored.data, shape: [2, 3], strides: [1, 2], offset: 0 }) as Tensor<'float32'>
+  const args = aT.toOrt()
+  t.not((args[1] as Float32Array).buffer, stored.data.buffer, 'a copy')
+  t.deepEqual([...args[1]], [1, 2, 3, 4, 5, 6])
+  const b = Tensor.from(new Float32Array([1, 0, 0, 1, 1, 1]), [3, 2])
+  const out = Tensor.empty([2, 2], 'float32')
+  await session.run({ a: new ort.Tensor(...args), b: new ort.Tensor(...b.toOrt()) }, { c: new ort.Tensor(...out.toOrt()) })
+  t.deepEqual(out.toArray(), matmul(aT.toArray() as number[][], b.toArray() as number[][]))
+})
+
+test('pitfall: read-only tensors go to ORT only with allowReadOnly (ORT must not write them)', (t) => {
+  const tensor = Tensor.from(new Float32Array([1, 2]), undefined, { readonly: true })
+  throwsCode(t, () => tensor.toOrt(), 'ERR_DLPACK_READ_ONLY', ReadOnlyError)
+  const [, data] = tensor.toOrt({ allowReadOnly: true })
+  t.is(addressOf(data as Float32Array), tensor.dataPointer)
+})
+
+test('pitfall: bool keeps its label both ways (ORT would otherwise see uint8)', (t) => {
+  const mask = new ort.Tensor('bool', new Uint8Array([1, 0, 1]), [3])
+  const tensor = fromDLPack(mask) as Tensor<'bool'>
+  t.is(tensor.dtype, 'bool')
+  t.deepEqual(tensor.toArray(), [true, false, true])
+  const back = new ort.Tensor(...tensor.toOrt())
+  t.is(back.type, 'bool')
+  t.is(back.data, tensor.data)
+})
+
+test('float16 ORT tensors (Uint16Array bits) keep the float16 dtype', (t) => {
+  const bits = new Uint16Array([0x3c00, 0x4000])
+  const half = fromDLPack(new ort.Tensor('float16', bits, [2]))
+  t.is(half.dtype, 'float16')
+  t.is(half.dataPointer, addressOf(bits))
+})
+
+test('ORT tensors that are not CPU numeric arrays are refused with a code', (t) => {
+  throwsCode(t, () => fromDLPack(new ort.Tensor('string', ['a', 'b'], [2])), 'ERR_DLPACK_UNSUPPORTED_DTYPE', DLPackTypeError)
+  throwsCode(t, () => fromDLPack(new ort.Tensor('uint4', new Uint8Array([0x12]), [2])), 'ERR_DLPACK_UNSUPPORTED_DTYPE', DLPackTypeError)
+  // What ORT's GPU locations look like (only the WebGPU EP makes them in Node).
+  const onGpu = { type: 'float32', dims: [2], location: 'gpu-buffer', data: undefined }
+  throwsCode(t, () => fromDLPack(onGpu), 'ERR_DLPACK_NOT_CPU', BufferError)
+  // ORT checks sizes itself; an object of the same shape need not have.
+  const short = { type: 'float32', dims: [2, 2], location: 'cpu', data: new Float32Array(3) }
+  throwsCode(t, () => fromDLPack(short), 'ERR_DLPACK_INVALID_ARGUMENT', DLPackTypeError)
+  throwsCode(t, () => Tensor.zeros([2], 'bfloat16').toOrt(), 'ERR_DLPACK_UNSUPPORTED_DTYPE', DLPackTypeError)
+  // library tensors are CPU memory: another device is refused, a copy to none is made
+  const cpu = new ort.Tensor('float32', new Float32Array(2), [2])
+  throwsCode(t, () => fromDLPack(cpu, { device: 'cuda:0' }), 'ERR_DLPACK_DEVICE', BufferError)
+  throwsCode(t, () => fromDLPack(cpu, { device: 'cuda:0', copy: false }), 'ERR_DLPACK_COPY_REQUIRED', BufferError)
+  t.is(fromDLPack(cpu, { device: 'cpu' }).dataPointer, addressOf(cpu.data as Float32Array))
+})
+
+test('a clamped tensor (ImageData pixels) goes to ORT as a Uint8Array over the same memory', (t) => {
+  const pixels = Tensor.from(new Uint8ClampedArray([1, 2, 3, 4]), [1, 4])
+  const [type, data] = pixels.toOrt()
+  t.is(type, 'uint8')
+  t.true(data instanceof Uint8Array, 'ORT checks the array type')
+  const ortTensor = new ort.Tensor('uint8', data, [1, 4])
+  t.is(addressOf(ortTensor.data as Uint8Array), pixels.dataPointer)
 })

@@ -34,6 +34,8 @@ interface ExchangeC {
   deleterCalls(): number
   liveCTensors(): number
   makeTensor(n: number, readonly: boolean): Tensor
+  forgedObject(kind: 'future' | 'empty' | 'untagged'): object
+  borrowCounts(): { object: number; value: number }
 }
 
 const here = dirname(fileURLToPath(import.meta.url))
@@ -175,7 +177,9 @@ test.serial('JS disposing a borrowed argument during the call frees nothing it u
 
 test('a third-party producer exposing its own table is borrowed by the crate', (t) => {
   const producer = new c.CTensor()
+  const before = c.borrowCounts()
   const seen = addon.inspect(producer)
+  t.deepEqual(c.borrowCounts(), { object: before.object + 1, value: before.value }, 'through its per-object data')
   t.true(seen.borrowed)
   t.is(seen.dataPointer, producer.pointer())
   t.deepEqual(seen.shape, [2, 3])
@@ -243,20 +247,47 @@ test.serial('TensorResult returns a napi-dlpack Tensor over the Rust matrix; del
   t.is(codeOf(() => addon.matrix(2, 2, 'int8')), 'ERR_DLPACK_INVALID_ARGUMENT')
 })
 
-test('the per-prototype table cache: only prototypes are cached, and alternating kinds stay right', (t) => {
+test('hostile values under the exchange symbol are coded errors for the crate too', (t) => {
+  t.is(codeOf(() => addon.inspect(c.forgedObject('future') as never)), 'ERR_DLPACK_VERSION')
+  t.is(codeOf(() => addon.inspect(c.forgedObject('empty') as never)), 'ERR_DLPACK_INVALID_ARGUMENT')
+  t.is(codeOf(() => addon.inspect(c.forgedObject('untagged') as never)), 'ERR_DLPACK_INVALID_ARGUMENT')
+  const tensor = Tensor.from(new Float32Array([1, 2]))
+  const copy = { [EXCHANGE_API_PROPERTY]: (tensor as unknown as Record<symbol, unknown>)[EXCHANGE_API_PROPERTY] }
+  t.is(addon.inspect(copy as never).dataPointer, tensor.dataPointer, 'a copied handle lends its tensor')
+  tensor.dispose()
+  t.is(codeOf(() => addon.inspect(tensor)), 'ERR_TENSOR_DISPOSED')
+  t.is(codeOf(() => addon.inspect(copy as never)), 'ERR_TENSOR_DISPOSED')
+})
+
+test('alternating producer kinds stay right (the table selection cache)', (t) => {
   const tensor = Tensor.from(new Float32Array([1, 2]))
   const producer = new c.CTensor()
   for (let i = 0; i < 3; i++) {
     t.is(addon.inspect(tensor).dataPointer, tensor.dataPointer)
     t.is(addon.inspect(producer).dataPointer, producer.pointer())
   }
-  // A plain object carrying the table as its own property: found, but never cached for
-  // Object.prototype (else every plain object would seem to have a table).
+  // A plain object carrying the table as its own property: found, and its producer (ours)
+  // finds no handle on it.
   const table = Object.getOwnPropertyDescriptor(Tensor.prototype, EXCHANGE_API_PROPERTY)?.value
   t.is(typeof table, 'object')
   t.is(codeOf(() => addon.inspect({ [EXCHANGE_API_PROPERTY]: table } as never)), 'ERR_TENSOR_DISPOSED')
   t.is(codeOf(() => addon.inspect({} as never)), 'ERR_DLPACK_INVALID_ARGUMENT')
-  // An object inheriting Tensor.prototype (cached) without a handle is still refused.
+  // An object inheriting Tensor.prototype without a handle is refused too.
   t.is(codeOf(() => addon.inspect(Object.create(Tensor.prototype))), 'ERR_TENSOR_DISPOSED')
   t.is(addon.inspect(tensor).dataPointer, tensor.dataPointer)
+})
+
+test('library tensors go through fromDLPack first: TensorArg itself takes Tensors, capsules and __dlpack__ objects only', (t) => {
+  // The recognisers of ORT/transformers.js tensors, images, Arrow and tfjs live in napi-dlpack's
+  // JS (lib/adapters.ts), not in the crate: an addon's TensorArg refuses such an object...
+  const values = new Float32Array([1, 2, 3, 4])
+  const ortLike = { type: 'float32', dims: [2, 2], location: 'cpu', data: values }
+  t.is(codeOf(() => addon.inspect(ortLike as never)), 'ERR_DLPACK_INVALID_ARGUMENT')
+  // ...and takes fromDLPack's zero-copy Tensor of it, borrowed: the library's own memory.
+  const tensor = fromDLPack(ortLike)
+  const seen = addon.inspect(tensor)
+  t.true(seen.borrowed)
+  t.deepEqual(seen.shape, [2, 2])
+  t.is(seen.dataPointer, tensor.dataPointer)
+  t.is(tensor.data.buffer, values.buffer)
 })

@@ -14,6 +14,8 @@
 //   floor                create + finalize a type-tagged napi_external (the least a capsule costs),
 //                        from a raw Node-API callback like the exchange's own entry points
 //   copy baseline        TypedArray.prototype.slice() of the same bytes
+//   library tensor       fromDLPack({ type, dims, data, location }) (an ONNX Runtime tensor's
+//                        fields, lib/adapters.ts), against its baseline Tensor.from(data, dims)
 import { cpus } from 'node:os'
 import { createRequire } from 'node:module'
 
@@ -102,6 +104,17 @@ for (const [size, bytes] of SIZES) {
   })
   await measure('copy baseline: TypedArray.prototype.slice()', size, bytes >= 1 << 24 ? 1 : 100, () => {
     sink += array.slice().length
+  })
+  const ortLike = { type: 'float32', dims: [bytes / 4], data: array, location: 'cpu' }
+  await measure('library tensor: fromDLPack(ortTensor)', size, 1000, () => {
+    const imported = fromDLPack(ortLike)
+    sink += imported.numel
+    imported.dispose()
+  })
+  await measure('  its baseline: Tensor.from(data, dims)', size, 1000, () => {
+    const wrapped = Tensor.from(ortLike.data, ortLike.dims)
+    sink += wrapped.numel
+    wrapped.dispose()
   })
   foreign.dispose()
   tensor.dispose()

@@ -655,20 +655,43 @@ static inline const char* napi_dlpack_status_code(napi_dlpack_status status) {
  *  - current_work_stream: the producer's current stream for a device (the
  *    stream its kernels run on); NULL for the CPU and devices without
  *    streams. napi-dlpack answers CU_STREAM_LEGACY ((void*)1) for CUDA.
+ *  - dltensor_from_object (table minor >= 1): dltensor_from_value for an
+ *    object found through its own per-object external (see Discovery), given
+ *    that external's data, so the producer looks nothing up again. Same
+ *    contract as dltensor_from_value otherwise. May be NULL.
  *
  * Every function returns 0 on success, and -1 on failure with a JS exception
  * pending (an Error whose `code` is stable): a consumer simply returns NULL
  * from its callback to pass it on. They are called on the JS thread of `env`
  * and must not throw C++ exceptions or unwind.
  *
- * Discovery. A producer makes the table reachable from its objects by
- * defining, on their prototype, the property NAPI_DLPACK_EXCHANGE_API_PROPERTY
- * whose value is a napi_external pointing to the table's header and tagged
- * with NAPI_DLPACK_EXCHANGE_API_TAG (napi_dlpack_exchange_api_install does
- * this). The tag proves the external's data is a table header; no other
- * property of the object is read. Because the table lives on the prototype,
- * a consumer may cache (prototype -> table). napi-dlpack also installs its
- * table on globalThis: the environment's default importer, for
+ * Discovery: ONE property lookup on the object (own or inherited), keyed by
+ * the registered symbol Symbol.for(NAPI_DLPACK_EXCHANGE_API_PROPERTY)
+ * (napi_dlpack_exchange_key; a symbol, not a string, so that consumers can
+ * keep it in a napi_ref and pay nothing per call to make the key). Its value
+ * is a napi_external of one of two kinds
+ * (no other property of the object is read; the tags, which only native code
+ * can set, are all a consumer trusts):
+ *
+ *  - tagged NAPI_DLPACK_EXCHANGE_API_TAG: the external's data is the table's
+ *    header. A producer defines it on the prototype of its objects
+ *    (napi_dlpack_exchange_api_install). Borrow with dltensor_from_value.
+ *  - tagged NAPI_DLPACK_OBJECT_TAG (the fast path): the external's data
+ *    starts with a napi_dlpack_object naming the table, followed by the
+ *    producer's own per-object data; it stays valid as long as the external
+ *    lives (give the external a finalizer or a count on that data). A
+ *    producer defines it as an OWN property of each object, shadowing the
+ *    prototype's table (napi_dlpack_exchange_object_install), and deletes
+ *    that property when the object stops lending (a dispose()): consumers then
+ *    find the prototype's table, whose dltensor_from_value reports why.
+ *    Borrow with dltensor_from_object(env, value, data, ...), which spares the
+ *    producer a second lookup (napi-dlpack's Tensor keeps its native handle
+ *    there). JS can copy such an external onto another object: it then lends
+ *    the same tensor, which stays memory-safe because the external keeps the
+ *    data alive.
+ *
+ * napi_dlpack_exchange_find does both. napi-dlpack also installs its table on
+ * globalThis: the environment's default importer, for
  * managed_tensor_to_value when there is no object at hand.
  *
  * Versions. header.version is the TABLE's version (not DLPack's): a consumer
@@ -678,10 +701,14 @@ static inline const char* napi_dlpack_status_code(napi_dlpack_status status) {
  */
 
 #define NAPI_DLPACK_EXCHANGE_API_MAJOR 1u
-#define NAPI_DLPACK_EXCHANGE_API_MINOR 0u
+#define NAPI_DLPACK_EXCHANGE_API_MINOR 1u
+/* The registry key of the property's symbol: Symbol.for(this). */
 #define NAPI_DLPACK_EXCHANGE_API_PROPERTY "__dlpack_napi_exchange_api__"
 #define NAPI_DLPACK_EXCHANGE_API_TAG_LOWER 0x3f0d9a51c4e24b87ULL
 #define NAPI_DLPACK_EXCHANGE_API_TAG_UPPER 0xa6b152e87d094c3eULL
+/* The tag of a per-object external (layout version 1: napi_dlpack_object). */
+#define NAPI_DLPACK_OBJECT_TAG_LOWER 0x7c2e4b19a05d43f6ULL
+#define NAPI_DLPACK_OBJECT_TAG_UPPER 0xd18a3f6092b44e7dULL
 
 typedef struct napi_dlpack_exchange_api_header {
   DLPackVersion version; /* of the table: {NAPI_DLPACK_EXCHANGE_API_MAJOR, ..} */
@@ -702,6 +729,17 @@ typedef int (*napi_dlpack_current_work_stream_fn)(napi_env env,
                                                   int32_t device_type,
                                                   int32_t device_id,
                                                   void** out_stream);
+typedef int (*napi_dlpack_dltensor_from_object_fn)(napi_env env,
+                                                   napi_value value,
+                                                   void* object,
+                                                   DLTensor* out,
+                                                   uint64_t* out_flags,
+                                                   void** out_keep_alive);
+
+/* What the data of a NAPI_DLPACK_OBJECT_TAG external starts with. */
+typedef struct napi_dlpack_object {
+  const napi_dlpack_exchange_api_header* api; /* the producer's table */
+} napi_dlpack_object;
 
 /* Major version 1. Any function may be NULL (unsupported). */
 typedef struct napi_dlpack_exchange_api {
@@ -711,6 +749,8 @@ typedef struct napi_dlpack_exchange_api {
   napi_dlpack_managed_tensor_from_value_fn managed_tensor_from_value;
   napi_dlpack_managed_tensor_to_value_fn managed_tensor_to_value;
   napi_dlpack_current_work_stream_fn current_work_stream;
+  /* minor >= 1 (read it only from such a table: a minor-0 table ends above) */
+  napi_dlpack_dltensor_from_object_fn dltensor_from_object;
 } napi_dlpack_exchange_api;
 
 NAPI_DLPACK_STATIC_ASSERT(offsetof(napi_dlpack_exchange_api,
@@ -724,14 +764,29 @@ NAPI_DLPACK_STATIC_ASSERT(offsetof(napi_dlpack_exchange_api,
                           exchange_api_release_borrow);
 NAPI_DLPACK_STATIC_ASSERT(sizeof(napi_dlpack_exchange_api) ==
                               sizeof(napi_dlpack_exchange_api_header) +
-                                  5 * sizeof(void*),
+                                  6 * sizeof(void*),
                           exchange_api_size);
+NAPI_DLPACK_STATIC_ASSERT(sizeof(napi_dlpack_object) == sizeof(void*),
+                          exchange_object_size);
 
 /* The type tag of the external holding a table. */
 static inline const napi_type_tag* napi_dlpack_exchange_api_tag(void) {
   static const napi_type_tag tag = {NAPI_DLPACK_EXCHANGE_API_TAG_LOWER,
                                     NAPI_DLPACK_EXCHANGE_API_TAG_UPPER};
   return &tag;
+}
+
+/* The type tag of a per-object external. */
+static inline const napi_type_tag* napi_dlpack_object_tag(void) {
+  static const napi_type_tag tag = {NAPI_DLPACK_OBJECT_TAG_LOWER,
+                                    NAPI_DLPACK_OBJECT_TAG_UPPER};
+  return &tag;
+}
+
+/* dltensor_from_object of `api`, or NULL for a table older than minor 1. */
+static inline napi_dlpack_dltensor_from_object_fn
+napi_dlpack_exchange_api_object_borrow(const napi_dlpack_exchange_api* api) {
+  return api->header.version.minor >= 1 ? api->dltensor_from_object : NULL;
 }
 
 /* The table of `header`'s chain with major NAPI_DLPACK_EXCHANGE_API_MAJOR, or
@@ -748,18 +803,42 @@ static inline const napi_dlpack_exchange_api* napi_dlpack_exchange_api_select(
 }
 
 /*
+ * The property key: Symbol.for(NAPI_DLPACK_EXCHANGE_API_PROPERTY), made by
+ * calling the global Symbol.for (every runtime has it). Hot consumers keep it
+ * in a napi_ref (Node-API references symbols) per environment instead.
+ */
+static inline napi_dlpack_status napi_dlpack_exchange_key(napi_env env,
+                                                          napi_value* key) {
+  napi_value global, symbol, symbol_for, name;
+  napi_valuetype type;
+  if (env == NULL || key == NULL) return NAPI_DLPACK_ERR_INVALID_ARG;
+  if (napi_get_global(env, &global) != napi_ok ||
+      napi_get_named_property(env, global, "Symbol", &symbol) != napi_ok ||
+      napi_get_named_property(env, symbol, "for", &symbol_for) != napi_ok ||
+      napi_create_string_utf8(env, NAPI_DLPACK_EXCHANGE_API_PROPERTY,
+                              NAPI_AUTO_LENGTH, &name) != napi_ok ||
+      napi_call_function(env, symbol, symbol_for, 1, &name, key) != napi_ok ||
+      napi_typeof(env, *key, &type) != napi_ok || type != napi_symbol)
+    return NAPI_DLPACK_ERR_NAPI;
+  return NAPI_DLPACK_OK;
+}
+
+/*
  * Producer: makes the table starting with `header` (static, process lifetime;
- * pass &api.header) discoverable on `target` (a prototype): defines
- * NAPI_DLPACK_EXCHANGE_API_PROPERTY as a non-enumerable, read-only data
- * property holding a tagged external.
+ * pass &api.header) discoverable on `target` (a prototype): defines the
+ * exchange symbol as a non-enumerable, writable (so that each object may
+ * shadow it by assignment with its own per-object external) data property
+ * holding a tagged external.
  */
 static inline napi_dlpack_status napi_dlpack_exchange_api_install(
     napi_env env, napi_value target,
     const napi_dlpack_exchange_api_header* header) {
-  napi_value external;
+  napi_value external, key;
   napi_property_descriptor descriptor;
   if (env == NULL || target == NULL || header == NULL)
     return NAPI_DLPACK_ERR_INVALID_ARG;
+  if (napi_dlpack_exchange_key(env, &key) != NAPI_DLPACK_OK)
+    return NAPI_DLPACK_ERR_NAPI;
   /* No finalizer: the table outlives every environment. */
   if (napi_create_external(env, (void*)header, NULL, NULL, &external) !=
       napi_ok)
@@ -768,51 +847,119 @@ static inline napi_dlpack_status napi_dlpack_exchange_api_install(
       napi_ok)
     return NAPI_DLPACK_ERR_NAPI;
   memset(&descriptor, 0, sizeof descriptor);
-  descriptor.utf8name = NAPI_DLPACK_EXCHANGE_API_PROPERTY;
+  descriptor.name = key;
   descriptor.value = external;
-  descriptor.attributes = napi_default;
+  descriptor.attributes = napi_writable;
   if (napi_define_properties(env, target, 1, &descriptor) != napi_ok)
     return NAPI_DLPACK_ERR_NAPI;
   return NAPI_DLPACK_OK;
 }
 
 /*
- * Consumer: finds the table of `value`. NAPI_DLPACK_OK with *api set;
- * NAPI_DLPACK_ERR_NO_EXCHANGE when the value has none (primitives, plain
- * objects: fall back to a capsule or __dlpack__); NAPI_DLPACK_ERR_VERSION
- * when its table (and every older one it chains to) has an unknown major;
- * NAPI_DLPACK_ERR_NAPI when a Node-API call failed (a getter may have thrown:
- * an exception is then pending).
+ * Producer: makes `object` lend through its own per-object external (the
+ * fast path): creates a napi_external of `data` (which starts with a
+ * napi_dlpack_object naming your table), tags it NAPI_DLPACK_OBJECT_TAG and
+ * defines it as the own, configurable, non-enumerable property of `object`
+ * under the exchange symbol (`key`: napi_dlpack_exchange_key's, or NULL to
+ * make it here). `finalize_cb` (may be NULL) runs once when the external is
+ * collected, whether or not a later step failed (never if the external could
+ * not be made): hold a count on `data` for it, taken before the call. Delete the
+ * property (napi_delete_property) when the object stops lending.
  */
-static inline napi_dlpack_status napi_dlpack_exchange_api_find(
-    napi_env env, napi_value value, const napi_dlpack_exchange_api** api) {
+static inline napi_dlpack_status napi_dlpack_exchange_object_install(
+    napi_env env, napi_value object, napi_value key, napi_dlpack_object* data,
+    napi_finalize finalize_cb, void* finalize_hint) {
+  napi_value external;
+  napi_property_descriptor descriptor;
+  if (env == NULL || object == NULL || data == NULL || data->api == NULL)
+    return NAPI_DLPACK_ERR_INVALID_ARG;
+  if (key == NULL && napi_dlpack_exchange_key(env, &key) != NAPI_DLPACK_OK)
+    return NAPI_DLPACK_ERR_NAPI;
+  if (napi_create_external(env, data, finalize_cb, finalize_hint, &external) !=
+      napi_ok)
+    return NAPI_DLPACK_ERR_NAPI;
+  if (napi_type_tag_object(env, external, napi_dlpack_object_tag()) != napi_ok)
+    return NAPI_DLPACK_ERR_NAPI;
+  memset(&descriptor, 0, sizeof descriptor);
+  descriptor.name = key;
+  descriptor.value = external;
+  descriptor.attributes = napi_configurable;
+  if (napi_define_properties(env, object, 1, &descriptor) != napi_ok)
+    return NAPI_DLPACK_ERR_NAPI;
+  return NAPI_DLPACK_OK;
+}
+
+/*
+ * Consumer: what `value` lends through, with one property lookup.
+ * NAPI_DLPACK_OK with *api set, and *object set to the per-object data when
+ * the property held a NAPI_DLPACK_OBJECT_TAG external (borrow it with
+ * napi_dlpack_exchange_api_object_borrow(*api) when that is non-NULL), NULL
+ * when it held the table itself. NAPI_DLPACK_ERR_NO_EXCHANGE when the value
+ * has neither (primitives, plain objects: fall back to a capsule or
+ * __dlpack__); NAPI_DLPACK_ERR_VERSION when the table (and every older one it
+ * chains to) has an unknown major; NAPI_DLPACK_ERR_NAPI when a Node-API call
+ * failed (a getter may have thrown: an exception is then pending). `key` is
+ * the exchange symbol (napi_dlpack_exchange_key's, kept by the caller), or
+ * NULL to make it here.
+ */
+static inline napi_dlpack_status napi_dlpack_exchange_find_by_key(
+    napi_env env, napi_value value, napi_value key,
+    const napi_dlpack_exchange_api** api, void** object) {
   napi_valuetype type;
   napi_value property;
   bool tagged = false;
   void* data = NULL;
+  const napi_dlpack_exchange_api_header* header;
   const napi_dlpack_exchange_api* found;
-  if (env == NULL || value == NULL || api == NULL)
+  if (env == NULL || value == NULL || api == NULL || object == NULL)
     return NAPI_DLPACK_ERR_INVALID_ARG;
+  *object = NULL;
   if (napi_typeof(env, value, &type) != napi_ok) return NAPI_DLPACK_ERR_NAPI;
   if (type != napi_object && type != napi_function)
     return NAPI_DLPACK_ERR_NO_EXCHANGE;
-  if (napi_get_named_property(env, value, NAPI_DLPACK_EXCHANGE_API_PROPERTY,
-                              &property) != napi_ok)
+  if (key == NULL && napi_dlpack_exchange_key(env, &key) != NAPI_DLPACK_OK)
     return NAPI_DLPACK_ERR_NAPI;
-  if (napi_typeof(env, property, &type) != napi_ok) return NAPI_DLPACK_ERR_NAPI;
-  if (type != napi_external) return NAPI_DLPACK_ERR_NO_EXCHANGE;
-  if (napi_check_object_type_tag(env, property, napi_dlpack_exchange_api_tag(),
+  if (napi_get_property(env, value, key, &property) != napi_ok)
+    return NAPI_DLPACK_ERR_NAPI;
+  /* Anything but an external (undefined when absent) fails here without
+   * throwing; the tag checks below must not see a primitive (they throw). */
+  if (napi_get_value_external(env, property, &data) != napi_ok || data == NULL)
+    return NAPI_DLPACK_ERR_NO_EXCHANGE;
+  if (napi_check_object_type_tag(env, property, napi_dlpack_object_tag(),
                                  &tagged) != napi_ok)
     return NAPI_DLPACK_ERR_NAPI;
-  if (!tagged) return NAPI_DLPACK_ERR_NO_EXCHANGE;
-  if (napi_get_value_external(env, property, &data) != napi_ok)
-    return NAPI_DLPACK_ERR_NAPI;
-  if (data == NULL) return NAPI_DLPACK_ERR_NO_EXCHANGE;
-  found = napi_dlpack_exchange_api_select(
-      (const napi_dlpack_exchange_api_header*)data);
+  if (tagged) {
+    header = ((const napi_dlpack_object*)data)->api;
+    if (header == NULL) return NAPI_DLPACK_ERR_NO_EXCHANGE;
+  } else {
+    if (napi_check_object_type_tag(env, property,
+                                   napi_dlpack_exchange_api_tag(),
+                                   &tagged) != napi_ok)
+      return NAPI_DLPACK_ERR_NAPI;
+    if (!tagged) return NAPI_DLPACK_ERR_NO_EXCHANGE;
+    header = (const napi_dlpack_exchange_api_header*)data;
+    data = NULL;
+  }
+  found = napi_dlpack_exchange_api_select(header);
   if (found == NULL) return NAPI_DLPACK_ERR_VERSION;
   *api = found;
+  *object = data;
   return NAPI_DLPACK_OK;
+}
+
+/* Consumer: napi_dlpack_exchange_find_by_key, making the key. */
+static inline napi_dlpack_status napi_dlpack_exchange_find(
+    napi_env env, napi_value value, const napi_dlpack_exchange_api** api,
+    void** object) {
+  return napi_dlpack_exchange_find_by_key(env, value, NULL, api, object);
+}
+
+/* Consumer: the table of `value` (napi_dlpack_exchange_find without the
+ * per-object data). */
+static inline napi_dlpack_status napi_dlpack_exchange_api_find(
+    napi_env env, napi_value value, const napi_dlpack_exchange_api** api) {
+  void* object = NULL;
+  return napi_dlpack_exchange_find(env, value, api, &object);
 }
 
 /* A borrow in progress: what napi_dlpack_exchange_borrow fills and
@@ -836,17 +983,27 @@ typedef struct napi_dlpack_borrow {
 static inline napi_dlpack_status napi_dlpack_exchange_borrow(
     napi_env env, napi_value value, napi_dlpack_borrow* out) {
   const napi_dlpack_exchange_api* api = NULL;
+  void* object = NULL;
+  napi_dlpack_dltensor_from_object_fn by_object;
   napi_dlpack_status st;
+  int failed;
   if (out == NULL) return NAPI_DLPACK_ERR_INVALID_ARG;
   out->api = NULL;
   out->keep_alive = NULL;
-  st = napi_dlpack_exchange_api_find(env, value, &api);
+  st = napi_dlpack_exchange_find(env, value, &api, &object);
   if (st != NAPI_DLPACK_OK) return st;
-  if (api->dltensor_from_value == NULL || api->release_borrow == NULL)
+  if (api->release_borrow == NULL) return NAPI_DLPACK_ERR_NO_EXCHANGE;
+  by_object = object != NULL ? napi_dlpack_exchange_api_object_borrow(api) : NULL;
+  if (by_object != NULL) {
+    failed = by_object(env, value, object, &out->tensor, &out->flags,
+                       &out->keep_alive);
+  } else if (api->dltensor_from_value != NULL) {
+    failed = api->dltensor_from_value(env, value, &out->tensor, &out->flags,
+                                      &out->keep_alive);
+  } else {
     return NAPI_DLPACK_ERR_NO_EXCHANGE;
-  if (api->dltensor_from_value(env, value, &out->tensor, &out->flags,
-                               &out->keep_alive) != 0)
-    return NAPI_DLPACK_ERR_PRODUCER;
+  }
+  if (failed != 0) return NAPI_DLPACK_ERR_PRODUCER;
   out->api = api;
   return NAPI_DLPACK_OK;
 }

@@ -22,7 +22,8 @@ export class BufferError extends DLPackError {}
 
 /**
  * The value is not a capsule (`ERR_DLPACK_NOT_A_CAPSULE`: see docs/protocol.md §1.3), the
- * capsule was already consumed, or its ABI is unknown. Nothing was consumed.
+ * capsule was already consumed, or its ABI is unknown. Nothing was consumed. Also a worker
+ * transfer token that is no longer pending (`ERR_DLPACK_TRANSFER_CLAIMED`: claimed once already).
  */
 export class CapsuleError extends DLPackError {}
 

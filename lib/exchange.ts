@@ -4,8 +4,7 @@
  * addons can borrow a `Tensor` for a call without a capsule and return tensors as `Tensor`s.
  */
 import { native } from './native.js'
-import { Tensor, exchangeHandle } from './tensor'
-import { EXCHANGE_API_PROPERTY } from './generated/facts'
+import { EXCHANGE_API_PROPERTY, Tensor, exchangeHandle } from './tensor'
 import type { CanDLPack } from './protocol'
 import type { DLPackCapsule } from './tensor'
 
@@ -13,7 +12,7 @@ native.installExchangeApi(Tensor.prototype, exchangeHandle, (handle: unknown) =>
 
 export { EXCHANGE_API_PROPERTY }
 
-/** An object whose prototype exposes a DLPack exchange table (napi-dlpack's `Tensor`, or another addon's tensor class). */
+/** An object exposing a DLPack exchange table under `EXCHANGE_API_PROPERTY`, own or inherited (napi-dlpack's `Tensor`, or another addon's tensor class). */
 export interface HasExchangeApi {
   readonly [EXCHANGE_API_PROPERTY]: unknown
 }
@@ -22,6 +21,8 @@ export interface HasExchangeApi {
  * What a native function taking `napi_dlpack::arg::TensorArg` accepts: a `Tensor` (borrowed for
  * the call, no capsule), any object exposing an exchange table, a capsule (consumed), or any
  * object with `__dlpack__`. Addons built on the crate name their arguments with this type.
+ * Other libraries' tensors (ONNX Runtime, Arrow, images, tfjs: lib/adapters.ts) are recognised
+ * by `fromDLPack` only: pass `fromDLPack(x)`, a Tensor over the same memory.
  */
 export type TensorArg = Tensor | HasExchangeApi | DLPackCapsule | CanDLPack
 

@@ -53,7 +53,26 @@ export {
   type NDArrayLike,
 } from './protocol'
 export {
+  type AdaptedSource,
+  type ArrowDataLike,
+  type ArrowVectorLike,
+  type ImageLike,
+  type OrtTensorLike,
+  type SharpRawLike,
+  type TfTensorLike,
+} from './adapters'
+export {
+  type ArrowModule,
+  type ArrowParts,
+  type ArrowTypeName,
+  type ImageDataArgs,
+  type OrtTensorArgs,
+  type OrtType,
+  type PeerViewOptions,
+} from './interop'
+export {
   type ArrayDType,
+  type ClampedTensor,
   type CreateOptions,
   type DataOptions,
   type DLPackCapsule,
@@ -62,3 +81,4 @@ export {
   Tensor,
   type ToOptions,
 } from './tensor'
+export { isTransfer, releaseTransfer, type SharedTransfer, type TensorTransfer, type TokenTransfer } from './transfer'

@@ -1,11 +1,13 @@
 import { native } from './native.js'
 import { type Device, type DeviceLike, toDevice } from './device'
 import { DLDeviceType, type DType, DTYPES, dtypeOfArray, isDType } from './dtype'
+import { type AdaptedSource, adapt } from './adapters'
 import { BufferError, CapsuleError, DLPackTypeError } from './errors'
 import { COPY_MODE, DLPACK_VERSION } from './generated/facts'
 import {
   type ArrayDType,
   callNative,
+  type ClampedTensor,
   createFromMemory,
   type DLPackCapsule,
   type DLPackOptions,
@@ -40,12 +42,14 @@ export interface NDArrayLike {
 /** Everything `fromDLPack` accepts. */
 export type DLPackSource =
   | Tensor
+  | ClampedTensor
   | DLPackCapsule
   | CanDLPack
   | ArrayBuffer
   | SharedArrayBuffer
   | ArrayBufferView
   | NDArrayLike
+  | AdaptedSource
 
 export interface FromDLPackOptions {
   /** The device the result must be on (default: where the data is). */
@@ -58,6 +62,12 @@ export interface FromDLPackOptions {
    * too. Unset: the legacy default stream. `-1n`: no synchronisation. `0` is refused.
    */
   stream?: bigint | number | null
+  /**
+   * TensorFlow.js tensors only: share the tfjs tensor's memory writable. By default the result
+   * is read-only, because tfjs treats tensors as immutable and shares one array between
+   * several of them (reshape, clone): a write would silently change them all.
+   */
+  writable?: boolean
 }
 
 /** The newest DLPack version we understand, as announced to producers. */
@@ -111,11 +121,16 @@ function checkDevice(checked: CheckedOptions, actual: readonly [number, number])
  */
 function fromCapsule(capsule: unknown, checked: CheckedOptions, obtained: boolean): Tensor {
   const device = checked.device
+  // No stream and no device (the hot path): those arguments are left out, so the native side
+  // type-checks neither.
   const handle =
     device === undefined
-      ? callNative(() => native.importCapsule(capsule, checked.mode, checked.stream))
+      ? checked.stream === null
+        ? callNative(() => native.importCapsule(capsule, checked.mode))
+        : callNative(() => native.importCapsule(capsule, checked.mode, checked.stream))
       : callNative(() => native.importCapsule(capsule, checked.mode, checked.stream, device.type, device.id, !obtained))
-  return Tensor._fromHandle(handle)
+  // Our own capsule straight back is adopted as the handle: not lendable by its own property.
+  return Tensor._fromHandle(handle, handle !== capsule)
 }
 
 /**
@@ -124,12 +139,18 @@ function fromCapsule(capsule: unknown, checked: CheckedOptions, obtained: boolea
  * - a capsule from `__dlpack__` (ours or any addon's);
  * - any object with `__dlpack__` (and optionally `__dlpack_device__`);
  * - an ArrayBuffer, SharedArrayBuffer, TypedArray, DataView or Buffer (keeps it alive);
- * - an ndarray-like `{ data, shape, stride | strides, offset }` (scijs ndarray, @stdlib/ndarray).
+ * - an ndarray-like `{ data, shape, stride | strides, offset }` (scijs ndarray, @stdlib/ndarray);
+ * - a library's tensor or image as it is (lib/adapters.ts): ONNX Runtime / transformers.js
+ *   tensors, sharp raw output, ImageData / RawImage, Arrow vectors, tfjs tensors.
  */
 export function fromDLPack<D extends DType>(source: Tensor<D>, options?: FromDLPackOptions): Tensor<D>
+export function fromDLPack(
+  source: ClampedTensor | Uint8ClampedArray | { readonly data: Uint8ClampedArray; readonly width: number; readonly height: number },
+  options?: FromDLPackOptions,
+): ClampedTensor
 export function fromDLPack<A extends ArrayBufferView>(source: A, options?: FromDLPackOptions): Tensor<ArrayDType<A>>
 export function fromDLPack(source: DLPackSource, options?: FromDLPackOptions): Tensor
-export function fromDLPack(source: DLPackSource, options: FromDLPackOptions = {}): Tensor {
+export function fromDLPack(source: DLPackSource, options: FromDLPackOptions = {}): Tensor | ClampedTensor {
   // Every option is checked first: a bad one leaves a capsule unconsumed and asks no producer.
   const checked = checkOptions(options)
   if (source instanceof Tensor) {
@@ -140,7 +161,7 @@ export function fromDLPack(source: DLPackSource, options: FromDLPackOptions = {}
       const viaCapsule = { ...options, copy: options.copy === true ? null : options.copy }
       return fromCapsule(source.__dlpack__({ stream: checked.stream, copy: options.copy ?? null }), checkOptions(viaCapsule), true)
     }
-    if (options.copy === true) return Tensor._fromHandle(callNative(() => native.copyHandle(source._handle())))
+    if (options.copy === true) return Tensor._fromHandle(callNative(() => native.copyHandle(source._handle())), true, source.clamped)
     return source._share()
   }
   if (typeof source !== 'object' || source === null) {
@@ -190,24 +211,38 @@ export function fromDLPack(source: DLPackSource, options: FromDLPackOptions = {}
     const strides = source.shape.length === 0 ? undefined : (source.strides ?? source.stride)
     tensor = createFromMemory(source.data, dtype, source.shape, strides, source.offset ?? 0)
   } else {
-    // Anything else must be a capsule; the native import checks its type tag, so capsules
-    // (the hot path) cost one native call. An External that is no capsule stays
-    // ERR_DLPACK_NOT_A_CAPSULE (an External can only be meant as one); any other value is
-    // none of the inputs fromDLPack accepts.
-    try {
-      return fromCapsule(source, checked, false)
-    } catch (error) {
-      if (!(error instanceof CapsuleError) || error.code !== 'ERR_DLPACK_NOT_A_CAPSULE' || native.isExternal(source)) {
-        throw error
+    // Library tensors and images (lib/adapters.ts) have a prototype; capsules (Externals) have
+    // none in Node and Deno, so the capsule hot path pays one prototype read and a library
+    // object no failed capsule import. (Bun gives Externals a bare prototype: there a capsule
+    // is first read as a library object, which costs a few property misses.)
+    const adapted = Object.getPrototypeOf(source) === null ? undefined : adapt(source, options)
+    if (adapted === undefined) {
+      // Anything else must be a capsule; the native import checks its type tag, so capsules
+      // (the hot path) cost one native call. An External that is no capsule stays
+      // ERR_DLPACK_NOT_A_CAPSULE (an External can only be meant as one); any other value is
+      // none of the inputs fromDLPack accepts.
+      try {
+        return fromCapsule(source, checked, false)
+      } catch (error) {
+        if (!(error instanceof CapsuleError) || error.code !== 'ERR_DLPACK_NOT_A_CAPSULE' || native.isExternal(source)) {
+          throw error
+        }
+        throw new DLPackTypeError(
+          'ERR_DLPACK_INVALID_ARGUMENT',
+          'expected a Tensor, a DLPack capsule, an object with __dlpack__, an ArrayBuffer, a TypedArray, an ndarray-like object or a supported library tensor (README "Interoperability")',
+        )
       }
-      throw new DLPackTypeError(
-        'ERR_DLPACK_INVALID_ARGUMENT',
-        'expected a Tensor, a DLPack capsule, an object with __dlpack__, an ArrayBuffer, a TypedArray or an ndarray-like object',
-      )
+    }
+    tensor = adapted
+    try {
+      checkDevice(checked, [DLDeviceType.CPU, 0])
+    } catch (error) {
+      tensor.dispose()
+      throw error
     }
   }
   if (options.copy === true) {
-    const copy = Tensor._fromHandle(callNative(() => native.copyHandle(tensor._handle())))
+    const copy = Tensor._fromHandle(callNative(() => native.copyHandle(tensor._handle())), true, tensor.clamped)
     tensor.dispose()
     return copy
   }

@@ -3,13 +3,32 @@ import { Device, type DeviceLike, toDevice } from './device'
 import { type AstypeOptions, astypeArgs, permuteAxes, transposeAxes } from './convert'
 import { type DataArray, DLDeviceType, type DType, DTYPES, dtypeOfArray, isDType } from './dtype'
 import {
+  type ArrowModule,
+  type ArrowParts,
+  arrowParts,
+  type ImageDataArgs,
+  type OrtTensorArgs,
+  type PeerViewOptions,
+  toArrow,
+  toImageData,
+  toOrt,
+} from './interop'
+import {
   BufferError,
   DLPackTypeError,
   ReadOnlyError,
   TensorDisposedError,
   rethrow,
 } from './errors'
-import { DTYPE_ORDER, HOST_ACCESSIBLE_DEVICE_TYPES, INFO_BIT, INFO_SLOT, INFO_SLOTS } from './generated/facts'
+import {
+  DTYPE_ORDER,
+  EXCHANGE_API_SYMBOL_NAME,
+  HOST_ACCESSIBLE_DEVICE_TYPES,
+  INFO_BIT,
+  INFO_SLOT,
+  INFO_SLOTS,
+} from './generated/facts'
+import { checkTransfer, claimToken, makeTransfer, type TensorTransfer } from './transfer'
 
 declare const capsuleBrand: unique symbol
 
@@ -52,6 +71,11 @@ export interface DLPackOptions {
 export interface CreateOptions {
   /** Where to allocate: `'cpu'` (default, V8 memory) or a CUDA device such as `'cuda:0'`. */
   device?: DeviceLike
+  /**
+   * Allocate the CPU tensor in a `SharedArrayBuffer` (zero-filled) instead of an `ArrayBuffer`,
+   * so that `transfer()` hands it to worker threads without a copy.
+   */
+  shared?: boolean
 }
 
 /** Options of `Tensor#getData`. */
@@ -88,6 +112,34 @@ export interface FromArrayOptions<D extends DType = DType> {
   offset?: number
   /** Mark the tensor read-only: exports carry READ_ONLY, `.data` refuses a writable view. */
   readonly?: boolean
+  /**
+   * uint8 only: JS views of the tensor are `Uint8ClampedArray`s (writes clamp to 0..255, as
+   * `ImageData` and canvas pixels expect). Default: whether `array` is a `Uint8ClampedArray`.
+   */
+  clamped?: boolean
+}
+
+/**
+ * A uint8 tensor made from a `Uint8ClampedArray` (an `ImageData`, a canvas or RawImage's
+ * pixels, or `Tensor.from(x, shape, { clamped: true })`): its `data` and `toTypedArray()` are
+ * `Uint8ClampedArray`s, so writes clamp as they did in the source. Exports carry plain DLPack
+ * uint8 (DLPack has no clamped type); `fromDLPack(tensor)` keeps the flag. At runtime it is a
+ * `Tensor` (`instanceof` holds); its type is not assignable to `Tensor<'uint8'>`, whose views
+ * are `Uint8Array`s.
+ */
+export type ClampedTensor = Omit<
+  Tensor<'uint8'>,
+  'clamped' | 'data' | 'getData' | 'toTypedArray' | 'permute' | 'transpose' | 'contiguous'
+> & {
+  readonly clamped: true
+  readonly data: Uint8ClampedArray
+  getData(options?: DataOptions): Uint8ClampedArray
+  toTypedArray(): Uint8ClampedArray
+  /** Views and dense copies of a clamped tensor are clamped too. */
+  permute(...axes: number[]): ClampedTensor
+  permute(axes: readonly number[]): ClampedTensor
+  transpose(dim0: number, dim1: number): ClampedTensor
+  contiguous(): ClampedTensor
 }
 
 /** The dtype of a TypedArray type. */
@@ -117,8 +169,15 @@ export type ArrayDType<A> = A extends Float32Array
 interface SharedHandle {
   readonly handle: unknown
   refs: number
+  /**
+   * Whether the handle is a handle external, which native consumers borrow directly under
+   * `EXCHANGE_API_PROPERTY` (false for an adopted capsule serving as the handle).
+   */
+  readonly lendable: boolean
   /** Layout and flags, read from native once per handle and shared by its tensors. */
   info?: TensorLayout
+  /** JS views are `Uint8ClampedArray`s (uint8 only; see `ClampedTensor`). */
+  readonly clamped: boolean
 }
 
 /**
@@ -189,6 +248,14 @@ export const exchangeHandle = Symbol('napi-dlpack.exchangeHandle')
 function setExchangeHandle(tensor: object, handle: unknown): void {
   ;(tensor as Record<symbol, unknown>)[exchangeHandle] = handle
 }
+
+/**
+ * The key under which producers expose their exchange table: the registered symbol
+ * `Symbol.for(NAPI_DLPACK_EXCHANGE_API_PROPERTY)`. On `Tensor.prototype` it holds the table; on
+ * each lending `Tensor` its own handle, which a native consumer borrows with one lookup
+ * (docs/protocol.md §5.2).
+ */
+export const EXCHANGE_API_PROPERTY: unique symbol = Symbol.for(EXCHANGE_API_SYMBOL_NAME)
 
 function call<T>(fn: () => T): T {
   try {
@@ -282,6 +349,12 @@ function isDetached(buffer: ArrayBuffer | SharedArrayBuffer): boolean {
   }
 }
 
+function isClampedArray(value: unknown): value is Uint8ClampedArray {
+  return Object.prototype.toString.call(value) === '[object Uint8ClampedArray]'
+}
+
+type ViewConstructor = ReturnType<(typeof DTYPES)[DType]['view']> | Uint8ClampedArrayConstructor
+
 export function isSharedArrayBuffer(value: unknown): value is SharedArrayBuffer {
   return typeof SharedArrayBuffer === 'function' && value instanceof SharedArrayBuffer
 }
@@ -307,11 +380,17 @@ export class Tensor<D extends DType = DType> {
     }
     this.#shared = shared
     setExchangeHandle(this, shared.handle)
+    // Shadows the prototype's table (a writable property) with the handle itself.
+    if (shared.lendable) (this as Record<symbol, unknown>)[EXCHANGE_API_PROPERTY] = shared.handle
   }
 
-  /** @internal A new tensor over a fresh native handle. */
-  static _fromHandle(handle: unknown): Tensor {
-    return new Tensor(internal, { handle, refs: 1 })
+  /**
+   * @internal A new tensor over a fresh native handle; `lendable` is false for a capsule that
+   * the addon adopted as the handle (`importCapsule` returned the capsule itself); `clamped`:
+   * see `ClampedTensor`.
+   */
+  static _fromHandle(handle: unknown, lendable = true, clamped = false): Tensor {
+    return new Tensor(internal, { handle, refs: 1, lendable, clamped })
   }
 
   /** @internal A new tensor object sharing this tensor's native handle (no capsule). */
@@ -345,6 +424,11 @@ export class Tensor<D extends DType = DType> {
    * offset) cannot be viewed by a TypedArray or handed to typed consumers: the tensor is then a
    * copy of it, `isCopy === true` (later writes to `array` are not seen), as for foreign memory.
    */
+  static from(
+    array: Uint8ClampedArray,
+    shape?: readonly number[],
+    options?: Omit<FromArrayOptions, 'dtype' | 'clamped'> & { dtype?: 'uint8'; clamped?: true },
+  ): ClampedTensor
   static from<D extends DType>(
     array: ArrayBufferView | ArrayBuffer | SharedArrayBuffer,
     shape: readonly number[] | undefined,
@@ -364,7 +448,7 @@ export class Tensor<D extends DType = DType> {
     array: ArrayBufferView | ArrayBuffer | SharedArrayBuffer,
     shape?: readonly number[],
     options: FromArrayOptions = {},
-  ): Tensor {
+  ): Tensor | ClampedTensor {
     const natural = ArrayBuffer.isView(array) ? (dtypeOfArray(array) ?? 'uint8') : 'uint8'
     const dtype = checkDType(options.dtype ?? natural)
     const byteLength = ArrayBuffer.isView(array) ? array.byteLength : (array as ArrayBuffer).byteLength
@@ -375,8 +459,13 @@ export class Tensor<D extends DType = DType> {
       }
       shape = [byteLength / itemsize - (options.offset ?? 0)]
     }
+    // A Uint8ClampedArray reinterpreted as another dtype (e.g. 'bool') is not clamped.
+    const clamped = options.clamped ?? (dtype === 'uint8' && isClampedArray(array))
+    if (clamped && dtype !== 'uint8') {
+      throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `clamped views are uint8 only, not ${dtype}`)
+    }
     const handle = wrapMemory(array, dtype, shape, options.strides, options.offset ?? 0, options.readonly ?? false)
-    return Tensor._fromHandle(handle)
+    return Tensor._fromHandle(handle, true, clamped)
   }
 
   /**
@@ -414,13 +503,16 @@ export class Tensor<D extends DType = DType> {
     if (!Number.isSafeInteger(numel * itemsize) || negative) {
       throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `shape [${shape.join(', ')}] is too large or negative`)
     }
+    if (options?.shared === true && device.type !== DLDeviceType.CPU) {
+      throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `shared: true allocates CPU memory, not ${String(device)}`)
+    }
     if (device.type === DLDeviceType.CUDA) {
       return Tensor._fromHandle(call(() => native.cudaEmpty(dtype, shape as number[], device.id, zeroed))) as Tensor<D>
     }
     if (device.type !== DLDeviceType.CPU) {
       throw new BufferError('ERR_DLPACK_DEVICE', `cannot allocate tensors on ${String(device)} (cpu and cuda are supported)`)
     }
-    const buffer = new ArrayBuffer(numel * itemsize)
+    const buffer = options?.shared === true ? new SharedArrayBuffer(numel * itemsize) : new ArrayBuffer(numel * itemsize)
     return Tensor._fromHandle(wrapMemory(buffer, dtype, shape, undefined, 0, false)) as Tensor<D>
   }
 
@@ -449,7 +541,7 @@ export class Tensor<D extends DType = DType> {
   permute(...args: (number | readonly number[])[]): Tensor<D> {
     const handle = this.#live().handle
     const axes = permuteAxes(args)
-    return Tensor._fromHandle(call(() => native.permuteHandle(handle, axes))) as Tensor<D>
+    return Tensor._fromHandle(call(() => native.permuteHandle(handle, axes)), true, this.clamped) as Tensor<D>
   }
 
   /** A zero-copy view with dimensions `dim0` and `dim1` swapped (see `permute`). */
@@ -466,7 +558,7 @@ export class Tensor<D extends DType = DType> {
   contiguous(): Tensor<D> {
     const handle = this.#live().handle
     if (this.isContiguous) return this._share()
-    return Tensor._fromHandle(call(() => native.contiguousHandle(handle))) as Tensor<D>
+    return Tensor._fromHandle(call(() => native.contiguousHandle(handle)), true, this.clamped) as Tensor<D>
   }
 
   /**
@@ -560,6 +652,11 @@ export class Tensor<D extends DType = DType> {
     return this.#meta().viewOffset
   }
 
+  /** Whether JS views of this uint8 tensor are `Uint8ClampedArray`s (see `ClampedTensor`). */
+  get clamped(): boolean {
+    return this.#live().clamped
+  }
+
   /** Whether the tensor has been disposed. */
   get disposed(): boolean {
     return this.#shared === null
@@ -613,16 +710,21 @@ export class Tensor<D extends DType = DType> {
       }
       const window = call(() => native.handleWindow(this.#live().handle, offset, length))
       const spec = DTYPES[meta.dtype as DType]
-      return new (spec.view())(window.buffer as ArrayBuffer, window.byteOffset, length * spec.lanes) as DataArray<D>
+      return new (this.#viewType())(window.buffer as ArrayBuffer, window.byteOffset, length * spec.lanes) as DataArray<D>
     }
     if (this.#data === undefined) {
       const view = call(() => native.handleView(this.#live().handle))
       const spec = DTYPES[meta.dtype as DType]
-      const View = spec.view()
+      const View = this.#viewType()
       this.#data = new View(view.buffer as ArrayBuffer, view.byteOffset, meta.viewLength * spec.lanes) as DataArray<D>
       this.#dataWritable = !meta.readonly
     }
     return this.#data
+  }
+
+  /** The TypedArray type of JS views: the dtype's, or `Uint8ClampedArray` for clamped tensors. */
+  #viewType(): ViewConstructor {
+    return this.#live().clamped ? Uint8ClampedArray : DTYPES[this.#meta().dtype].view()
   }
 
   /**
@@ -638,10 +740,43 @@ export class Tensor<D extends DType = DType> {
     try {
       const view = call(() => native.handleView(copy))
       const spec = DTYPES[meta.dtype as DType]
-      return new (spec.view())(view.buffer as ArrayBuffer, view.byteOffset, meta.numel * spec.lanes) as DataArray<D>
+      return new (this.#viewType())(view.buffer as ArrayBuffer, view.byteOffset, meta.numel * spec.lanes) as DataArray<D>
     } finally {
       call(() => native.releaseHandle(copy))
     }
+  }
+
+  /**
+   * The arguments of ONNX Runtime's (and transformers.js's) Tensor constructor:
+   * `new ort.Tensor(...t.toOrt())`. `data` is this tensor's memory when it is dense row-major,
+   * else a dense copy (ORT has no strides); `bool` keeps its label. Read-only tensors need
+   * `{ allowReadOnly: true }` (ORT must then not write to it, e.g. as a `fetches` output).
+   */
+  toOrt(options?: PeerViewOptions): OrtTensorArgs<D> {
+    return toOrt(this, options)
+  }
+
+  /**
+   * A uint8 `[height, width, channels]` (or `[height, width]`) tensor as image pixels: `data` is
+   * a `Uint8ClampedArray` over this tensor's memory (a dense copy if it is not dense row-major),
+   * for `new ImageData(data, width, height)` (4 channels) or `new RawImage(data, width,
+   * height, channels)`.
+   */
+  toImageData(options?: PeerViewOptions): ImageDataArgs {
+    return toImageData(this, options)
+  }
+
+  /**
+   * An apache-arrow Vector over this tensor (`arrow`: the apache-arrow module): rows are the
+   * first dimension, further dimensions nested FixedSizeLists. Zero-copy when dense row-major.
+   */
+  toArrow(arrow: ArrowModule, options?: PeerViewOptions): unknown {
+    return toArrow(this, arrow, options)
+  }
+
+  /** The parts `toArrow` assembles (leaf type name, dense values, rows, list sizes). */
+  arrowParts(options?: PeerViewOptions): ArrowParts {
+    return arrowParts(this, options)
   }
 
   /** Nested arrays of the elements (bool as booleans, 64-bit integers as bigints, complex as [re, im]). */
@@ -695,6 +830,59 @@ export class Tensor<D extends DType = DType> {
     return call(() => native.exportCapsule(handle, copy, stream, maxMajor, target?.type, target?.id)) as DLPackCapsule
   }
 
+  /**
+   * A plain object to `postMessage` to another thread (a `worker_threads` Worker), where
+   * `Tensor.fromTransfer()` rebuilds this tensor over the same memory: no copy. A tensor over a
+   * `SharedArrayBuffer` travels with its buffer; memory no JS thread owns (a native producer's,
+   * CUDA) travels as a token that one thread claims, once. This tensor stays usable; the memory
+   * is released when the last tensor on any thread lets go. A tensor over an `ArrayBuffer`
+   * throws `ERR_DLPACK_COPY_REQUIRED`: use `toShared()`. See README "Worker threads".
+   */
+  transfer(): TensorTransfer<D> {
+    const shared = this.#live()
+    const meta = this.#meta()
+    return makeTransfer({
+      handle: shared.handle,
+      dtype: meta.dtype,
+      shape: meta.shape,
+      strides: meta.strides,
+      viewOffset: meta.viewOffset,
+      viewLength: meta.viewLength,
+      readonly: meta.readonly,
+      device: [meta.deviceType, meta.deviceId],
+      view: () => this.getData({ allowReadOnly: true }),
+    }) as TensorTransfer<D>
+  }
+
+  /**
+   * This tensor over a `SharedArrayBuffer`, ready for `transfer()`: a new tensor sharing the
+   * memory when it is already shared, else a row-major copy into a new `SharedArrayBuffer` (the
+   * one copy; later writes to either are not seen by the other). Host tensors only.
+   */
+  toShared(): Tensor<D> {
+    const meta = this.#meta()
+    const host = meta.deviceType === DLDeviceType.CPU || meta.deviceType === DLDeviceType.CUDAHost || meta.deviceType === DLDeviceType.ROCMHost
+    if (host && isSharedArrayBuffer(this.getData({ allowReadOnly: true }).buffer)) return this._share()
+    const copy = Tensor.empty(meta.shape, meta.dtype as D, { shared: true })
+    const target = copy.getData()
+    call(() => native.copyHandleInto(this.#live().handle, new Uint8Array(target.buffer, target.byteOffset, target.byteLength)))
+    return copy
+  }
+
+  /**
+   * Rebuilds a tensor that another thread (or this one) sent with `transfer()`. Zero-copy: the
+   * same memory, at the same address. A token is claimed once: a second claim, a released token,
+   * or one whose sending thread ended first throws `ERR_DLPACK_TRANSFER_CLAIMED`.
+   */
+  static fromTransfer<D extends DType>(transfer: TensorTransfer<D>): Tensor<D> {
+    const checked = checkTransfer(transfer)
+    if (checked.kind === 'token') return Tensor._fromHandle(claimToken(checked)) as Tensor<D>
+    const bytes = new Uint8Array(checked.buffer, checked.byteOffset, checked.byteLength)
+    return Tensor._fromHandle(
+      wrapMemory(bytes, checked.dtype, checked.shape, checked.strides, checked.offset, checked.readonly),
+    ) as Tensor<D>
+  }
+
   /** `[deviceType, deviceId]`, without exporting anything. */
   __dlpack_device__(): [DLDeviceType, number] {
     return this.device.toDLPack()
@@ -711,6 +899,8 @@ export class Tensor<D extends DType = DType> {
     this.#shared = null
     this.#data = undefined
     setExchangeHandle(this, undefined)
+    // Consumers then reach the prototype's table, which reports the tensor disposed.
+    if (shared.lendable) delete (this as Record<symbol, unknown>)[EXCHANGE_API_PROPERTY]
     shared.refs -= 1
     if (shared.refs === 0) call(() => native.releaseHandle(shared.handle))
   }
@@ -736,8 +926,11 @@ export function createFromMemory(
   shape: readonly number[],
   strides: readonly number[] | undefined,
   offset: number,
+  readonly = false,
 ): Tensor {
-  return Tensor._fromHandle(wrapMemory(memory, dtype, shape, strides, offset, false))
+  // A Uint8ClampedArray keeps clamping through the tensor (see `ClampedTensor`).
+  const clamped = dtype === 'uint8' && isClampedArray(memory)
+  return Tensor._fromHandle(wrapMemory(memory, dtype, shape, strides, offset, readonly), true, clamped)
 }
 
 export { call as callNative, type DeviceLike }

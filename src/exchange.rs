@@ -6,6 +6,15 @@
 //! `Tensor.prototype` (so every tensor exposes it) and on `globalThis` (the environment's
 //! default importer, which `napi_dlpack::arg::TensorResult` uses). Each `Tensor` object keeps
 //! its native handle under a private symbol, which the table reads back.
+//!
+//! The fast path (`docs/protocol.md` §5.2): a handle external is tagged with the public
+//! `napi_dlpack::exchange::OBJECT_TAG` and its [`Handle`] starts with the table's header
+//! ([`register_table`]), and each `Tensor` also keeps its handle as an own property under the
+//! exchange symbol, `Symbol.for('__dlpack_napi_exchange_api__')` (shadowing the prototype's
+//! table). A consumer's one
+//! property lookup then lands on the handle itself and calls [`dltensor_from_object`] with it:
+//! no second lookup by the producer. `dispose()` deletes that property, so consumers then reach
+//! the prototype's table, whose [`dltensor_from_value`] reports the disposed tensor.
 
 use std::cell::RefCell;
 use std::ffi::{c_void, CString};
@@ -34,7 +43,14 @@ static EXCHANGE_API: ExchangeApi = ExchangeApi::new(
   Some(managed_tensor_from_value),
   Some(managed_tensor_to_value),
   Some(current_work_stream),
+  Some(dltensor_from_object),
 );
+
+/// Makes every handle created from now on start with this table's header (see
+/// `handle::EXCHANGE_TABLE`): called when the module loads, before any handle exists.
+pub(crate) fn register_table() {
+  crate::handle::set_exchange_table(&EXCHANGE_API.header);
+}
 
 /// What the table needs per JS thread: our env, the symbol under which a `Tensor` keeps its
 /// handle, and the JS function making a `Tensor` from a handle.
@@ -243,10 +259,7 @@ fn value_type(env: &Env, value: sys::napi_value) -> Result<sys::napi_valuetype> 
   Ok(kind)
 }
 
-/// `dltensor_from_value`: borrows the tensor. The token is one strong count on the handle's
-/// [`BorrowPin`] (its storage and its metadata, where shape and strides live), so a `dispose()`
-/// or a GC of the JS object during or after the borrow frees nothing the borrower uses. The
-/// pin is made on a handle's first borrow; later borrows allocate nothing.
+/// `dltensor_from_value`: borrows the tensor (found through the handle symbol).
 unsafe extern "C" fn dltensor_from_value(
   env: sys::napi_env,
   value: sys::napi_value,
@@ -255,50 +268,87 @@ unsafe extern "C" fn dltensor_from_value(
   out_keep_alive: *mut *mut c_void,
 ) -> i32 {
   run(env, |env, exchange| {
-    if out.is_null() || out_flags.is_null() || out_keep_alive.is_null() {
-      return Err(fail(ErrorKind::InvalidArgument, "NULL output pointer"));
-    }
     let handle = tensor_handle(env, exchange, value)?;
-    let storage = handle.storage()?;
-    storage.check_attached(env)?;
-    let pin = match &handle.borrow_pin {
-      Some(pin) => pin.clone(),
-      None => {
-        let pin = Arc::new(BorrowPin {
-          storage: storage.clone(),
-          layout: handle.layout.clone(),
-        });
-        handle.borrow_pin = Some(pin.clone());
-        pin
-      }
-    };
-    let (storage, layout) = (&pin.storage, &pin.layout);
-    let (data, byte_offset) = storage.export_address(layout);
-    let flags = if layout.read_only {
-      DLPACK_FLAG_BITMASK_READ_ONLY
-    } else {
-      0
-    } | if layout.copied && matches!(storage.memory(), Memory::Owned(_)) {
-      DLPACK_FLAG_BITMASK_IS_COPIED
-    } else {
-      0
-    };
-    // SAFETY: non-NULL out pointers (checked) that the caller provides for this call.
-    unsafe {
-      out.write(DLTensor {
-        data,
-        device: layout.device.to_dl(),
-        ndim: layout.shape.len() as i32,
-        dtype: layout.dtype.to_dl(),
-        shape: layout.shape.as_ptr().cast_mut(),
-        strides: layout.strides.as_ptr().cast_mut(),
-        byte_offset,
-      });
-      out_flags.write(flags);
-      out_keep_alive.write(Arc::into_raw(pin).cast_mut().cast());
-    }
-    Ok(())
+    lend(env, handle, out, out_flags, out_keep_alive)
   })
+}
+
+/// `dltensor_from_object`: borrows the tensor whose handle a consumer found under the
+/// exchange property (the fast path: no lookup here).
+unsafe extern "C" fn dltensor_from_object(
+  env: sys::napi_env,
+  _value: sys::napi_value,
+  object: *mut c_void,
+  out: *mut DLTensor,
+  out_flags: *mut u64,
+  out_keep_alive: *mut *mut c_void,
+) -> i32 {
+  run(env, |env, _| {
+    if object.is_null() {
+      return Err(fail(ErrorKind::InvalidArgument, "NULL object"));
+    }
+    // SAFETY: the table's contract: `object` is the data of an OBJECT_TAG external whose header
+    // names this table, i.e. one of our handle externals (the only ones whose header names
+    // it), which the consumer holds for this call: a live `Handle`. JS is single-threaded and
+    // no other borrow of the handle is alive during this call.
+    let handle = unsafe { &mut *object.cast::<Handle>() };
+    lend(env, handle, out, out_flags, out_keep_alive)
+  })
+}
+
+/// Fills a borrow of `handle`. The token is one strong count on the handle's [`BorrowPin`]
+/// (its storage and its metadata, where shape and strides live), so a `dispose()` or a GC of
+/// the JS object during or after the borrow frees nothing the borrower uses. The pin is made on
+/// a handle's first borrow; later borrows allocate nothing.
+fn lend(
+  env: &Env,
+  handle: &mut Handle,
+  out: *mut DLTensor,
+  out_flags: *mut u64,
+  out_keep_alive: *mut *mut c_void,
+) -> Result<()> {
+  if out.is_null() || out_flags.is_null() || out_keep_alive.is_null() {
+    return Err(fail(ErrorKind::InvalidArgument, "NULL output pointer"));
+  }
+  let storage = handle.storage()?;
+  storage.check_attached(env)?;
+  let pin = match &handle.borrow_pin {
+    Some(pin) => pin.clone(),
+    None => {
+      let pin = Arc::new(BorrowPin {
+        storage: storage.clone(),
+        layout: handle.layout.clone(),
+      });
+      handle.borrow_pin = Some(pin.clone());
+      pin
+    }
+  };
+  let (storage, layout) = (&pin.storage, &pin.layout);
+  let (data, byte_offset) = storage.export_address(layout);
+  let flags = if layout.read_only {
+    DLPACK_FLAG_BITMASK_READ_ONLY
+  } else {
+    0
+  } | if layout.copied && matches!(storage.memory(), Memory::Owned(_)) {
+    DLPACK_FLAG_BITMASK_IS_COPIED
+  } else {
+    0
+  };
+  // SAFETY: non-NULL out pointers (checked) that the caller provides for this call.
+  unsafe {
+    out.write(DLTensor {
+      data,
+      device: layout.device.to_dl(),
+      ndim: layout.shape.len() as i32,
+      dtype: layout.dtype.to_dl(),
+      shape: layout.shape.as_ptr().cast_mut(),
+      strides: layout.strides.as_ptr().cast_mut(),
+      byte_offset,
+    });
+    out_flags.write(flags);
+    out_keep_alive.write(Arc::into_raw(pin).cast_mut().cast());
+  }
+  Ok(())
 }
 
 /// `release_borrow`: gives back the count [`dltensor_from_value`] took (the last one frees the

@@ -207,9 +207,9 @@ mod typescript {
     line("/** The most dimensions a tensor may have (`napi_dlpack::MAX_NDIM`). */");
     line(&format!("export const MAX_NDIM = {MAX_NDIM}"));
     line("");
-    line("/** The property under which producers expose their exchange table (`NAPI_DLPACK_EXCHANGE_API_PROPERTY`). */");
+    line("/** The name of the registered symbol (`Symbol.for`) under which producers expose their exchange table (`NAPI_DLPACK_EXCHANGE_API_PROPERTY`). */");
     line(&format!(
-      "export const EXCHANGE_API_PROPERTY = '{}'",
+      "export const EXCHANGE_API_SYMBOL_NAME = '{}'",
       napi_dlpack::exchange::EXCHANGE_API_PROPERTY
     ));
     line("");

@@ -5,10 +5,13 @@
 //! of the environment that created the handle.
 
 use std::cell::RefCell;
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Arc, Mutex};
 
 use napi::bindgen_prelude::Unknown;
 use napi::{sys, Env};
+use napi_dlpack::exchange::{ExchangeApiHeader, ExchangeObject};
 use napi_dlpack::ErrorKind;
 
 use crate::errors::{fail, Result};
@@ -16,14 +19,40 @@ use crate::js_memory::{self, BufferRef};
 use crate::layout::TensorLayout;
 use crate::storage::Storage;
 
-/// Type tag of handle externals (private to this addon, unlike the capsule tag).
-pub(crate) const HANDLE_TAG: sys::napi_type_tag = sys::napi_type_tag {
-  lower: 0x5a1e_77c4_d2b9_4f0e,
-  upper: 0x9e3c_61a8_0b7d_42f5,
-};
+/// Type tag of handle externals: the exchange table's public object tag (a consumer finding a
+/// handle under a tensor's exchange property borrows it directly, see `exchange`). Other
+/// producers' per-object externals carry it too: ours are told apart by the table their
+/// header names ([`is_own_handle`]).
+pub(crate) const HANDLE_TAG: sys::napi_type_tag = napi_dlpack::exchange::OBJECT_TAG;
 
-/// What a handle external points to.
+/// The header of this addon's exchange table (`exchange::EXCHANGE_API`), which every handle
+/// starts with. Set once when the module loads (`exchange::register_table`, called from the
+/// module's exports hook, before any handle can exist); a lower layer cannot name the table
+/// itself, whose functions use every layer.
+static EXCHANGE_TABLE: AtomicPtr<ExchangeApiHeader> = AtomicPtr::new(ptr::null_mut());
+
+/// Records the table header handles name (see [`EXCHANGE_TABLE`]).
+pub(crate) fn set_exchange_table(header: &'static ExchangeApiHeader) {
+  EXCHANGE_TABLE.store(ptr::from_ref(header).cast_mut(), Ordering::Release);
+}
+
+/// Whether the data of an `OBJECT_TAG` external is one of this addon's handles: its header
+/// names this copy's table (other producers', and other copies of napi-dlpack's, name theirs).
+///
+/// # Safety
+/// `data` must be the non-NULL data of an external tagged with `OBJECT_TAG` (so it starts with
+/// an `ExchangeObject`).
+pub(crate) unsafe fn is_own_handle(data: *const std::ffi::c_void) -> bool {
+  let ours = EXCHANGE_TABLE.load(Ordering::Acquire);
+  // SAFETY: caller contract.
+  !ours.is_null() && ptr::eq(unsafe { (*data.cast::<ExchangeObject>()).api }, ours)
+}
+
+/// What a handle external points to. `repr(C)`: it starts with the exchange table's object
+/// header (the external carries the public object tag, see `exchange`).
+#[repr(C)]
 pub struct Handle {
+  exchange: ExchangeObject,
   /// `None` once released (`dispose()`).
   pub(crate) storage: Option<Arc<Storage>>,
   pub(crate) layout: Arc<TensorLayout>,
@@ -51,6 +80,9 @@ pub(crate) type ViewSlot = Arc<Mutex<Option<Arc<Storage>>>>;
 impl Handle {
   pub fn new(storage: Arc<Storage>, layout: Arc<TensorLayout>) -> Handle {
     Handle {
+      exchange: ExchangeObject {
+        api: EXCHANGE_TABLE.load(Ordering::Acquire),
+      },
       storage: Some(storage),
       layout,
       borrow_pin: None,

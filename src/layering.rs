@@ -37,6 +37,11 @@ const SOURCES: &[(&str, &str, &str)] = &[
     "binding/tensor.rs",
     include_str!("binding/tensor.rs"),
   ),
+  (
+    "binding",
+    "binding/transfer.rs",
+    include_str!("binding/transfer.rs"),
+  ),
   ("exchange", "exchange.rs", include_str!("exchange.rs")),
   ("ops", "ops/mod.rs", include_str!("ops/mod.rs")),
   ("ops", "ops/convert.rs", include_str!("ops/convert.rs")),
@@ -49,6 +54,7 @@ const SOURCES: &[(&str, &str, &str)] = &[
     include_str!("ops/negotiation.rs"),
   ),
   ("ops", "ops/view.rs", include_str!("ops/view.rs")),
+  ("ops", "ops/transfer.rs", include_str!("ops/transfer.rs")),
   ("cuda", "cuda.rs", include_str!("cuda.rs")),
   (
     "own_capsule",

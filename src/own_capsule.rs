@@ -27,7 +27,7 @@ use napi_dlpack::capsule::{wrap_payload, CapsulePayload, CAPSULE_TAG};
 use napi_dlpack::{export, ErrorKind, ExportFormat, IntoDLPack, ManagedTensor, TensorInfo};
 
 use crate::errors::{fail, Result};
-use crate::handle::{Handle, HANDLE_TAG};
+use crate::handle::{is_own_handle, Handle, HANDLE_TAG};
 use crate::js_memory::{self, AddressSet};
 use crate::layout::TensorLayout;
 use crate::storage::{Memory, Storage};
@@ -184,6 +184,12 @@ pub(crate) unsafe fn handle_of_external<'a>(
 ) -> Result<&'a mut Handle> {
   // SAFETY: forwarded contract.
   if let Some(data) = unsafe { js_memory::tagged_data(env, value, &HANDLE_TAG)? } {
+    // The tag is public (the exchange's object tag): another producer's per-object data is
+    // refused (NULL refused first).
+    // SAFETY: the data of an OBJECT_TAG external.
+    if data.is_null() || !unsafe { is_own_handle(data) } {
+      return Err(not_a_handle());
+    }
     // SAFETY: tagged externals of ours always hold a live `Handle` (freed only by the
     // finalizer, which cannot run while `value` is reachable); no other borrow of it is alive
     // (forwarded contract).

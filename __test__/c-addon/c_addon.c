@@ -16,6 +16,9 @@
  *   heldWriteFloat32(held, i, v[, force]) -> writes element i (C order)
  *   release(held)               -> boolean: true if a tensor was still held
  *   heldToCapsule(held)         -> capsule (sends the tensor on)
+ *   (environment C_ADDON_REPORT_AT_EXIT=1: prints
+ *    "c-addon-deleter-calls-at-exit N" from an atexit handler, which runs
+ *    after every environment's cleanup hooks: deleters run at teardown count)
  *   releaseAtTeardown()         -> from now on, makeTensor capsules of this
  *                                  environment that are still unconsumed when
  *                                  it ends are released by an env cleanup hook
@@ -37,6 +40,12 @@ static int64_t g_deleter_calls = 0; /* accessed atomically: any thread */
 
 static void count_deleter_call(void) {
   __atomic_fetch_add(&g_deleter_calls, 1, __ATOMIC_SEQ_CST);
+}
+
+static void report_deleter_calls_at_exit(void) {
+  printf("c-addon-deleter-calls-at-exit %lld\n",
+         (long long)__atomic_load_n(&g_deleter_calls, __ATOMIC_SEQ_CST));
+  fflush(stdout);
 }
 
 /* Every tensor made by makeTensor is ONE malloc block that starts with the
@@ -964,6 +973,11 @@ NAPI_MODULE_INIT() {
   };
   if (!export_fns(env, exports, fns, sizeof fns / sizeof fns[0]))
     return throw_code(env, "ERR_DLPACK_NAPI", "Node-API call failed: export_fns");
+  static int report_registered = 0; /* once per process, whichever env loads us first */
+  const char* report = getenv("C_ADDON_REPORT_AT_EXIT");
+  if (report != NULL && strcmp(report, "1") == 0 &&
+      !__atomic_exchange_n(&report_registered, 1, __ATOMIC_SEQ_CST))
+    atexit(report_deleter_calls_at_exit);
   return register_protocol_edges(env, exports);
 }
 

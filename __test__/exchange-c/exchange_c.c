@@ -8,8 +8,13 @@
  *    Tensor through the default importer), currentStream, borrowStatus,
  *    borrowKeep / keptSum (a borrow outliving a dispose());
  *  - as a producer: the CTensor class, whose prototype carries this addon's
- *    own table (major 1), and BadVersionTensor / ChainedTensor, whose tables
- *    have major 99 (with no older table / with the major-1 table behind it).
+ *    own table (major 1) and whose objects each carry their own per-object
+ *    external (the fast path, napi_dlpack_exchange_object_install), and
+ *    BadVersionTensor / ChainedTensor, whose tables have major 99 (with no
+ *    older table / with the major-1 table behind it);
+ *  - hostile values: forgedObject(kind), plain objects carrying a per-object
+ *    external that names an unknown major, or no table at all;
+ *    lendingPath(value), which of the two discovery paths a value takes.
  *
  * Counters (deleterCalls, liveCTensors) let tests check that every deleter
  * runs exactly once.
@@ -436,7 +441,8 @@ static volatile int live_ctensors = 0;
 /* A 2x3 float32 matrix holding 0..5, row-major; shared (refcounted) by the JS
  * object and the owning exports made of it. */
 typedef struct {
-  int refs; /* atomic */
+  napi_dlpack_object header; /* first: the per-object external's data */
+  int refs;                  /* atomic: the wrap, the external, borrows, exports */
   float data[6];
   int64_t shape[2];
   int64_t strides[2];
@@ -479,15 +485,33 @@ static void ct_fill(const ctensor* t, DLTensor* out, uint64_t* flags) {
   *flags = t->readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
 }
 
+static volatile int object_borrows = 0, value_borrows = 0;
+
 /* A borrow holds a count on the matrix (its token), so the JS object may be
  * collected during it. */
+static void ct_lend(ctensor* t, DLTensor* out, uint64_t* flags, void** keep_alive) {
+  ct_fill(t, out, flags);
+  __atomic_fetch_add(&t->refs, 1, __ATOMIC_SEQ_CST);
+  *keep_alive = t;
+}
+
 static int ct_dltensor_from_value(napi_env env, napi_value value, DLTensor* out, uint64_t* flags,
                                   void** keep_alive) {
   ctensor* t = ctensor_of(env, value);
   if (t == NULL) return -1;
-  ct_fill(t, out, flags);
-  __atomic_fetch_add(&t->refs, 1, __ATOMIC_SEQ_CST);
-  *keep_alive = t;
+  value_borrows++;
+  ct_lend(t, out, flags, keep_alive);
+  return 0;
+}
+
+/* The fast path: `object` is the data of the per-object external (the
+ * ctensor itself, which starts with its napi_dlpack_object). */
+static int ct_dltensor_from_object(napi_env env, napi_value value, void* object, DLTensor* out,
+                                   uint64_t* flags, void** keep_alive) {
+  (void)env;
+  (void)value;
+  object_borrows++;
+  ct_lend((ctensor*)object, out, flags, keep_alive);
   return 0;
 }
 
@@ -537,7 +561,8 @@ static const napi_dlpack_exchange_api ctensor_api = {
     ct_release_borrow,
     ct_managed_from_value,
     NULL, /* this producer makes no objects from foreign tensors */
-    ct_current_work_stream};
+    ct_current_work_stream,
+    ct_dltensor_from_object};
 
 /* A future major this consumer generation cannot read, alone or in front of
  * the major-1 table. */
@@ -545,17 +570,21 @@ static const napi_dlpack_exchange_api_header future_api = {{99, 0}, NULL};
 static const napi_dlpack_exchange_api_header chained_api = {
     {99, 0}, &ctensor_api.header};
 
-/* new CTensor(readonly?) */
+/* new CTensor(readonly?): the class's table header is the constructor's data. */
 static napi_value ctensor_construct(napi_env env, napi_callback_info info) {
-  napi_value argv[1];
+  napi_value argv[1] = {NULL};
+  size_t argc = 1;
   bool readonly = false;
   int i;
   ctensor* t;
-  napi_value self = get_args(env, info, 1, argv);
-  if (self == NULL) THROW(env, "ERR_DLPACK_NAPI", "napi_get_cb_info failed");
-  napi_get_value_bool(env, argv[0], &readonly);
+  void* api = NULL;
+  napi_value self = NULL;
+  if (napi_get_cb_info(env, info, &argc, argv, &self, &api) != napi_ok || self == NULL)
+    THROW(env, "ERR_DLPACK_NAPI", "napi_get_cb_info failed");
+  if (argc > 0) napi_get_value_bool(env, argv[0], &readonly);
   t = (ctensor*)calloc(1, sizeof *t);
   if (t == NULL) THROW(env, "ERR_DLPACK_NO_MEMORY", "calloc failed");
+  t->header.api = (const napi_dlpack_exchange_api_header*)api;
   t->refs = 1;
   for (i = 0; i < 6; i++) t->data[i] = (float)i;
   t->shape[0] = 2;
@@ -568,6 +597,12 @@ static napi_value ctensor_construct(napi_env env, napi_callback_info info) {
     ctensor_unref(t);
     THROW(env, "ERR_DLPACK_NAPI", "napi_wrap failed");
   }
+  /* The per-object external holds its own count (JS may keep the external
+   * after the object is gone). */
+  __atomic_fetch_add(&t->refs, 1, __ATOMIC_SEQ_CST);
+  if (napi_dlpack_exchange_object_install(env, self, NULL, &t->header, ctensor_finalize, NULL) !=
+      NAPI_DLPACK_OK)
+    THROW(env, "ERR_DLPACK_NAPI", "napi_dlpack_exchange_object_install failed");
   return self;
 }
 
@@ -607,14 +642,73 @@ static napi_status define_class(napi_env env, napi_value exports, const char* na
       {"pointer", NULL, ctensor_pointer, NULL, NULL, NULL, napi_default, NULL},
       {"values", NULL, ctensor_values, NULL, NULL, NULL, napi_default, NULL},
   };
-  napi_status status = napi_define_class(env, name, NAPI_AUTO_LENGTH, ctensor_construct, NULL,
-                                         2, methods, &cls);
+  napi_status status = napi_define_class(env, name, NAPI_AUTO_LENGTH, ctensor_construct,
+                                         (void*)api, 2, methods, &cls);
   if (status != napi_ok) return status;
   status = napi_get_named_property(env, cls, "prototype", &prototype);
   if (status != napi_ok) return status;
   if (napi_dlpack_exchange_api_install(env, prototype, api) != NAPI_DLPACK_OK)
     return napi_generic_failure;
   return napi_set_named_property(env, exports, name, cls);
+}
+
+/* A header of no table this consumer generation reads, for forged objects. */
+static napi_dlpack_object forged_future = {&future_api};
+static napi_dlpack_object forged_empty = {NULL};
+
+/* forgedObject(kind) -> a plain object whose own exchange property is a
+ * per-object external naming a major-99 table ("future") or no table
+ * ("empty"), or an untagged external ("untagged"). */
+static napi_value forged_object(napi_env env, napi_callback_info info) {
+  napi_value argv[1], result, external, key;
+  char kind[16] = {0};
+  size_t length = 0;
+  napi_dlpack_object* data;
+  get_args(env, info, 1, argv);
+  CHECK_NAPI(env, napi_get_value_string_utf8(env, argv[0], kind, sizeof kind, &length));
+  CHECK_NAPI(env, napi_create_object(env, &result));
+  if (napi_dlpack_exchange_key(env, &key) != NAPI_DLPACK_OK)
+    THROW(env, "ERR_DLPACK_NAPI", "napi_dlpack_exchange_key failed");
+  if (strcmp(kind, "untagged") == 0) {
+    CHECK_NAPI(env, napi_create_external(env, &forged_future, NULL, NULL, &external));
+    CHECK_NAPI(env, napi_set_property(env, result, key, external));
+    return result;
+  }
+  data = strcmp(kind, "future") == 0 ? &forged_future : &forged_empty;
+  if (napi_dlpack_exchange_object_install(env, result, key, data, NULL, NULL) != NAPI_DLPACK_OK) {
+    /* the helper refuses a header naming no table: tag one by hand */
+    CHECK_NAPI(env, napi_create_external(env, data, NULL, NULL, &external));
+    CHECK_NAPI(env, napi_type_tag_object(env, external, napi_dlpack_object_tag()));
+    CHECK_NAPI(env, napi_set_property(env, result, key, external));
+  }
+  return result;
+}
+
+/* lendingPath(value) -> "object" (a per-object external), "table" (the table
+ * itself) or the status code of napi_dlpack_exchange_find. */
+static napi_value lending_path(napi_env env, napi_callback_info info) {
+  napi_value argv[1], result;
+  const napi_dlpack_exchange_api* api = NULL;
+  void* object = NULL;
+  napi_dlpack_status st;
+  const char* text;
+  get_args(env, info, 1, argv);
+  st = napi_dlpack_exchange_find(env, argv[0], &api, &object);
+  text = st != NAPI_DLPACK_OK ? napi_dlpack_status_code(st) : object != NULL ? "object" : "table";
+  CHECK_NAPI(env, napi_create_string_utf8(env, text, NAPI_AUTO_LENGTH, &result));
+  return result;
+}
+
+/* borrowCounts() -> { object, value }: CTensor borrows by each path. */
+static napi_value borrow_counts(napi_env env, napi_callback_info info) {
+  napi_value result, field;
+  (void)info;
+  CHECK_NAPI(env, napi_create_object(env, &result));
+  CHECK_NAPI(env, napi_create_int32(env, object_borrows, &field));
+  CHECK_NAPI(env, napi_set_named_property(env, result, "object", field));
+  CHECK_NAPI(env, napi_create_int32(env, value_borrows, &field));
+  CHECK_NAPI(env, napi_set_named_property(env, result, "value", field));
+  return result;
 }
 
 static napi_value init(napi_env env, napi_value exports) {
@@ -634,6 +728,9 @@ static napi_value init(napi_env env, napi_value exports) {
       {"lastMadePointer", NULL, last_made_pointer, NULL, NULL, NULL, napi_default, NULL},
       {"currentStream", NULL, current_stream, NULL, NULL, NULL, napi_default, NULL},
       {"liveCTensors", NULL, live_ctensor_count, NULL, NULL, NULL, napi_default, NULL},
+      {"forgedObject", NULL, forged_object, NULL, NULL, NULL, napi_default, NULL},
+      {"lendingPath", NULL, lending_path, NULL, NULL, NULL, napi_default, NULL},
+      {"borrowCounts", NULL, borrow_counts, NULL, NULL, NULL, napi_default, NULL},
   };
   if (napi_define_properties(env, exports, sizeof functions / sizeof functions[0], functions) !=
       napi_ok)

@@ -8,8 +8,8 @@ export const DLPACK_VERSION = Object.freeze([1, 3] as const)
 /** The most dimensions a tensor may have (`napi_dlpack::MAX_NDIM`). */
 export const MAX_NDIM = 64
 
-/** The property under which producers expose their exchange table (`NAPI_DLPACK_EXCHANGE_API_PROPERTY`). */
-export const EXCHANGE_API_PROPERTY = '__dlpack_napi_exchange_api__'
+/** The name of the registered symbol (`Symbol.for`) under which producers expose their exchange table (`NAPI_DLPACK_EXCHANGE_API_PROPERTY`). */
+export const EXCHANGE_API_SYMBOL_NAME = '__dlpack_napi_exchange_api__'
 
 /** DLPack device types (`DLDeviceType`, DLPack 1.3). */
 export enum DLDeviceType {
@@ -179,6 +179,9 @@ export const ERROR_CLASS_BY_CODE = Object.freeze({
   ERR_CUDA: 'CudaError',
   ERR_DLPACK_STREAM: 'BufferError',
   ERR_DLPACK_TOO_LARGE: 'BufferError',
+  ERR_DLPACK_TRANSFER_CLAIMED: 'CapsuleError',
+  ERR_DLPACK_NULLS: 'BufferError',
+  ERR_DLPACK_UNSUPPORTED_DTYPE: 'DLPackTypeError',
 } as const)
 
 /** The name of every error class a code maps to. */

@@ -28,6 +28,8 @@ type RawCallback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) 
 
 #[napi(module_exports)]
 pub fn register_fast_calls(exports: Object, env: Env) -> napi::Result<()> {
+  // Before any handle can exist: handles start with the exchange table's header.
+  crate::exchange::register_table();
   const CALLS: [(&str, RawCallback); 4] = [
     ("exportCapsule", export_capsule),
     ("importCapsule", import_capsule),

@@ -1,5 +1,5 @@
-//! The binding layer: every function JS calls. `#[napi]` functions (in `tensor`, `convert`, `cuda`;
-//! their TypeScript declarations are generated into `index.d.ts`) and the raw Node-API entry
+//! The binding layer: every function JS calls. `#[napi]` functions (in `tensor`, `convert`,
+//! `transfer` and `cuda`; their TypeScript declarations are generated into `index.d.ts`) and the raw Node-API entry
 //! points of the hot path (`fast`, declared by hand in `lib/native.ts`). Each converts its
 //! arguments, finds the handle behind a JS value (`own_capsule::handle_of`) and calls one
 //! operation (`ops`) or reads one fact; no other layer calls up into this one.
@@ -8,6 +8,7 @@ pub(crate) mod convert;
 pub(crate) mod cuda;
 pub(crate) mod fast;
 pub(crate) mod tensor;
+pub(crate) mod transfer;
 
 use napi_dlpack::{DType, ErrorKind};
 

@@ -2,7 +2,7 @@
 //! devices (`to()`).
 
 use napi::bindgen_prelude::Unknown;
-use napi::Env;
+use napi::{sys, Env};
 use napi_dlpack::cuda;
 use napi_dlpack::ffi::DLDevice;
 use napi_dlpack::{Device, DeviceType, ErrorKind};
@@ -112,4 +112,39 @@ pub(crate) fn to_device<'env>(
       format!("copies from {source} to {target} are not supported"),
     )),
   }
+}
+
+/// Copies the elements of a host tensor in row-major order into `bytes`, a Uint8Array of exactly
+/// `packed_bytes()` bytes that does not overlap the tensor (`toShared()`'s one copy).
+pub(crate) fn copy_into(env: &Env, handle: &Handle, bytes: sys::napi_value) -> Result<()> {
+  let storage = handle.storage()?;
+  storage.check_attached(env)?;
+  let layout = &handle.layout;
+  // SAFETY: a live value of this env.
+  let (base, len, _, _) = unsafe { js_memory::typedarray_bytes(env.raw(), bytes)? };
+  let packed_bytes = layout.packed_bytes();
+  if len != packed_bytes {
+    return Err(fail(
+      ErrorKind::InvalidArgument,
+      format!("the target holds {len} bytes, the tensor's elements {packed_bytes}"),
+    ));
+  }
+  if packed_bytes == 0 {
+    return Ok(());
+  }
+  let source = storage.span_address(layout);
+  let target = base as usize;
+  if layout.device.is_host_accessible()
+    && target < source.saturating_add(layout.span_bytes)
+    && source < target.saturating_add(len)
+  {
+    return Err(fail(
+      ErrorKind::InvalidArgument,
+      "the target overlaps the tensor's own memory",
+    ));
+  }
+  // SAFETY: `len` bytes of a live TypedArray of this env, which no JS runs against during this
+  // call and which do not overlap the source (checked above).
+  let out = unsafe { std::slice::from_raw_parts_mut(base, len) };
+  copy_row_major(storage, layout, out)
 }

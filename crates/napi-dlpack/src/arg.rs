@@ -2,10 +2,12 @@
 //!
 //! The crate docs ("Writing an addon") walk through a complete addon built on these types.
 //!
-//! - [`TensorArg`] lives for the call. It takes, cheapest first: an object whose prototype
-//!   exposes the exchange table (napi-dlpack's `Tensor`: borrowed through
-//!   `dltensor_from_value`, no capsule, no allocation: the producer holds the memory until the
-//!   argument drops, whatever JS runs meanwhile); a capsule from any producer (consumed:
+//! - [`TensorArg`] lives for the call. It takes, cheapest first: a producer object carrying the
+//!   public object tag (`napi_check_object_type_tag` + `napi_unwrap`, then the table's
+//!   `dltensor_from_object`: napi-dlpack's `Tensor` after its first borrow), or any object whose
+//!   prototype exposes the exchange table (`dltensor_from_value`) — both borrowed, no capsule,
+//!   no allocation: the producer holds the memory until the argument drops, whatever JS runs
+//!   meanwhile; a capsule from any producer (consumed:
 //!   the argument owns the tensor); any object with `__dlpack__` (called with
 //!   `{ maxVersion: [1, 3] }`, then consumed).
 //! - [`OwnedTensorArg`] owns its tensor, so it may outlive the call (an `AsyncTask`, another
@@ -31,7 +33,7 @@ use crate::capsule;
 use crate::device::Device;
 use crate::dtype::{DType, Element};
 use crate::error::{DLPackError, ErrorKind};
-use crate::exchange::{self, coded_error, take_exception, ExchangeApi};
+use crate::exchange::{self, coded_error, take_exception, ExchangeApi, Found};
 use crate::export::{export_versioned, IntoDLPack};
 use crate::ffi::{DLTensor, DLPACK_FLAG_BITMASK_READ_ONLY};
 use crate::import::ForeignTensor;
@@ -288,21 +290,21 @@ fn type_of(env: sys::napi_env, value: sys::napi_value) -> napi::Result<sys::napi
 
 const EXPECTED: &str = "expected a tensor: an object exposing the DLPack exchange table (a napi-dlpack Tensor), a DLPack capsule, or an object with __dlpack__";
 
-/// Borrows through `dltensor_from_value` and validates.
+/// Borrows through the producer's `dltensor_from_value` or `dltensor_from_object` (`fill`,
+/// given the out pointers) and validates.
 ///
 /// # Safety
-/// `env` live, `value` a live value of it, `fill` and `release` its producer's table functions.
+/// `env` live; `fill` calls its producer's table function on `env`'s thread with the out
+/// pointers it is given; `release` is that table's `release_borrow`.
 unsafe fn borrow<'call>(
   env: sys::napi_env,
-  value: sys::napi_value,
-  fill: exchange::DLTensorFromValue,
+  fill: impl FnOnce(*mut DLTensor, *mut u64, *mut *mut c_void) -> i32,
   release: exchange::ReleaseBorrow,
 ) -> napi::Result<TensorArg<'call>> {
   let mut tensor = DLTensor::zeroed();
   let mut flags = 0u64;
   let mut keep_alive = ptr::null_mut();
-  // SAFETY: the producer's function, called on its env's thread with valid out pointers.
-  if unsafe { fill(env, value, &mut tensor, &mut flags, &mut keep_alive) } != 0 {
+  if fill(&mut tensor, &mut flags, &mut keep_alive) != 0 {
     // SAFETY: forwarded contract.
     return Err(unsafe { take_exception(env) });
   }
@@ -492,10 +494,26 @@ impl FromNapiValue for TensorArg<'_> {
     }
     // SAFETY: live env and object (napi-rs's contract for this call; `check_kind` said object
     // or function).
-    if let Some(api) = unsafe { coded(env, exchange::find_api_of_object(env, value))? } {
-      if let (Some(fill), Some(release)) = (api.dltensor_from_value, api.release_borrow) {
+    if let Some(found) = unsafe { coded(env, exchange::find_in_object(env, value))? } {
+      let api = found.api();
+      let by_object = match found {
+        Found::Object(_, object) => api.dltensor_from_object().map(|fill| (fill, object)),
+        Found::Table(_) => None,
+      };
+      if let (Some((fill, object)), Some(release)) = (by_object, api.release_borrow) {
+        // The fast path (napi-dlpack's `Tensor`): the object's own data, no second lookup.
+        // SAFETY: the producer's function with the object's own data, on this thread, with the
+        // out pointers `borrow` provides.
+        let fill =
+          |out, flags, keep_alive| unsafe { fill(env, value, object, out, flags, keep_alive) };
         // SAFETY: as above.
-        return unsafe { borrow(env, value, fill, release) };
+        return unsafe { borrow(env, fill, release) };
+      }
+      if let (Some(fill), Some(release)) = (api.dltensor_from_value, api.release_borrow) {
+        // SAFETY: the producer's function, on this thread, with `borrow`'s out pointers.
+        let fill = |out, flags, keep_alive| unsafe { fill(env, value, out, flags, keep_alive) };
+        // SAFETY: as above.
+        return unsafe { borrow(env, fill, release) };
       }
       if let Some(export) = api.managed_tensor_from_value {
         // SAFETY: as above.
@@ -521,7 +539,7 @@ impl FromNapiValue for OwnedTensorArg {
       unsafe { consume_capsule(env, value)? }
     } else {
       // SAFETY: live env and object (`check_kind`).
-      match unsafe { coded(env, exchange::find_api_of_object(env, value))? } {
+      match unsafe { coded(env, exchange::find_in_object(env, value))? }.map(|found| found.api()) {
         Some(ExchangeApi {
           managed_tensor_from_value: Some(export),
           ..

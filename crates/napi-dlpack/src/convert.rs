@@ -542,15 +542,6 @@ fn copy_rows<E: Copy>(source: &Strided<'_>, out: &mut [MaybeUninit<u8>]) {
   let stride = rows.strides[rows.strides.len() - 1] as isize;
   let first = source.first.cast::<E>();
   let destination = out.as_mut_ptr().cast::<E>();
-  if let [3 | 4, pixels] = rows.shape[..] {
-    if rows.strides[..] == [1, rows.shape[0] as i64] {
-      match rows.shape[0] {
-        3 => deinterleave::<E, 3>(first, destination, pixels),
-        _ => deinterleave::<E, 4>(first, destination, pixels),
-      }
-      return;
-    }
-  }
   rows.for_each(|offset, at, _| {
     // SAFETY: `offset` is the offset of an element of the validated source layout (Strided's
     // contract), the row's elements are `stride` apart inside it, and the destination holds
@@ -571,24 +562,6 @@ fn copy_rows<E: Copy>(source: &Strided<'_>, out: &mut [MaybeUninit<u8>]) {
             .write_unaligned(row.offset(i as isize * stride).read_unaligned());
         }
       }
-    }
-  });
-}
-
-/// The planar copy of `pixels` interleaved pixels of `C` channels (the CHW view of an HWC
-/// image): one pass over the source in memory order, writing `C` planes in their order, instead
-/// of one strided pass over the whole source per channel.
-fn deinterleave<E: Copy, const C: usize>(first: *const E, destination: *mut E, pixels: usize) {
-  unrolled::<PIXELS_UNROLLED>(pixels, |p| {
-    for c in 0..C {
-      // In bounds: element `c` of pixel `p` is element `p * C + c` of the dense source
-      // (Strided's contract), and the destination holds the `C * pixels` elements
-      // (check_out). SAFETY: see above.
-      unsafe {
-        destination
-          .add(c * pixels + p)
-          .write_unaligned(first.add(p * C + c).read_unaligned())
-      };
     }
   });
 }
@@ -1327,7 +1300,7 @@ mod tests {
   }
 
   /// Every fast path (dense lookup, dense direct, interleaved and strided pixel lookups, the
-  /// unrolled loops' tails, the same-dtype integer copy and the de-interleaving copy) gives
+  /// unrolled loops' tails, the same-dtype integer copy and the strided copy) gives
   /// the bytes of the formula written out element by element, at pixel counts of every
   /// remainder modulo the unrolled step.
   #[test]

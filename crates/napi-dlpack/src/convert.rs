@@ -1244,9 +1244,9 @@ mod tests {
   }
 
   /// Every fast path (dense lookup, dense direct, interleaved and strided pixel lookups, the
-  /// unrolled loops' tails, the same-dtype integer copy and the strided copy) gives
-  /// the bytes of the formula written out element by element, at pixel counts of every
-  /// remainder modulo the unrolled step.
+  /// same-dtype integer copy and the strided copy) gives the bytes of the formula written out
+  /// element by element, at element counts of every remainder modulo the dense loop's
+  /// unrolled step (8).
   #[test]
   fn fast_paths_match_the_formula_at_every_unrolled_tail() {
     for (h, w) in [
@@ -1254,6 +1254,7 @@ mod tests {
       (1, 1025),
       (2, 513),
       (1, 1027),
+      (1, 1028),
       (1, 1029),
       (1, 1030),
       (1, 1031),

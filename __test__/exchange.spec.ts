@@ -269,6 +269,27 @@ test.serial('owning exports keep the memory after dispose; each deleter runs onc
   t.true(await gcUntil(() => live() <= before), `live ${live()} before ${before}`)
 })
 
+test.serial('owned exports and borrows mark V8 memory untransferable (a borrow may be kept past the call)', (t) => {
+  const lends: Array<[string, (tensor: Tensor) => unknown]> = [
+    ['owned export', (tensor) => c.exportHold(tensor)],
+    ['borrow', (tensor) => c.borrowSum(tensor)],
+  ]
+  for (const [name, lend] of lends) {
+    const buffer = new ArrayBuffer(8)
+    const tensor = Tensor.from(new Float32Array(buffer))
+    lend(tensor)
+    try {
+      structuredClone(buffer, { transfer: [buffer] })
+    } catch (error) {
+      // Node >= 21 and Bun: DataCloneError; Deno: TypeError (the detach key); Node 20 clones.
+      t.true(['DataCloneError', 'TypeError'].includes((error as Error).name), `${name}: ${String(error)}`)
+    }
+    t.is(buffer.byteLength, 8, `${name}: still attached`)
+    t.is(c.borrowSum(tensor).sum, 0, `${name}: still lends`)
+  }
+  t.is(c.releaseHeld(), 1)
+})
+
 test.serial('C memory returned as a Tensor through the default importer: zero-copy, deleter once', async (t) => {
   await drainGarbage()
   const deleters = c.deleterCalls()

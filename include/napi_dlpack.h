@@ -807,20 +807,25 @@ static inline const napi_dlpack_exchange_api* napi_dlpack_exchange_api_select(
  * calling the global Symbol.for (every runtime has it). Hot consumers keep it
  * in a napi_ref (Node-API references symbols) per environment instead.
  */
-static inline napi_dlpack_status napi_dlpack_exchange_key(napi_env env,
-                                                          napi_value* key) {
-  napi_value global, symbol, symbol_for, name;
+static inline napi_dlpack_status napi_dlpack_symbol_for_(napi_env env,
+                                                         const char* name,
+                                                         napi_value* key) {
+  napi_value global, symbol, symbol_for, text;
   napi_valuetype type;
   if (env == NULL || key == NULL) return NAPI_DLPACK_ERR_INVALID_ARG;
   if (napi_get_global(env, &global) != napi_ok ||
       napi_get_named_property(env, global, "Symbol", &symbol) != napi_ok ||
       napi_get_named_property(env, symbol, "for", &symbol_for) != napi_ok ||
-      napi_create_string_utf8(env, NAPI_DLPACK_EXCHANGE_API_PROPERTY,
-                              NAPI_AUTO_LENGTH, &name) != napi_ok ||
-      napi_call_function(env, symbol, symbol_for, 1, &name, key) != napi_ok ||
+      napi_create_string_utf8(env, name, NAPI_AUTO_LENGTH, &text) != napi_ok ||
+      napi_call_function(env, symbol, symbol_for, 1, &text, key) != napi_ok ||
       napi_typeof(env, *key, &type) != napi_ok || type != napi_symbol)
     return NAPI_DLPACK_ERR_NAPI;
   return NAPI_DLPACK_OK;
+}
+
+static inline napi_dlpack_status napi_dlpack_exchange_key(napi_env env,
+                                                          napi_value* key) {
+  return napi_dlpack_symbol_for_(env, NAPI_DLPACK_EXCHANGE_API_PROPERTY, key);
 }
 
 /*
@@ -1187,6 +1192,61 @@ static inline const char* napi_dlpack_tensor_extent(const DLTensor* t,
   out->span_bytes = (uint64_t)span;
   out->c_contiguous = contiguous;
   return NULL;
+}
+
+/* ===========================================================================
+ * Part 4: the library adapter (docs/protocol.md section 6)
+ * ===========================================================================
+ *
+ * The tensors and images of common JS libraries (ONNX Runtime and
+ * transformers.js tensors, sharp's raw output, ImageData / RawImage, Apache
+ * Arrow vectors, tfjs tensors, ndarray-likes) carry no exchange table, capsule
+ * or __dlpack__. napi-dlpack's JS package recognises them (its fromDLPack
+ * does) and, when loaded, defines on globalThis of the environment, under the
+ * registered symbol Symbol.for(NAPI_DLPACK_ADAPTER_PROPERTY), a function
+ * adapt(value) returning a capsule over the library's own memory (zero-copy,
+ * versioned, READ_ONLY where fromDLPack would give a read-only tensor), or
+ * undefined for a value it does not recognise; for a value it recognises but
+ * cannot take without a copy (an Arrow column with nulls or several chunks,
+ * data on a GPU) it throws fromDLPack's coded error. A consumer calls it
+ * LAST, after the exchange table, capsule and __dlpack__ checks (so those
+ * paths cost nothing more), and consumes the capsule like any other: check
+ * it, since anything may sit under the key. Not loaded: no function, and the
+ * value is refused as before.
+ */
+
+/* The registry key of the adapter's symbol: Symbol.for(this). */
+#define NAPI_DLPACK_ADAPTER_PROPERTY "__dlpack_napi_adapter__"
+
+/*
+ * Consumer: *capsule = the adapter's answer for `value` (a capsule to consume
+ * with napi_dlpack_capsule_consume, which also refuses anything else), or
+ * NULL when napi-dlpack is not loaded in `env` or does not recognise `value`
+ * (both NAPI_DLPACK_OK). NAPI_DLPACK_ERR_NAPI with a JS exception pending when
+ * the adapter refused `value` (its Error has the stable `code`): return NULL
+ * from your callback to pass it on.
+ */
+static inline napi_dlpack_status napi_dlpack_adapt(napi_env env,
+                                                   napi_value value,
+                                                   napi_value* capsule) {
+  napi_value key, global, adapter, result;
+  napi_valuetype type;
+  napi_dlpack_status st;
+  if (env == NULL || value == NULL || capsule == NULL)
+    return NAPI_DLPACK_ERR_INVALID_ARG;
+  *capsule = NULL;
+  st = napi_dlpack_symbol_for_(env, NAPI_DLPACK_ADAPTER_PROPERTY, &key);
+  if (st != NAPI_DLPACK_OK) return st;
+  if (napi_get_global(env, &global) != napi_ok ||
+      napi_get_property(env, global, key, &adapter) != napi_ok ||
+      napi_typeof(env, adapter, &type) != napi_ok)
+    return NAPI_DLPACK_ERR_NAPI;
+  if (type != napi_function) return NAPI_DLPACK_OK;
+  if (napi_call_function(env, global, adapter, 1, &value, &result) != napi_ok ||
+      napi_typeof(env, result, &type) != napi_ok)
+    return NAPI_DLPACK_ERR_NAPI;
+  if (type != napi_undefined) *capsule = result;
+  return NAPI_DLPACK_OK;
 }
 
 #ifdef __cplusplus

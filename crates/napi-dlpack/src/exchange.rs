@@ -502,7 +502,7 @@ unsafe fn property_key(env: sys::napi_env) -> Result<sys::napi_value, DLPackErro
 ///
 /// # Safety
 /// `env` must be the current, live environment of the calling JS thread.
-unsafe fn registered_symbol(
+pub(crate) unsafe fn registered_symbol(
   env: sys::napi_env,
   name: &str,
 ) -> Result<sys::napi_value, DLPackError> {

@@ -17,11 +17,16 @@ use core::ptr;
 
 use napi::sys;
 
-use crate::exchange::{coded_error, registered_symbol, take_exception};
+use crate::exchange::{cached_symbol, coded_error, take_exception, SymbolCache};
 
 /// `NAPI_DLPACK_ADAPTER_PROPERTY`: the registry key of the symbol `Symbol.for(...)` under
 /// which napi-dlpack puts its library adapter on `globalThis`.
 pub const ADAPTER_PROPERTY: &str = "__dlpack_napi_adapter__";
+
+thread_local! {
+  /// The [`ADAPTER_PROPERTY`] symbol of this thread's environment.
+  static ADAPTER_KEY: SymbolCache = const { core::cell::Cell::new((ptr::null_mut(), ptr::null_mut())) };
+}
 
 /// Asks the library adapter of `env` for a capsule of `value`: `Ok(Some(capsule))` (a value
 /// the caller must consume or drop; the adapter answers with a capsule, or anything at all if
@@ -37,7 +42,7 @@ pub unsafe fn adapt(
   value: sys::napi_value,
 ) -> napi::Result<Option<sys::napi_value>> {
   // SAFETY: forwarded contract.
-  let key = unsafe { registered_symbol(env, ADAPTER_PROPERTY) }
+  let key = unsafe { cached_symbol(&ADAPTER_KEY, env, ADAPTER_PROPERTY) }
     // SAFETY: forwarded contract.
     .map_err(|error| unsafe { coded_error(env, &error) })?;
   let (mut global, mut function) = (ptr::null_mut(), ptr::null_mut());

@@ -447,6 +447,11 @@ typedef enum {
 #endif
 #endif
 
+/* A finalizer of napi_create_external as the included Node-API headers declare
+ * it (its env is NAPI_DLPACK_FINALIZE_ENV). */
+typedef void (*napi_dlpack_finalize)(NAPI_DLPACK_FINALIZE_ENV env, void* data,
+                                     void* hint);
+
 /* The type tag as a napi_type_tag value. */
 static inline const napi_type_tag* napi_dlpack_capsule_tag(void) {
   static const napi_type_tag tag = {NAPI_DLPACK_CAPSULE_TAG_LOWER,
@@ -866,14 +871,16 @@ static inline napi_dlpack_status napi_dlpack_exchange_api_install(
  * napi_dlpack_object naming your table), tags it NAPI_DLPACK_OBJECT_TAG and
  * defines it as the own, configurable, non-enumerable property of `object`
  * under the exchange symbol (`key`: napi_dlpack_exchange_key's, or NULL to
- * make it here). `finalize_cb` (may be NULL) runs once when the external is
+ * make it here). `finalize_cb` (may be NULL; its env parameter is
+ * NAPI_DLPACK_FINALIZE_ENV, the const "basic" env under NAPI_EXPERIMENTAL on
+ * Node >= 21 headers) runs once when the external is
  * collected, whether or not a later step failed (never if the external could
  * not be made): hold a count on `data` for it, taken before the call. Delete the
  * property (napi_delete_property) when the object stops lending.
  */
 static inline napi_dlpack_status napi_dlpack_exchange_object_install(
     napi_env env, napi_value object, napi_value key, napi_dlpack_object* data,
-    napi_finalize finalize_cb, void* finalize_hint) {
+    napi_dlpack_finalize finalize_cb, void* finalize_hint) {
   napi_value external;
   napi_property_descriptor descriptor;
   if (env == NULL || object == NULL || data == NULL || data->api == NULL)

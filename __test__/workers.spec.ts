@@ -453,7 +453,6 @@ test.serial('a worker pool computes a dense layer in JS on tensors the main thre
   t.is(await deletersSettle(before + 1), before + 1, 'the weights\' deleter ran once')
 })
 
-
 /** The routes by which the pool's tensors reach ONNX Runtime in a worker. */
 const ortRoutes = {
   /** Inputs and outputs in JS memory allocated `{ shared: true }`; the weights from the C addon. */
@@ -520,7 +519,9 @@ for (const [route, { run, reason }] of Object.entries(ortRoutes)) {
         t.is(output.data, outputView, `job ${job}: the same view (nothing replaced it)`)
       })
       t.is(native.pendingTransfers(), pending, 'every token was claimed')
-      const perJob = route === 'foreign' ? 2 : 0 // C tensors of a job (input, output), released by the workers already
+      // The C tensors of a job (input, output; foreign route): the workers let go after their
+      // job, so the main thread is their last holder.
+      const perJob = route === 'foreign' ? 2 : 0
       for (const { input, output } of jobs) {
         input.dispose()
         output.dispose()

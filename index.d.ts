@@ -177,6 +177,13 @@ export declare function releaseTransfer(id: number): boolean
 export declare function setArrayBufferLimit(bytes: number): void
 
 /**
+ * Hands this environment's `worker_threads.markAsUntransferable` to the addon (lib/native.ts,
+ * once per environment at load): exports of V8 memory mark their ArrayBuffer with it, so that
+ * a transfer list cannot move memory that native code still points into.
+ */
+export declare function setUntransferableMarker(marker: unknown): void
+
+/**
  * Layout and flags of a handle, read once per JS tensor (`handleInfoInto` writes the same
  * facts as numbers: see `TensorLayout::write_slots`).
  */

@@ -866,6 +866,7 @@ module.exports.permuteHandle = nativeBinding.permuteHandle
 module.exports.releaseHandle = nativeBinding.releaseHandle
 module.exports.releaseTransfer = nativeBinding.releaseTransfer
 module.exports.setArrayBufferLimit = nativeBinding.setArrayBufferLimit
+module.exports.setUntransferableMarker = nativeBinding.setUntransferableMarker
 module.exports.toDevice = nativeBinding.toDevice
 module.exports.transferHandle = nativeBinding.transferHandle
 module.exports.transferProcessKey = nativeBinding.transferProcessKey

@@ -15,7 +15,7 @@ import test from 'ava'
 
 import { native } from '../dist/native.js'
 import { EXCHANGE_API_PROPERTY, Tensor, externalBuffersAllowed, fromDLPack } from '../dist/index.js'
-import { codeOf, drainGarbage, gcUntil } from './helpers.js'
+import { addressOf, codeOf, drainGarbage, gcUntil } from './helpers.js'
 
 interface BorrowedSum {
   sum: number
@@ -53,6 +53,7 @@ interface ExchangeC {
   forgedObject(kind: 'future' | 'empty' | 'untagged'): object
   lendingPath(value: unknown): string
   borrowCounts(): { object: number; value: number }
+  adaptedPointer(value: unknown): { pointer: bigint; readonly: boolean } | null
   CTensor: CTensorClass
   BadVersionTensor: CTensorClass
   ChainedTensor: CTensorClass
@@ -269,6 +270,27 @@ test.serial('owning exports keep the memory after dispose; each deleter runs onc
   t.true(await gcUntil(() => live() <= before), `live ${live()} before ${before}`)
 })
 
+test.serial('owned exports and borrows mark V8 memory untransferable (a borrow may be kept past the call)', (t) => {
+  const lends: Array<[string, (tensor: Tensor) => unknown]> = [
+    ['owned export', (tensor) => c.exportHold(tensor)],
+    ['borrow', (tensor) => c.borrowSum(tensor)],
+  ]
+  for (const [name, lend] of lends) {
+    const buffer = new ArrayBuffer(8)
+    const tensor = Tensor.from(new Float32Array(buffer))
+    lend(tensor)
+    try {
+      structuredClone(buffer, { transfer: [buffer] })
+    } catch (error) {
+      // Node >= 21 and Bun: DataCloneError; Deno: TypeError (the detach key); Node 20 clones.
+      t.true(['DataCloneError', 'TypeError'].includes((error as Error).name), `${name}: ${String(error)}`)
+    }
+    t.is(buffer.byteLength, 8, `${name}: still attached`)
+    t.is(c.borrowSum(tensor).sum, 0, `${name}: still lends`)
+  }
+  t.is(c.releaseHeld(), 1)
+})
+
 test.serial('C memory returned as a Tensor through the default importer: zero-copy, deleter once', async (t) => {
   await drainGarbage()
   const deleters = c.deleterCalls()
@@ -382,4 +404,25 @@ test('workers: each thread installs its own table; borrowing, returning and type
   }
   // The main thread's table still works after the workers' environments went away.
   t.is(c.borrowSum(Tensor.from(new Float32Array([4]))).sum, 4)
+})
+
+test.serial('a C addon takes library tensors through the library adapter (header part 4): same memory, released at once, refusals coded', async (t) => {
+  await drainGarbage()
+  const live = () => native.nativeStats().liveStorages
+  const values = new Float32Array([1, 2, 3])
+  const ortLike = { type: 'float32', dims: [3], location: 'cpu', data: values }
+  const before = live()
+  t.deepEqual(c.adaptedPointer(ortLike), { pointer: addressOf(values), readonly: false })
+  t.is(live(), before, 'the capsule was consumed and its deleter ran')
+  // A tfjs-like tensor (its array shared with other tfjs tensors) arrives READ_ONLY, as fromDLPack makes it.
+  const shared = new Float32Array([4, 5])
+  const tfLike = { dtype: 'float32', shape: [2], isDisposed: false, dataSync: () => shared }
+  t.deepEqual(c.adaptedPointer(tfLike), { pointer: addressOf(shared), readonly: true })
+  // Not a library object: no capsule.
+  t.is(c.adaptedPointer({}), null)
+  t.is(c.adaptedPointer(42), null)
+  t.is(c.adaptedPointer(Object.create(null)), null)
+  // Recognised but refused: the adapter's coded error reaches JS through the C addon.
+  t.is(codeOf(() => c.adaptedPointer({ ...ortLike, location: 'gpu-buffer' })), 'ERR_DLPACK_NOT_CPU')
+  t.is(live(), before)
 })

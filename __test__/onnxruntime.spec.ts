@@ -1,5 +1,5 @@
-// napi-dlpack with onnxruntime-node (CPU EP): ONNX models generated here (a hand-written
-// protobuf encoder, no download) run on the zero-copy `data` of napi-dlpack tensors, and write
+// napi-dlpack with onnxruntime-node (CPU EP): ONNX models generated here (the protobuf writer of
+// onnx-model.mjs, no download) run on the zero-copy `data` of napi-dlpack tensors, and write
 // their outputs into preallocated napi-dlpack tensors through `fetches`.
 //
 // onnxruntime-node's install script, which would download CUDA libraries, is denied by the
@@ -22,86 +22,9 @@ import {
   type DLPackCapsule,
 } from '../dist/index.js'
 import { addressOf, throwsCode } from './helpers.js'
+import { onnxModel } from './onnx-model.mjs'
 
 const zeroCopy = externalBuffersAllowed()
-
-// ---------------------------------------------------------------------------------------------
-// A minimal protobuf writer, enough for ONNX's ModelProto (onnx/onnx.proto field numbers).
-
-type Field = Uint8Array
-
-function varint(value: number | bigint): number[] {
-  let v = BigInt(value)
-  if (v < 0n) v += 1n << 64n // int64 two's complement
-  const out: number[] = []
-  do {
-    let byte = Number(v & 0x7fn)
-    v >>= 7n
-    if (v !== 0n) byte |= 0x80
-    out.push(byte)
-  } while (v !== 0n)
-  return out
-}
-
-const concat = (parts: Uint8Array[]) => {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0))
-  let at = 0
-  for (const part of parts) {
-    out.set(part, at)
-    at += part.length
-  }
-  return out
-}
-
-/** Wire type 0 (varint) field. */
-const int = (field: number, value: number | bigint): Field => Uint8Array.from([...varint(field << 3), ...varint(value)])
-/** Wire type 2 (length-delimited) field: bytes, string or embedded message. */
-function bytes(field: number, payload: Uint8Array | string): Field {
-  const data = typeof payload === 'string' ? new TextEncoder().encode(payload) : payload
-  return concat([Uint8Array.from([...varint((field << 3) | 2), ...varint(data.length)]), data])
-}
-const message = (...fields: Field[]) => concat(fields)
-
-const FLOAT = 1 // TensorProto.DataType.FLOAT
-
-/** ValueInfoProto of a float tensor; string dims are symbolic (dim_param). */
-function floatTensorInfo(name: string, dims: (number | string)[]): Field {
-  const shape = message(...dims.map((d) => bytes(1, typeof d === 'number' ? int(1, d) : bytes(2, d))))
-  const tensorType = message(int(1, FLOAT), bytes(2, shape))
-  return message(bytes(1, name), bytes(2, bytes(1, tensorType)))
-}
-
-interface NodeSpec {
-  op: string
-  inputs: string[]
-  outputs: string[]
-}
-
-/** A ModelProto (IR version 8, default opset 13) holding one graph. */
-function onnxModel(nodes: NodeSpec[], inputs: [string, (number | string)[]][], outputs: [string, (number | string)[]][]): Uint8Array {
-  const graph = message(
-    ...nodes.map((node, i) =>
-      bytes(
-        1,
-        message(
-          ...node.inputs.map((name) => bytes(1, name)),
-          ...node.outputs.map((name) => bytes(2, name)),
-          bytes(3, `node${i}`),
-          bytes(4, node.op),
-        ),
-      ),
-    ),
-    bytes(2, 'napi_dlpack_test'),
-    ...inputs.map(([name, dims]) => bytes(11, floatTensorInfo(name, dims))),
-    ...outputs.map(([name, dims]) => bytes(12, floatTensorInfo(name, dims))),
-  )
-  return message(
-    int(1, 8), // ir_version
-    bytes(2, 'napi-dlpack-tests'), // producer_name
-    bytes(7, graph),
-    bytes(8, message(bytes(1, ''), int(2, 13))), // opset_import: ai.onnx 13
-  )
-}
 
 // z = x * y + x   (element-wise, any length n)
 const mulAddModel = onnxModel(

@@ -257,6 +257,48 @@ test('a detached ArrayBuffer is never exported or viewed', (t) => {
   t.is((t.throws(() => Tensor.from(early, [0])) as DLPackError).code, 'ERR_TENSOR_DETACHED')
 })
 
+test('an exported tensor keeps its ArrayBuffer: a transfer list cannot move memory a capsule points into', (t) => {
+  // Moving an exported buffer would hand V8 memory to another owner (a Worker) that frees it
+  // while the capsule, or native code holding the export, still points into it. Node >= 21,
+  // Bun and Deno refuse the transfer (a DataCloneError; Deno's structuredClone a TypeError);
+  // Node 20 clones the buffer instead.
+  const tryToMove = (buffer: ArrayBuffer, how: 'structuredClone' | 'postMessage') => {
+    try {
+      if (how === 'structuredClone') structuredClone(buffer, { transfer: [buffer] })
+      else {
+        const { port1, port2 } = new MessageChannel()
+        try {
+          port1.postMessage(buffer, [buffer])
+        } finally {
+          port1.close()
+          port2.close()
+        }
+      }
+    } catch (error) {
+      // Deno's structuredClone throws a TypeError (the detach key), the rest a DataCloneError.
+      t.true(['DataCloneError', 'TypeError'].includes((error as Error).name), `${how}: ${String(error)}`)
+    }
+  }
+  for (const how of ['structuredClone', 'postMessage'] as const) {
+    const buffer = new ArrayBuffer(16)
+    const tensor = Tensor.from(new Float32Array(buffer).fill(3))
+    const capsule = tensor.__dlpack__()
+    tryToMove(buffer, how)
+    t.is(buffer.byteLength, 16, `${how}: the exported buffer is still attached`)
+    const imported = fromDLPack(capsule)
+    t.is(imported.dataPointer, tensor.dataPointer)
+    t.deepEqual(Array.from(imported.data as Float32Array), [3, 3, 3, 3])
+  }
+  // Only exports that point into the buffer mark it: a tensor never exported, or exported as
+  // a copy, leaves its buffer transferable (and then throws ERR_TENSOR_DETACHED).
+  const unexported = new ArrayBuffer(8)
+  const plain = Tensor.from(new Float32Array(unexported))
+  fromDLPack(plain.__dlpack__({ copy: true })).dispose()
+  structuredClone(unexported, { transfer: [unexported] })
+  t.is(unexported.byteLength, 0)
+  t.is((t.throws(() => plain.data) as DLPackError).code, 'ERR_TENSOR_DETACHED')
+})
+
 test('device objects print and compare', (t) => {
   const tensor = Tensor.zeros([1])
   t.is(tensor.device.toString(), 'cpu')

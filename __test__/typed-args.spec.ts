@@ -4,18 +4,25 @@
 // (an AsyncTask); TensorResult returns a Tensor. Also a third-party producer's own table (the C
 // fixture's CTensor), unknown table majors, and the generated index.d.ts (typed below through
 // `typeof import(...)`, so `tsc` checks that it names napi-dlpack's types).
+// Library tensors and images (ONNX Runtime, transformers.js, sharp, ImageData, Arrow) are typed
+// arguments as they are, through napi-dlpack's library adapter (lib/library-adapter.ts).
 // Runs in both modes (with NAPI_DLPACK_NO_EXTERNAL_BUFFERS=1: the Electron path).
 import { execFileSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { Worker } from 'node:worker_threads'
 
+import { RawImage, Tensor as HfTensor } from '@huggingface/transformers'
+import * as arrow from 'apache-arrow'
 import test from 'ava'
+import * as ort from 'onnxruntime-node'
+import sharp from 'sharp'
 
 import { native } from '../dist/native.js'
 import { type DLPackCapsule, EXCHANGE_API_PROPERTY, type HasExchangeApi, Tensor, externalBuffersAllowed, fromDLPack, isCapsule, isCapsuleConsumed } from '../dist/index.js'
-import { codeOf, drainGarbage, gcUntil } from './helpers.js'
+import { addressOf, codeOf, drainGarbage, gcUntil } from './helpers.js'
 
 type Typed = typeof import('../examples/consumer-addon/index.js')
 interface Extras {
@@ -47,6 +54,7 @@ const cPath = join(root, 'target', 'exchange-c', 'exchange_c.node')
 if (!existsSync(cPath)) execFileSync('bash', [join(here, 'exchange-c', 'build.sh')], { stdio: 'inherit' })
 const addon = require(addonPath) as Typed & Extras
 const c = require(cPath) as ExchangeC
+const { ImageData } = require('@napi-rs/canvas') as typeof import('@napi-rs/canvas')
 
 const zeroCopy = externalBuffersAllowed()
 const live = () => native.nativeStats().liveStorages
@@ -277,17 +285,178 @@ test('alternating producer kinds stay right (the table selection cache)', (t) =>
   t.is(addon.inspect(tensor).dataPointer, tensor.dataPointer)
 })
 
-test('library tensors go through fromDLPack first: TensorArg itself takes Tensors, capsules and __dlpack__ objects only', (t) => {
-  // The recognisers of ORT/transformers.js tensors, images, Arrow and tfjs live in napi-dlpack's
-  // JS (lib/adapters.ts), not in the crate: an addon's TensorArg refuses such an object...
+test.serial('an ONNX Runtime tensor is a typed argument as it is: its own memory, written in place, nothing left behind', async (t) => {
+  await drainGarbage()
+  const values = new Float32Array([1, 2, 3, 4, 5, 6])
+  const input = new ort.Tensor('float32', values, [2, 3])
+  const before = live()
+  const seen = addon.inspect(input)
+  t.is(seen.dataPointer, addressOf(values), "zero-copy: ORT's own Float32Array")
+  t.deepEqual(seen.shape, [2, 3])
+  t.deepEqual(seen.strides, [3, 1])
+  t.is(seen.dtype, 'float32')
+  t.false(seen.readonly)
+  t.is(live(), before, 'the storage of the argument was released when the call returned')
+  addon.scaleInPlace(input, 2)
+  t.deepEqual([...values], [2, 4, 6, 8, 10, 12], 'the write landed in the ORT tensor')
+  const ones = new ort.Tensor('float32', new Float32Array(6).fill(1), [2, 3])
+  t.deepEqual(addon.addInto(input, ones), [3, 5, 7, 9, 11, 13], 'two library arguments in one call')
+  t.deepEqual([...(input.data as Float32Array)], [3, 5, 7, 9, 11, 13])
+  // The owned argument: outlives the call (an AsyncTask), same memory.
+  t.is(addon.inspectOwned(input).dataPointer, addressOf(values))
+  t.is(await addon.sumAsync(input), 48)
+  t.is(live(), before, 'owned exports released too')
+  // Refusals keep fromDLPack's codes.
+  const onGpu = { type: 'float32', dims: [2], data: new Float32Array(2), location: 'gpu-buffer' }
+  t.is(codeOf(() => addon.inspect(onGpu)), 'ERR_DLPACK_NOT_CPU')
+  t.is(codeOf(() => addon.inspect({ type: 'string', dims: [1], data: ['a'], location: 'cpu' })), 'ERR_DLPACK_UNSUPPORTED_DTYPE')
+  t.is(codeOf(() => addon.inspect({ type: 'float32', dims: [3], data: new Float32Array(2), location: 'cpu' })), 'ERR_DLPACK_INVALID_ARGUMENT')
+  t.is(live(), before)
+})
+
+test.serial('a transformers.js Tensor is a typed argument as it is: same memory, writes seen', async (t) => {
+  await drainGarbage()
+  const values = new Float32Array([1, 2, 3, 4])
+  const hf = new HfTensor('float32', values, [2, 2])
+  const before = live()
+  const seen = addon.inspect(hf)
+  t.is(seen.dataPointer, addressOf(values))
+  t.deepEqual(seen.shape, [2, 2])
+  addon.scaleInPlace(hf, 10)
+  t.deepEqual(hf.tolist(), [
+    [10, 20],
+    [30, 40],
+  ])
+  t.is(await addon.sumAsync(hf), 100)
+  t.is(live(), before)
+})
+
+test.serial("images as they are: sharp's raw output, ImageData and RawImage (HWC), same pixels", async (t) => {
+  await drainGarbage()
+  const pixels = Uint8Array.from({ length: 4 * 5 * 3 }, (_, i) => i)
+  const output = await sharp(pixels, { raw: { width: 5, height: 4, channels: 3 } })
+    .raw()
+    .toBuffer({ resolveWithObject: true })
+  const before = live()
+  const fromSharp = addon.inspect(output)
+  t.is(fromSharp.dataPointer, addressOf(output.data), "zero-copy: sharp's Buffer")
+  t.deepEqual(fromSharp.shape, [4, 5, 3])
+  t.is(fromSharp.dtype, 'uint8')
+  const image = new ImageData(3, 2)
+  const fromImageData = addon.inspect(image)
+  t.is(fromImageData.dataPointer, addressOf(image.data))
+  t.deepEqual(fromImageData.shape, [2, 3, 4])
+  const raw = new RawImage(new Uint8ClampedArray(2 * 2 * 3), 2, 2, 3)
+  t.is(addon.inspect(raw).dataPointer, addressOf(raw.data))
+  t.deepEqual(addon.inspect(raw).shape, [2, 2, 3])
+  // Float pixels (sharp-style and ImageData-style objects), written in place by the addon.
+  const sharpStyle = { data: new Float32Array([1, 2, 3, 4, 5, 6]), info: { width: 1, height: 2, channels: 3 } }
+  addon.scaleInPlace(sharpStyle, 2)
+  t.deepEqual([...sharpStyle.data], [2, 4, 6, 8, 10, 12])
+  const imageStyle = { data: new Float64Array([1, 2, 3, 4]), width: 2, height: 2 }
+  t.deepEqual(addon.inspect(imageStyle).shape, [2, 2, 1])
+  addon.scaleInPlace(imageStyle, -1)
+  t.deepEqual([...imageStyle.data], [-1, -2, -3, -4])
+  t.is(live(), before)
+})
+
+test.serial("an Arrow vector is a typed argument over Arrow's values; nulls and chunks are refused with fromDLPack's codes", async (t) => {
+  await drainGarbage()
+  const values = new Float32Array([1, 2, 3, 4])
+  const vector = arrow.makeVector(values)
+  const before = live()
+  t.is(addon.inspect(vector).dataPointer, addressOf(values))
+  addon.scaleInPlace(vector, 10)
+  t.is(vector.get(1), 20, 'Arrow sees the write')
+  t.is(await addon.sumAsync(vector), 100)
+  // A FixedSizeList column of rows: [rows, listSize].
+  const rows = new arrow.Data(new arrow.FixedSizeList(2, new arrow.Field('x', new arrow.Float64())), 0, 2, 0, undefined, [
+    arrow.makeVector(new Float64Array([1, 2, 3, 4])).data[0]!,
+  ])
+  t.deepEqual(addon.inspect(arrow.makeVector(rows)).shape, [2, 2])
+  const withNulls = arrow.vectorFromArray([1, null, 3], new arrow.Float64())
+  t.is(codeOf(() => addon.inspect(withNulls)), 'ERR_DLPACK_NULLS')
+  t.is(codeOf(() => addon.inspectOwned(withNulls)), 'ERR_DLPACK_NULLS')
+  const chunked = arrow.makeVector([new Float32Array([1, 2]), new Float32Array([3])])
+  t.is(codeOf(() => addon.inspect(chunked)), 'ERR_DLPACK_COPY_REQUIRED')
+  t.is(codeOf(() => addon.inspect(arrow.vectorFromArray([true, false]))), 'ERR_DLPACK_COPY_REQUIRED', 'bit-packed booleans')
+  t.is(live(), before)
+})
+
+test('a read-only library tensor (tfjs-like: its array is shared) stays read-only through the adapter', (t) => {
+  const shared = new Float64Array([1, 2])
+  const tfLike = { dtype: 'float64', shape: [2], isDisposed: false, dataSync: () => shared }
+  const seen = addon.inspect(tfLike)
+  t.true(seen.readonly)
+  t.is(seen.dataPointer, addressOf(shared))
+  t.is(codeOf(() => addon.scaleInPlace(tfLike, 2)), 'ERR_DLPACK_READ_ONLY')
+  t.deepEqual([...shared], [1, 2])
+})
+
+test('each worker thread gets its own adapter: a library tensor is a typed argument there too', async (t) => {
+  const code = `
+    const { parentPort } = require('node:worker_threads')
+    const { Tensor } = require(${JSON.stringify(join(root, 'dist', 'index.js'))})
+    const addon = require(${JSON.stringify(addonPath)})
+    const values = new Float32Array([1, 2, 3])
+    addon.scaleInPlace({ type: 'float32', dims: [3], location: 'cpu', data: values }, 2)
+    const whole = Tensor.from(new Uint8Array(values.buffer))
+    const seen = addon.inspect({ data: values, shape: [3] })
+    parentPort.postMessage({ values: Array.from(values), same: seen.dataPointer === whole.dataPointer })`
+  const worker = new Worker(code, { eval: true })
+  const exited = new Promise((resolve) => worker.once('exit', resolve))
+  const message = await new Promise((resolve, reject) => {
+    worker.once('message', resolve)
+    worker.once('error', reject)
+  })
+  t.deepEqual(message, { values: [2, 4, 6], same: true }, 'an ORT-like tensor written in place, an ndarray-like zero-copy')
+  t.is(await exited, 0)
+})
+
+test('fromDLPack(x) of a library tensor is still borrowed as a Tensor (no adapter involved)', (t) => {
   const values = new Float32Array([1, 2, 3, 4])
   const ortLike = { type: 'float32', dims: [2, 2], location: 'cpu', data: values }
-  t.is(codeOf(() => addon.inspect(ortLike as never)), 'ERR_DLPACK_INVALID_ARGUMENT')
-  // ...and takes fromDLPack's zero-copy Tensor of it, borrowed: the library's own memory.
   const tensor = fromDLPack(ortLike)
   const seen = addon.inspect(tensor)
   t.true(seen.borrowed)
   t.deepEqual(seen.shape, [2, 2])
   t.is(seen.dataPointer, tensor.dataPointer)
   t.is(tensor.data.buffer, values.buffer)
+  // Through the adapter the same object arrives as a consumed capsule of the same memory.
+  const adapted = addon.inspect(ortLike)
+  t.false(adapted.borrowed)
+  t.is(adapted.dataPointer, addressOf(values))
+})
+
+test('without napi-dlpack loaded a library object is refused as before; whatever sits under the adapter key is checked', (t) => {
+  // A fresh process with the consumer addon alone: no adapter on globalThis. Then functions
+  // planted under the adapter's key that answer wrongly, and finally napi-dlpack itself.
+  const script = `
+    const addon = require(${JSON.stringify(addonPath)})
+    const code = (fn) => { try { fn(); return 'none' } catch (error) { return error.code } }
+    const ortLike = { type: 'float32', dims: [2], location: 'cpu', data: new Float32Array([1, 2]) }
+    const key = Symbol.for('__dlpack_napi_adapter__')
+    const out = { alone: code(() => addon.inspect(ortLike)) }
+    globalThis[key] = () => ({ not: 'a capsule' })
+    out.notCapsule = code(() => addon.inspect(ortLike))
+    globalThis[key] = () => { const e = new Error('refused'); e.code = 'ERR_PLANTED'; throw e }
+    out.thrown = code(() => addon.inspect(ortLike))
+    globalThis[key] = () => undefined
+    out.undefined = code(() => addon.inspect(ortLike))
+    delete globalThis[key]
+    const dlpack = require(${JSON.stringify(join(root, 'dist', 'index.js'))})
+    out.loaded = code(() => addon.inspect(ortLike))
+    out.keyed = globalThis[key] !== undefined && dlpack.ADAPTER_PROPERTY === key
+    out.plain = code(() => addon.inspect({}))
+    process.stdout.write(JSON.stringify(out))`
+  const out = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' })) as Record<string, unknown>
+  t.deepEqual(out, {
+    alone: 'ERR_DLPACK_INVALID_ARGUMENT',
+    notCapsule: 'ERR_DLPACK_NOT_A_CAPSULE',
+    thrown: 'ERR_PLANTED',
+    undefined: 'ERR_DLPACK_INVALID_ARGUMENT',
+    loaded: 'none',
+    keyed: true,
+    plain: 'ERR_DLPACK_INVALID_ARGUMENT',
+  })
 })

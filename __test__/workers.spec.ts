@@ -8,6 +8,9 @@
 // V8 memory at import, so what a thread holds is an ArrayBuffer: transfer() refuses it
 // (ERR_DLPACK_COPY_REQUIRED) and toShared() makes the copy; memory on a device (never viewed
 // from JS) still goes by token, which the ROCm tests cover in every mode.
+//
+// The worker pool runs ONNX Runtime (onnxruntime-node, CPU) in each worker on the tensors it is
+// sent, with the model built here as bytes (onnx-model.mjs).
 import { execFileSync } from 'node:child_process'
 import { once } from 'node:events'
 import { existsSync } from 'node:fs'
@@ -17,6 +20,7 @@ import { fileURLToPath } from 'node:url'
 import { Worker } from 'node:worker_threads'
 
 import test from 'ava'
+import * as ort from 'onnxruntime-node'
 
 import { native } from '../dist/native.js'
 import {
@@ -33,9 +37,10 @@ import {
   releaseTransfer,
 } from '../dist/index.js'
 import { drainGarbage, finalizesExternalsAtWorkerExit, gcUntil, runtime, throwsCode } from './helpers.js'
+import { denseReluModel } from './onnx-model.mjs'
 
 interface CAddon {
-  makeTensor(options: { shape: number[]; versioned: boolean; device?: [number, number]; readonly?: boolean }): DLPackCapsule
+  makeTensor(options: { shape: number[]; versioned: boolean; device?: [number, number]; readonly?: boolean; fill?: 'iota' | 'none' }): DLPackCapsule
   deleterCalls(): number
 }
 
@@ -44,6 +49,8 @@ const addonPath = join(here, '..', 'target', 'c-addon', 'c_addon.node')
 if (!existsSync(addonPath)) execFileSync('bash', [join(here, 'c-addon', 'build.sh')], { stdio: 'inherit' })
 const c = createRequire(import.meta.url)(addonPath) as CAddon
 const zeroCopy = externalBuffersAllowed()
+/** Storages (memory regions) napi-dlpack holds in this process, every thread together. */
+const liveStorages = (): number => native.nativeStats().liveStorages
 /** ROCm device memory: carried, never read by napi-dlpack, so never copied (Electron mode too). */
 const ROCM: [number, number] = [10, 1]
 
@@ -142,7 +149,11 @@ async function deletersSettle(expected: number): Promise<number> {
   return c.deleterCalls()
 }
 
-const importC = (shape: number[], extra: { device?: [number, number]; readonly?: boolean } = {}) =>
+/** y = relu(x · w) in JS (float64 sums: exact for the small integers the pool tests use). */
+const denseRelu = (x: number[][], w: number[][]) =>
+  x.map((row) => w[0]!.map((_, j) => Math.max(0, row.reduce((sum, value, p) => sum + value * w[p]![j]!, 0))))
+
+const importC = (shape: number[], extra: { device?: [number, number]; readonly?: boolean; fill?: 'iota' | 'none' } = {}) =>
   fromDLPack(c.makeTensor({ shape, versioned: true, ...extra }), extra.device ? { device: extra.device } : {}) as Tensor<'float32'>
 
 test.serial('shared: a tensor made with { shared: true } reaches a worker and comes back at the same address, writes seen both ways', async (t) => {
@@ -393,7 +404,23 @@ test.serial('a worker terminated while writing into a SharedArrayBuffer tensor: 
   t.is(tensor.data[0], 5)
 })
 
-test.serial('a worker pool does inference on tensors the main thread produced, writing results in place (no copies)', async (t) => {
+/** Whether onnxruntime-node takes a typed array over a SharedArrayBuffer. Its binding reads the
+ *  array's buffer with napi_get_arraybuffer_info, which accepts a SharedArrayBuffer in Node 22
+ *  and 24 (nodejs/node#59071) and Bun, and refuses one ("Invalid argument") in Node 20 and Deno.
+ *  The test below checks this on the main thread; the pool tests then rely on it. */
+const ortTakesShared = runtime === 'bun' || (runtime === 'node' && Number(process.versions.node.split('.')[0]) >= 22)
+
+test('onnxruntime-node takes arrays over a SharedArrayBuffer where the runtime\'s Node-API does (Node 22+, Bun; not Node 20, Deno)', async (t) => {
+  const session = await ort.InferenceSession.create(denseReluModel(), { logSeverityLevel: 4 })
+  const x = new Float32Array(new SharedArrayBuffer(8)).fill(2)
+  const w = new Float32Array(new SharedArrayBuffer(8)).fill(3)
+  const run = () => session.run({ x: new ort.Tensor('float32', x, [1, 2]), w: new ort.Tensor('float32', w, [2, 1]) })
+  if (ortTakesShared) t.deepEqual([...((await run()).y!.data as Float32Array)], [12])
+  else await t.throwsAsync(run, { message: 'Invalid argument' })
+  await session.release()
+})
+
+test.serial('a worker pool computes a dense layer in JS on tensors the main thread produced, writing results in place (no copies)', async (t) => {
   await drainGarbage()
   const before = c.deleterCalls()
   const pending = native.pendingTransfers()
@@ -417,9 +444,7 @@ test.serial('a worker pool does inference on tensors the main thread produced, w
   )
   jobs.forEach(({ input, output }, job) => {
     t.deepEqual(replies[job]!.pointers, [input.dataPointer, weights.dataPointer, output.dataPointer], `job ${job}: same memory`)
-    const x = input.toArray() as number[][]
-    const expected = x.map((row) => w[0]!.map((_, j) => Math.max(0, row.reduce((sum, value, p) => sum + value * w[p]![j]!, 0))))
-    t.deepEqual(output.toArray(), expected, `job ${job}: the worker's result is in our output tensor`)
+    t.deepEqual(output.toArray(), denseRelu(input.toArray() as number[][], w), `job ${job}: the worker's result is in our output tensor`)
   })
   t.is(native.pendingTransfers(), pending, 'every token was claimed')
   await Promise.all(pool.map((peer) => peer.end('process.exit')))
@@ -427,6 +452,100 @@ test.serial('a worker pool does inference on tensors the main thread produced, w
   imported.dispose()
   t.is(await deletersSettle(before + 1), before + 1, 'the weights\' deleter ran once')
 })
+
+/** The routes by which the pool's tensors reach ONNX Runtime in a worker. */
+const ortRoutes = {
+  /** Inputs and outputs in JS memory allocated `{ shared: true }`; the weights from the C addon. */
+  shared: {
+    run: ortTakesShared,
+    reason: `onnxruntime-node refuses arrays over a SharedArrayBuffer in ${runtime} ${process.version} (napi_get_arraybuffer_info refuses one: "Invalid argument")`,
+  },
+  /** Inputs, weights and outputs in the C addon's memory, each by token (views are external
+   *  ArrayBuffers, which ORT takes in every runtime). */
+  foreign: {
+    run: zeroCopy,
+    reason: 'foreign memory is a copy in V8 memory at import with external buffers disallowed (Electron mode)',
+  },
+} as const
+
+for (const [route, { run, reason }] of Object.entries(ortRoutes)) {
+  for (const end of ['natural', 'terminate'] as const) {
+    const title = `a worker pool runs ONNX Runtime on tensors the main thread produced (${route} memory): ORT reads them and writes its results in place (no copies); every deleter runs once, storages back to start, when the workers ${end === 'natural' ? 'end by themselves' : 'are terminated'}`
+    if (!run) {
+      console.log(`# skipped "${title}": ${reason}`)
+      test.serial.skip(title, () => {})
+      continue
+    }
+    test.serial(title, async (t) => {
+      await drainGarbage()
+      const before = c.deleterCalls()
+      const live = liveStorages()
+      const pending = native.pendingTransfers()
+      const pool = [new Peer(), new Peer(), new Peer()]
+      const [n, k, m] = [3, 4, 4]
+      // Each worker makes its own session from the model's bytes (built here, posted to it).
+      const model = denseReluModel()
+      for (const { inputNames, outputNames } of await Promise.all(pool.map((peer) => peer.ok('ortSession', { model })))) {
+        t.deepEqual([inputNames, outputNames], [['x', 'w'], ['y']])
+      }
+      // Weights from a native producer, sent once to each worker, which keeps them: by token where
+      // the import is zero-copy, else (Electron mode) through a SharedArrayBuffer (one copy).
+      const imported = importC([k, m])
+      const weights = zeroCopy ? imported : imported.toShared()
+      const w = imported.toArray() as number[][]
+      for (const peer of pool) {
+        const claimed = await peer.ok('claim', { key: 'w', transfer: weights.transfer() })
+        t.is(claimed.pointer, weights.dataPointer, 'the worker holds the weights at our address')
+        t.is(claimed.isCopy, false)
+      }
+      const make = (shape: number[]) =>
+        route === 'shared' ? Tensor.empty(shape, 'float32', { shared: true }) : importC(shape, { fill: 'none' })
+      const jobs = Array.from({ length: 12 }, (_, job) => {
+        const input = make([n, k])
+        input.data.forEach((_, i) => (input.data[i] = ((i * 7 + job) % 5) - 2))
+        const output = make([n, m])
+        output.data.fill(Number.NaN) // what ORT does not write stays NaN
+        return { input, output, outputView: output.data }
+      })
+      const replies = await Promise.all(
+        jobs.map(({ input, output }, job) =>
+          pool[job % pool.length]!.ok('ortInfer', { input: input.transfer(), weightsKey: 'w', output: output.transfer() }),
+        ),
+      )
+      jobs.forEach(({ input, output, outputView }, job) => {
+        t.deepEqual(replies[job]!.pointers, [input.dataPointer, weights.dataPointer, output.dataPointer], `job ${job}: the worker's tensors are our memory`)
+        t.deepEqual(replies[job]!.ortHeldOurArrays, [true, true, true], `job ${job}: ORT was given those very arrays`)
+        t.deepEqual(output.toArray(), denseRelu(input.toArray() as number[][], w), `job ${job}: ORT's result is in our output tensor`)
+        t.is(output.data, outputView, `job ${job}: the same view (nothing replaced it)`)
+      })
+      t.is(native.pendingTransfers(), pending, 'every token was claimed')
+      // The C tensors of a job (input, output; foreign route): the workers let go after their
+      // job, so the main thread is their last holder.
+      const perJob = route === 'foreign' ? 2 : 0
+      for (const { input, output } of jobs) {
+        input.dispose()
+        output.dispose()
+      }
+      t.is(c.deleterCalls(), before + jobs.length * perJob + (zeroCopy ? 0 : 1), 'the jobs\' C memory was released once each, when we let go')
+      // The main thread lets go of the weights first: the workers are their last holders.
+      weights.dispose()
+      imported.dispose()
+      t.is(c.deleterCalls(), before + jobs.length * perJob + (zeroCopy ? 0 : 1), zeroCopy ? 'the workers still hold the weights' : 'Electron mode: the C weights were released at import (a copy)')
+      if (end === 'natural') {
+        await Promise.all(pool.map((peer) => peer.ok('finish')))
+        t.deepEqual(await Promise.all(pool.map(async (peer) => (await peer.exited)[0])), [0, 0, 0], 'each worker ended by itself')
+      } else {
+        t.deepEqual(await Promise.all(pool.map((peer) => peer.end('terminate'))), [1, 1, 1])
+      }
+      const expected = before + jobs.length * perJob + 1
+      t.is(await deletersSettle(expected), expected, 'the weights\' deleter ran once, at the last worker\'s end')
+      t.true(await gcUntil(() => liveStorages() === live), `storages back to start (${liveStorages()} live, ${live} before)`)
+      await drainGarbage()
+      t.is(c.deleterCalls(), expected, 'and no deleter ran again')
+      t.is(liveStorages(), live)
+    })
+  }
+}
 
 test('a producer addon loaded only in the sending worker stays loaded: its deleter runs on the receiver after that worker ended', (t) => {
   // In a fresh process whose main thread never loads the C addon: Node unloads an addon loaded

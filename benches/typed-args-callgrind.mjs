@@ -25,16 +25,22 @@ const CASES = {
   floor3: 'addon.benchFloor3(o1, o2, o3)',
   borrowed3: 'addon.benchTensorArg3(a, b, c)',
   capsule3: 'addon.benchTensorArg3(a.__dlpack__(), b.__dlpack__(), c.__dlpack__())',
+  // An ONNX Runtime-shaped tensor as it is: the crate's last resort, napi-dlpack's library
+  // adapter (a JS call that recognises it and makes a capsule, consumed by the argument).
+  library1: 'addon.benchTensorArg1(ortLike)',
+  // What the caller wrote before the adapter: a Tensor over the same memory, borrowed.
+  fromDLPack1: 'addon.benchTensorArg1(fromDLPack(ortLike))',
 }
 
 /** The program each process runs: N calls in batches of 1000, one event-loop turn between
  *  batches (capsule finalizers run there), and a closing collection. */
 function program(body, n) {
   return `
-const { Tensor } = require(${JSON.stringify(join(root, 'dist', 'index.js'))})
+const { Tensor, fromDLPack } = require(${JSON.stringify(join(root, 'dist', 'index.js'))})
 const addon = require(${JSON.stringify(addonPath)})
 const a = Tensor.from(new Float32Array(256), [16, 16]), b = Tensor.from(new Float32Array(256), [16, 16]), c = Tensor.from(new Float32Array(256), [16, 16])
 const o1 = {}, o2 = {}, o3 = {}
+const ortLike = { type: 'float32', dims: [16, 16], location: 'cpu', data: new Float32Array(256) }
 const turn = () => new Promise((resolve) => setImmediate(resolve))
 ;(async () => {
   for (let done = 0; done < ${n}; done += 1000) {
@@ -66,7 +72,7 @@ for (const name of chosen) {
 }
 for (const arity of [1, 3]) {
   const floor = results[`floor${arity}`]
-  for (const kind of ['borrowed', 'capsule']) {
+  for (const kind of ['borrowed', 'capsule', 'library']) {
     const value = results[`${kind}${arity}`]
     if (floor !== undefined && value !== undefined) {
       console.log(`${kind}, ${arity} argument${arity > 1 ? 's' : ''}: ${((value - floor) / arity).toFixed(0)} instructions per tensor above the floor`)

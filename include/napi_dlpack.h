@@ -447,6 +447,11 @@ typedef enum {
 #endif
 #endif
 
+/* A finalizer of napi_create_external as the included Node-API headers declare
+ * it (its env is NAPI_DLPACK_FINALIZE_ENV). */
+typedef void (*napi_dlpack_finalize)(NAPI_DLPACK_FINALIZE_ENV env, void* data,
+                                     void* hint);
+
 /* The type tag as a napi_type_tag value. */
 static inline const napi_type_tag* napi_dlpack_capsule_tag(void) {
   static const napi_type_tag tag = {NAPI_DLPACK_CAPSULE_TAG_LOWER,
@@ -807,20 +812,25 @@ static inline const napi_dlpack_exchange_api* napi_dlpack_exchange_api_select(
  * calling the global Symbol.for (every runtime has it). Hot consumers keep it
  * in a napi_ref (Node-API references symbols) per environment instead.
  */
-static inline napi_dlpack_status napi_dlpack_exchange_key(napi_env env,
-                                                          napi_value* key) {
-  napi_value global, symbol, symbol_for, name;
+static inline napi_dlpack_status napi_dlpack_symbol_for_(napi_env env,
+                                                         const char* name,
+                                                         napi_value* key) {
+  napi_value global, symbol, symbol_for, text;
   napi_valuetype type;
   if (env == NULL || key == NULL) return NAPI_DLPACK_ERR_INVALID_ARG;
   if (napi_get_global(env, &global) != napi_ok ||
       napi_get_named_property(env, global, "Symbol", &symbol) != napi_ok ||
       napi_get_named_property(env, symbol, "for", &symbol_for) != napi_ok ||
-      napi_create_string_utf8(env, NAPI_DLPACK_EXCHANGE_API_PROPERTY,
-                              NAPI_AUTO_LENGTH, &name) != napi_ok ||
-      napi_call_function(env, symbol, symbol_for, 1, &name, key) != napi_ok ||
+      napi_create_string_utf8(env, name, NAPI_AUTO_LENGTH, &text) != napi_ok ||
+      napi_call_function(env, symbol, symbol_for, 1, &text, key) != napi_ok ||
       napi_typeof(env, *key, &type) != napi_ok || type != napi_symbol)
     return NAPI_DLPACK_ERR_NAPI;
   return NAPI_DLPACK_OK;
+}
+
+static inline napi_dlpack_status napi_dlpack_exchange_key(napi_env env,
+                                                          napi_value* key) {
+  return napi_dlpack_symbol_for_(env, NAPI_DLPACK_EXCHANGE_API_PROPERTY, key);
 }
 
 /*
@@ -861,14 +871,16 @@ static inline napi_dlpack_status napi_dlpack_exchange_api_install(
  * napi_dlpack_object naming your table), tags it NAPI_DLPACK_OBJECT_TAG and
  * defines it as the own, configurable, non-enumerable property of `object`
  * under the exchange symbol (`key`: napi_dlpack_exchange_key's, or NULL to
- * make it here). `finalize_cb` (may be NULL) runs once when the external is
+ * make it here). `finalize_cb` (may be NULL; its env parameter is
+ * NAPI_DLPACK_FINALIZE_ENV, the const "basic" env under NAPI_EXPERIMENTAL on
+ * Node >= 21 headers) runs once when the external is
  * collected, whether or not a later step failed (never if the external could
  * not be made): hold a count on `data` for it, taken before the call. Delete the
  * property (napi_delete_property) when the object stops lending.
  */
 static inline napi_dlpack_status napi_dlpack_exchange_object_install(
     napi_env env, napi_value object, napi_value key, napi_dlpack_object* data,
-    napi_finalize finalize_cb, void* finalize_hint) {
+    napi_dlpack_finalize finalize_cb, void* finalize_hint) {
   napi_value external;
   napi_property_descriptor descriptor;
   if (env == NULL || object == NULL || data == NULL || data->api == NULL)
@@ -1187,6 +1199,61 @@ static inline const char* napi_dlpack_tensor_extent(const DLTensor* t,
   out->span_bytes = (uint64_t)span;
   out->c_contiguous = contiguous;
   return NULL;
+}
+
+/* ===========================================================================
+ * Part 4: the library adapter (docs/protocol.md section 6)
+ * ===========================================================================
+ *
+ * The tensors and images of common JS libraries (ONNX Runtime and
+ * transformers.js tensors, sharp's raw output, ImageData / RawImage, Apache
+ * Arrow vectors, tfjs tensors, ndarray-likes) carry no exchange table, capsule
+ * or __dlpack__. napi-dlpack's JS package recognises them (its fromDLPack
+ * does) and, when loaded, defines on globalThis of the environment, under the
+ * registered symbol Symbol.for(NAPI_DLPACK_ADAPTER_PROPERTY), a function
+ * adapt(value) returning a capsule over the library's own memory (zero-copy,
+ * versioned, READ_ONLY where fromDLPack would give a read-only tensor), or
+ * undefined for a value it does not recognise; for a value it recognises but
+ * cannot take without a copy (an Arrow column with nulls or several chunks,
+ * data on a GPU) it throws fromDLPack's coded error. A consumer calls it
+ * LAST, after the exchange table, capsule and __dlpack__ checks (so those
+ * paths cost nothing more), and consumes the capsule like any other: check
+ * it, since anything may sit under the key. Not loaded: no function, and the
+ * value is refused as before.
+ */
+
+/* The registry key of the adapter's symbol: Symbol.for(this). */
+#define NAPI_DLPACK_ADAPTER_PROPERTY "__dlpack_napi_adapter__"
+
+/*
+ * Consumer: *capsule = the adapter's answer for `value` (a capsule to consume
+ * with napi_dlpack_capsule_consume, which also refuses anything else), or
+ * NULL when napi-dlpack is not loaded in `env` or does not recognise `value`
+ * (both NAPI_DLPACK_OK). NAPI_DLPACK_ERR_NAPI with a JS exception pending when
+ * the adapter refused `value` (its Error has the stable `code`): return NULL
+ * from your callback to pass it on.
+ */
+static inline napi_dlpack_status napi_dlpack_adapt(napi_env env,
+                                                   napi_value value,
+                                                   napi_value* capsule) {
+  napi_value key, global, adapter, result;
+  napi_valuetype type;
+  napi_dlpack_status st;
+  if (env == NULL || value == NULL || capsule == NULL)
+    return NAPI_DLPACK_ERR_INVALID_ARG;
+  *capsule = NULL;
+  st = napi_dlpack_symbol_for_(env, NAPI_DLPACK_ADAPTER_PROPERTY, &key);
+  if (st != NAPI_DLPACK_OK) return st;
+  if (napi_get_global(env, &global) != napi_ok ||
+      napi_get_property(env, global, key, &adapter) != napi_ok ||
+      napi_typeof(env, adapter, &type) != napi_ok)
+    return NAPI_DLPACK_ERR_NAPI;
+  if (type != napi_function) return NAPI_DLPACK_OK;
+  if (napi_call_function(env, global, adapter, 1, &value, &result) != napi_ok ||
+      napi_typeof(env, result, &type) != napi_ok)
+    return NAPI_DLPACK_ERR_NAPI;
+  if (type != napi_undefined) *capsule = result;
+  return NAPI_DLPACK_OK;
 }
 
 #ifdef __cplusplus

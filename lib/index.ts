@@ -40,6 +40,7 @@ export {
   type TensorArg,
   type TensorResult,
 } from './exchange'
+export { ADAPTER_PROPERTY } from './library-adapter'
 export {
   type CanDLPack,
   type CanDLPackDevice,

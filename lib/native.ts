@@ -4,6 +4,7 @@
  * does not see because they bypass napi-rs's argument conversion.
  */
 import { constants } from 'node:buffer'
+import { markAsUntransferable } from 'node:worker_threads'
 
 import type * as Generated from '../index.js'
 import { loadBinding } from './loader'
@@ -52,3 +53,8 @@ export const native = loadBinding() as typeof Generated & FastCalls
  */
 export const MAX_VIEW_BYTES: number = typeof constants?.MAX_LENGTH === 'number' ? constants.MAX_LENGTH : 2 ** 32
 native.setArrayBufferLimit(MAX_VIEW_BYTES)
+
+// Exports of V8 memory mark their ArrayBuffer untransferable (src/storage.rs `pin_for_export`):
+// a transfer list would otherwise move memory that native code still points into. Every
+// runtime we test has the function; where one lacks it, exports stay unmarked.
+if (typeof markAsUntransferable === 'function') native.setUntransferableMarker(markAsUntransferable)

@@ -1,7 +1,7 @@
 import { native } from './native.js'
 import { type Device, type DeviceLike, toDevice } from './device'
 import { DLDeviceType, type DType, DTYPES, dtypeOfArray, isDType } from './dtype'
-import { type AdaptedSource, adapt } from './adapters'
+import { type AdaptedSource, type AdaptOptions, adapt } from './adapters'
 import { BufferError, CapsuleError, DLPackTypeError } from './errors'
 import { COPY_MODE, DLPACK_VERSION } from './generated/facts'
 import {
@@ -191,31 +191,8 @@ export function fromDLPack(source: DLPackSource, options: FromDLPackOptions = {}
     checkDevice(checked, [DLDeviceType.CPU, 0])
     const dtype = ArrayBuffer.isView(source) ? (dtypeOfArray(source) ?? 'uint8') : 'uint8'
     tensor = Tensor.from(source as ArrayBufferView, undefined, { dtype })
-  } else if (isNDArrayLike(source)) {
-    checkDevice(checked, [DLDeviceType.CPU, 0])
-    const natural = dtypeOfArray(source.data) ?? 'uint8'
-    let dtype: DType = natural
-    if (isDType(source.dtype) && source.dtype !== natural) {
-      // A label is only trusted when it describes elements of the array's own size (e.g.
-      // 'bool' over a Uint8Array); otherwise offsets and strides would address other bytes.
-      const bytesPerElement = (source.data as { BYTES_PER_ELEMENT?: number }).BYTES_PER_ELEMENT ?? 1
-      if (DTYPES[source.dtype].itemsize !== bytesPerElement) {
-        throw new DLPackTypeError(
-          'ERR_DLPACK_INVALID_ARGUMENT',
-          `dtype '${source.dtype}' does not match the ${bytesPerElement}-byte elements of the data array`,
-        )
-      }
-      dtype = source.dtype
-    }
-    // 0-d arrays: stdlib reports strides [0] for shape []; there is nothing to stride.
-    const strides = source.shape.length === 0 ? undefined : (source.strides ?? source.stride)
-    tensor = createFromMemory(source.data, dtype, source.shape, strides, source.offset ?? 0)
   } else {
-    // Library tensors and images (lib/adapters.ts) have a prototype; capsules (Externals) have
-    // none in Node and Deno, so the capsule hot path pays one prototype read and a library
-    // object no failed capsule import. (Bun gives Externals a bare prototype: there a capsule
-    // is first read as a library object, which costs a few property misses.)
-    const adapted = Object.getPrototypeOf(source) === null ? undefined : adapt(source, options)
+    const adapted = fromLibraryObject(source, options)
     if (adapted === undefined) {
       // Anything else must be a capsule; the native import checks its type tag, so capsules
       // (the hot path) cost one native call. An External that is no capsule stays
@@ -247,6 +224,43 @@ export function fromDLPack(source: DLPackSource, options: FromDLPackOptions = {}
     return copy
   }
   return tensor
+}
+
+/** A tensor over an ndarray-like's data, with its strides and offset. */
+function fromNDArray(source: NDArrayLike): Tensor {
+  const natural = dtypeOfArray(source.data) ?? 'uint8'
+  let dtype: DType = natural
+  if (isDType(source.dtype) && source.dtype !== natural) {
+    // A label is only trusted when it describes elements of the array's own size (e.g.
+    // 'bool' over a Uint8Array); otherwise offsets and strides would address other bytes.
+    const bytesPerElement = (source.data as { BYTES_PER_ELEMENT?: number }).BYTES_PER_ELEMENT ?? 1
+    if (DTYPES[source.dtype].itemsize !== bytesPerElement) {
+      throw new DLPackTypeError(
+        'ERR_DLPACK_INVALID_ARGUMENT',
+        `dtype '${source.dtype}' does not match the ${bytesPerElement}-byte elements of the data array`,
+      )
+    }
+    dtype = source.dtype
+  }
+  // 0-d arrays: stdlib reports strides [0] for shape []; there is nothing to stride.
+  const strides = source.shape.length === 0 ? undefined : (source.strides ?? source.stride)
+  return createFromMemory(source.data, dtype, source.shape, strides, source.offset ?? 0)
+}
+
+/**
+ * A CPU tensor over the memory of a library's array, tensor or image as it is: an ndarray-like,
+ * or one of lib/adapters.ts (ONNX Runtime / transformers.js, sharp, ImageData / RawImage, Arrow,
+ * tfjs). `undefined` for an object that is none of them; a coded error for one that cannot be
+ * imported as `options` ask. Shared by `fromDLPack` and the adapter typed arguments of native
+ * addons call (lib/library-adapter.ts), so both accept the same objects by the same rules.
+ */
+export function fromLibraryObject(source: object, options: AdaptOptions): Tensor | undefined {
+  if (isNDArrayLike(source)) return fromNDArray(source)
+  // Library tensors and images (lib/adapters.ts) have a prototype; capsules (Externals) have
+  // none in Node and Deno, so the capsule hot path pays one prototype read and a library
+  // object no failed capsule import. (Bun gives Externals a bare prototype: there a capsule
+  // is first read as a library object, which costs a few property misses.)
+  return Object.getPrototypeOf(source) === null ? undefined : adapt(source, options)
 }
 
 /**

@@ -26,8 +26,9 @@ const crate = 'crates/napi-dlpack/src'
 /**
  * id: short name; file: the file mutated; find: a snippet that occurs exactly once in it;
  * replace: what it becomes; js: the JS suite (c-addon.spec.ts, through the C fixture) must kill
- * it too. Mutants of the addon (src/) are killed by the addon crate's own Rust tests instead of
- * the core crate's (`crate: addonCrate`).
+ * it too, or, as a list of spec files, those specs must. Mutants of the addon (src/) are killed
+ * by the addon crate's own Rust tests instead of the core crate's (`crate: addonCrate`), or,
+ * where only a JS runtime can show the defect, by JS specs alone (`crate: null`).
  */
 const addon = 'src'
 const addonCrate = 'napi-dlpack-node'
@@ -302,6 +303,16 @@ const mutants = [
     crate: addonCrate,
   },
   {
+    // A capsule over V8 memory left transferable: a transfer list moves the memory away while
+    // the capsule points into it (tensor.spec.ts: "an exported tensor keeps its ArrayBuffer").
+    id: 'addon-exported-buffer-transferable',
+    file: `${addon}/ops/export.rs`,
+    find: 'storage.pin_for_export(env)?;',
+    replace: 'storage.check_attached(env)?;',
+    crate: null,
+    js: ['__test__/tensor.spec.ts'],
+  },
+  {
     id: 'addon-requested-device-ignored',
     file: `${addon}/ops/negotiation.rs`,
     find: 'Some(wanted) if wanted != actual => Err(fail(',
@@ -388,14 +399,14 @@ const napiCli = join(scratch, 'node_modules', '@napi-rs', 'cli', 'dist', 'cli.js
 const ava = join(scratch, 'node_modules', 'ava', 'entrypoints', 'cli.mjs')
 /** Rebuilds both Rust addons the C-fixture tests use, then runs those tests (stops at the first
  * failure). A build failure counts as not killed: the mutant must compile. */
-function jsTests(log) {
+function jsTests(log, specs = [join('__test__', 'c-addon.spec.ts')]) {
   const built =
     run(scratch, process.execPath, [napiCli, 'build', '--platform', '--release', '--js', 'index.js', '--dts', 'index.d.ts'], {
       env: cargoEnv,
       log,
     }) && run(scratch, 'bash', [join(scratch, '__test__', 'consumer-addon', 'build.sh')], { log })
   if (!built) return { built: false, killed: false }
-  const passed = run(scratch, process.execPath, [ava, '--fail-fast', join('__test__', 'c-addon.spec.ts')], { timeoutSeconds: 600, log })
+  const passed = run(scratch, process.execPath, [ava, '--fail-fast', ...specs], { timeoutSeconds: 600, log })
   return { built: true, killed: !passed }
 }
 
@@ -411,12 +422,16 @@ try {
     throw new Error(`building the C fixture failed, or dist/ is missing (run node scripts/ensure-built.mjs): see ${baselineLog}`)
   }
   cpSync(join(root, 'dist'), join(scratch, 'dist'), { recursive: true })
-  for (const crateName of new Set(selected.map((m) => m.crate))) {
+  for (const crateName of new Set(selected.map((m) => m.crate).filter((name) => name !== null))) {
     const baselineCrate = crateTests(baselineLog, crateName)
     if (!baselineCrate.built || baselineCrate.killed) throw new Error(`the crate tests fail without any mutation: see ${baselineLog}`)
   }
-  const baseline = jsTests(baselineLog)
-  if (!baseline.built || baseline.killed) throw new Error(`the JS tests fail without any mutation: see ${baselineLog}`)
+  // c-addon.spec.ts, and each mutant's own spec list.
+  const specLists = [undefined, ...new Set(selected.filter((m) => Array.isArray(m.js)).map((m) => m.js.join('\0')))]
+  for (const specs of specLists) {
+    const baseline = jsTests(baselineLog, specs?.split('\0'))
+    if (!baseline.built || baseline.killed) throw new Error(`the JS tests fail without any mutation: see ${baselineLog}`)
+  }
   console.log(`baseline passes (${seconds(started)} s)\n`)
 
   const rows = []
@@ -428,20 +443,20 @@ try {
     const log = join(logDir, `${m.id}.log`)
     let crate, js
     try {
-      crate = crateTests(log, m.crate)
-      js = m.js ? jsTests(log) : undefined
+      crate = m.crate === null ? undefined : crateTests(log, m.crate)
+      js = m.js ? jsTests(log, Array.isArray(m.js) ? m.js : undefined) : undefined
     } finally {
       writeFileSync(path, original)
     }
     const column = (step) => (step === undefined ? '-' : !step.built ? 'BUILD FAILED' : step.killed ? 'killed' : 'SURVIVED')
-    const killed = crate.killed && (js === undefined || js.killed)
+    const killed = (crate === undefined || crate.killed) && (js === undefined || js.killed) && (crate ?? js) !== undefined
     rows.push({ id: m.id, crate: column(crate), js: column(js), verdict: killed ? 'killed' : 'SURVIVED', time: `${seconds(t0)} s` })
     console.log(`${killed ? 'killed  ' : 'SURVIVED'} ${m.id} (crate: ${rows.at(-1).crate}, JS: ${rows.at(-1).js}, ${seconds(t0)} s)`)
   }
   // Rebuild the scratch copy's addon unmutated, so nothing mutated is left in the build directory.
   jsTests(join(logDir, 'restore.log'))
 
-  console.log('\n| mutant | crate tests | JS (c-addon.spec.ts) | verdict | time |\n| --- | --- | --- | --- | --- |')
+  console.log('\n| mutant | crate tests | JS (c-addon.spec.ts, or its own specs) | verdict | time |\n| --- | --- | --- | --- | --- |')
   for (const r of rows) console.log(`| ${r.id} | ${r.crate} | ${r.js} | ${r.verdict} | ${r.time} |`)
   const survivors = rows.filter((r) => r.verdict !== 'killed')
   console.log(`\n${rows.length - survivors.length} of ${rows.length} mutants killed, ${survivors.length} survived (${seconds(started)} s in all)`)

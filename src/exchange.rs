@@ -315,6 +315,9 @@ fn lend(
   let pin = match &handle.borrow_pin {
     Some(pin) => pin.clone(),
     None => {
+      // A borrow may be kept past the call (the pin allows it), so the memory is pinned as
+      // for an owned export; once per handle, off the path of later borrows.
+      storage.pin_for_export(env)?;
       let pin = Arc::new(BorrowPin {
         storage: storage.clone(),
         layout: handle.layout.clone(),
@@ -378,7 +381,7 @@ unsafe extern "C" fn managed_tensor_from_value(
     }
     let handle = tensor_handle(env, exchange, value)?;
     let storage = handle.storage()?.clone();
-    storage.check_attached(env)?;
+    storage.pin_for_export(env)?;
     let owner = ExportOwner::new(storage, handle.layout.clone());
     match export(owner, ExportFormat::Versioned)?.into_raw() {
       // SAFETY: a non-NULL out pointer; the caller now owns the tensor.

@@ -213,6 +213,12 @@ mod typescript {
       napi_dlpack::exchange::EXCHANGE_API_PROPERTY
     ));
     line("");
+    line("/** The name of the registered symbol (`Symbol.for`) under which napi-dlpack puts its library adapter on `globalThis` (`NAPI_DLPACK_ADAPTER_PROPERTY`). */");
+    line(&format!(
+      "export const ADAPTER_SYMBOL_NAME = '{}'",
+      napi_dlpack::adapter::ADAPTER_PROPERTY
+    ));
+    line("");
 
     line("/** DLPack device types (`DLDeviceType`, DLPack 1.3). */");
     line("export enum DLDeviceType {");

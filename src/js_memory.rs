@@ -109,6 +109,55 @@ thread_local! {
   /// how to free each: freed by the finalizer or by the teardown hook, whichever comes first.
   static LIVE_EXTERNALS: RefCell<HashMap<usize, FreeExternal, BuildHasherDefault<AddressHasher>>> =
     RefCell::new(HashMap::default());
+  /// This environment's `worker_threads.markAsUntransferable` (lib/native.ts hands it over at
+  /// load; see [`mark_untransferable`]). `None` where the runtime has none.
+  static UNTRANSFERABLE_MARKER: RefCell<Option<BufferRef>> = const { RefCell::new(None) };
+}
+
+/// Keeps `function` (the runtime's `markAsUntransferable`) for [`mark_untransferable`] in
+/// this environment.
+///
+/// # Safety
+/// `env` must be the live environment of the calling thread and `function` a value of it.
+pub unsafe fn set_untransferable_marker(
+  env: sys::napi_env,
+  function: sys::napi_value,
+) -> Result<()> {
+  // SAFETY: forwarded contract.
+  let reference = unsafe { BufferRef::new(env, function)? };
+  // The previous marker (a second load of lib/native.ts) is dropped here, on its thread.
+  UNTRANSFERABLE_MARKER.with(|marker| marker.borrow_mut().replace(reference));
+  Ok(())
+}
+
+/// Marks an ArrayBuffer so that it can no longer be detached by a `postMessage` or
+/// `structuredClone` transfer list (every runtime), nor by `ArrayBuffer.prototype.transfer()`
+/// where the runtime sets V8's detach key (Node 24, Deno). Called before native code is handed
+/// a pointer into V8 memory that outlives the call (a capsule, an owned or kept export): a
+/// transfer would move the memory to another owner, which frees it while the export still
+/// points into it. No-op where no marker was handed over.
+///
+/// # Safety
+/// `env` must be the live environment of the calling thread and `buffer` a value of it.
+pub unsafe fn mark_untransferable(env: sys::napi_env, buffer: sys::napi_value) -> Result<()> {
+  let function = UNTRANSFERABLE_MARKER.with(|marker| match marker.borrow().as_ref() {
+    // SAFETY: forwarded contract.
+    Some(reference) => unsafe { reference.value(env) }.map(Some),
+    None => Ok(None),
+  })?;
+  let Some(function) = function else {
+    return Ok(());
+  };
+  let mut global = ptr::null_mut();
+  // SAFETY: forwarded contract.
+  status("napi_get_global", unsafe {
+    sys::napi_get_global(env, &mut global)
+  })?;
+  let mut result = ptr::null_mut();
+  // SAFETY: a function value of this env (kept by our reference), one live argument.
+  status("napi_call_function", unsafe {
+    sys::napi_call_function(env, global, function, 1, &buffer, &mut result)
+  })
 }
 
 /// Runs on the JS thread for each queued reference.
@@ -153,6 +202,8 @@ unsafe extern "C" fn on_env_teardown(arg: *mut c_void) {
       unsafe { free(address as *mut c_void) };
     }
   }
+  // The marker's reference goes with the environment (deleted now, while the set is open).
+  UNTRANSFERABLE_MARKER.with(|marker| marker.borrow_mut().take());
   // Then the references still held by exports that native code has not released: delete them
   // now (Node does not free them), and close the queue. Deleters that run later find `None`.
   if let Some(live) = shared.live().take() {
@@ -283,7 +334,8 @@ pub unsafe fn env_shared(env: sys::napi_env) -> Result<Arc<EnvShared>> {
   Ok(shared)
 }
 
-/// A strong reference to a JS value (an ArrayBuffer) that may be dropped on any thread.
+/// A strong reference to a JS value (an ArrayBuffer; the untransferable marker) that may be
+/// dropped on any thread.
 pub struct BufferRef {
   reference: sys::napi_ref,
   shared: Arc<EnvShared>,

@@ -48,6 +48,8 @@ pub struct Storage {
   /// asynchronous copy out of it). For foreign memory the producer's deleter must then wait
   /// for that work: see `Drop`.
   device_reads_queued: AtomicBool,
+  /// Set once the ArrayBuffer of `Memory::Js` was marked untransferable (see `pin_for_export`).
+  marked_untransferable: AtomicBool,
 }
 
 /// Storages alive in this process (all environments): a leak check for tests and diagnostics.
@@ -81,6 +83,7 @@ impl Storage {
     Arc::new(Storage {
       memory,
       device_reads_queued: AtomicBool::new(false),
+      marked_untransferable: AtomicBool::new(false),
     })
   }
 
@@ -122,6 +125,23 @@ impl Storage {
           ErrorKind::Detached,
           "the tensor's ArrayBuffer has been detached (transferred)",
         ));
+      }
+    }
+    Ok(())
+  }
+
+  /// Before native code is handed a pointer into this memory that outlives the call (a capsule,
+  /// an owned exchange export, a borrow kept across calls): fails if the JS buffer was detached,
+  /// and marks it untransferable, once per storage. Without the mark, a `postMessage` transfer
+  /// list would move V8 memory to a thread that frees it while the export still points into it.
+  /// A refusal (`DataCloneError`, or a copy on Node 20) is what the user then sees instead.
+  pub fn pin_for_export(&self, env: &Env) -> Result<()> {
+    self.check_attached(env)?;
+    if let Memory::Js { buffer, .. } = &self.memory {
+      if !self.marked_untransferable.load(Ordering::Relaxed) {
+        // SAFETY: our env, on its thread (checked by `value`).
+        unsafe { js_memory::mark_untransferable(env.raw(), buffer.value(env.raw())?)? };
+        self.marked_untransferable.store(true, Ordering::Relaxed);
       }
     }
     Ok(())

@@ -14,7 +14,8 @@
  *    older table / with the major-1 table behind it);
  *  - hostile values: forgedObject(kind), plain objects carrying a per-object
  *    external that names an unknown major, or no table at all;
- *    lendingPath(value), which of the two discovery paths a value takes.
+ *    lendingPath(value), which of the two discovery paths a value takes;
+ *  - the library adapter (part 4): adaptedPointer(value).
  *
  * Counters (deleterCalls, liveCTensors) let tests check that every deleter
  * runs exactly once.
@@ -711,6 +712,47 @@ static napi_value borrow_counts(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/* ---- consumer: the library adapter (part 4) ------------------------------- */
+
+/* adaptedPointer(value): asks napi-dlpack's library adapter for a capsule of
+ * `value` (an ONNX Runtime tensor, an Arrow vector, ...), consumes it, reads
+ * the address of its first element and whether it is READ_ONLY, and releases
+ * it: { pointer, readonly }, or null when there is no adapter or it did not
+ * recognise the value. The adapter's refusal (a coded Error) is passed on. */
+static napi_value adapted_pointer(napi_env env, napi_callback_info info) {
+  napi_value argv[1], capsule, out, field;
+  napi_dlpack_status st;
+  uint32_t kind = 0;
+  void* taken = NULL;
+  DLManagedTensorVersioned* tensor;
+  bool pending = false;
+  get_args(env, info, 1, argv);
+  st = napi_dlpack_adapt(env, argv[0], &capsule);
+  if (st != NAPI_DLPACK_OK) {
+    napi_is_exception_pending(env, &pending);
+    return pending ? NULL : fail_status(env, st);
+  }
+  if (capsule == NULL) {
+    CHECK_NAPI(env, napi_get_null(env, &out));
+    return out;
+  }
+  st = napi_dlpack_capsule_consume(env, capsule, &kind, &taken);
+  if (st != NAPI_DLPACK_OK) return fail_status(env, st);
+  if (kind != NAPI_DLPACK_KIND_VERSIONED) {
+    napi_dlpack_tensor_release(kind, taken);
+    THROW(env, "ERR_DLPACK_CAPSULE_ABI", "the adapter's capsule is not versioned");
+  }
+  tensor = (DLManagedTensorVersioned*)taken;
+  CHECK_NAPI(env, napi_create_object(env, &out));
+  field = make_bigint(env, (uint64_t)(uintptr_t)tensor->dl_tensor.data +
+                               tensor->dl_tensor.byte_offset);
+  CHECK_NAPI(env, napi_set_named_property(env, out, "pointer", field));
+  CHECK_NAPI(env, napi_get_boolean(env, (tensor->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0, &field));
+  CHECK_NAPI(env, napi_set_named_property(env, out, "readonly", field));
+  napi_dlpack_tensor_release(kind, taken);
+  return out;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor functions[] = {
       {"borrowSum", NULL, borrow_sum, NULL, NULL, NULL, napi_default, NULL},
@@ -731,6 +773,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"forgedObject", NULL, forged_object, NULL, NULL, NULL, napi_default, NULL},
       {"lendingPath", NULL, lending_path, NULL, NULL, NULL, napi_default, NULL},
       {"borrowCounts", NULL, borrow_counts, NULL, NULL, NULL, napi_default, NULL},
+      {"adaptedPointer", NULL, adapted_pointer, NULL, NULL, NULL, napi_default, NULL},
   };
   if (napi_define_properties(env, exports, sizeof functions / sizeof functions[0], functions) !=
       napi_ok)

@@ -11,6 +11,9 @@ export const MAX_NDIM = 64
 /** The name of the registered symbol (`Symbol.for`) under which producers expose their exchange table (`NAPI_DLPACK_EXCHANGE_API_PROPERTY`). */
 export const EXCHANGE_API_SYMBOL_NAME = '__dlpack_napi_exchange_api__'
 
+/** The name of the registered symbol (`Symbol.for`) under which napi-dlpack puts its library adapter on `globalThis` (`NAPI_DLPACK_ADAPTER_PROPERTY`). */
+export const ADAPTER_SYMBOL_NAME = '__dlpack_napi_adapter__'
+
 /** DLPack device types (`DLDeviceType`, DLPack 1.3). */
 export enum DLDeviceType {
   CPU = 1,

@@ -160,6 +160,26 @@ pub fn set_array_buffer_limit(bytes: f64) -> Result<()> {
   Ok(())
 }
 
+/// Hands this environment's `worker_threads.markAsUntransferable` to the addon (lib/native.ts,
+/// once per environment at load): exports of V8 memory mark their ArrayBuffer with it, so that
+/// a transfer list cannot move memory that native code still points into.
+#[napi(js_name = "setUntransferableMarker")]
+pub fn set_untransferable_marker(env: &Env, marker: Unknown<'_>) -> Result<()> {
+  let mut kind = 0;
+  // SAFETY: a live value of our env.
+  crate::errors::status("napi_typeof", unsafe {
+    napi::sys::napi_typeof(env.raw(), marker.raw(), &mut kind)
+  })?;
+  if kind != napi::sys::ValueType::napi_function {
+    return Err(fail(
+      ErrorKind::InvalidArgument,
+      "the untransferable marker must be a function",
+    ));
+  }
+  // SAFETY: our env, on its thread; `marker` is a live value of it.
+  unsafe { js_memory::set_untransferable_marker(env.raw(), marker.raw()) }
+}
+
 /// The ArrayBuffer limit in force, in bytes (see `setArrayBufferLimit`).
 #[napi(js_name = "arrayBufferLimit")]
 pub fn array_buffer_limit() -> f64 {

@@ -31,7 +31,11 @@ pub(crate) fn handle_to_capsule<'env>(
     stream,
   } = plan_export(request, handle.layout.device)?;
   let storage = handle.storage()?.clone();
-  storage.check_attached(env)?;
+  if copy {
+    storage.check_attached(env)?;
+  } else {
+    storage.pin_for_export(env)?;
+  }
   let layout = &handle.layout;
   let cuda_device = if layout.device.device_type == DeviceType::Cuda {
     Some(crate::cuda::device_of(layout)?)

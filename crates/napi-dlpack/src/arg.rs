@@ -9,10 +9,18 @@
 //!   no allocation: the producer holds the memory until the argument drops, whatever JS runs
 //!   meanwhile; a capsule from any producer (consumed:
 //!   the argument owns the tensor); any object with `__dlpack__` (called with
-//!   `{ maxVersion: [1, 3] }`, then consumed).
+//!   `{ maxVersion: [1, 3] }`, then consumed); last, when napi-dlpack's JS package is loaded in
+//!   the environment, the tensors and images of common libraries as they are (ONNX Runtime and
+//!   transformers.js tensors, sharp's `{ data, info }`, `ImageData` / `RawImage`, Arrow
+//!   vectors, tfjs tensors, ndarray-likes): napi-dlpack's adapter (see [`crate::adapter`])
+//!   recognises them by `fromDLPack`'s rules and hands over a capsule over the library's own
+//!   memory (zero-copy; consumed, owned), or throws `fromDLPack`'s coded error where that
+//!   would need a copy (`ERR_DLPACK_NULLS`, `ERR_DLPACK_COPY_REQUIRED`, ...). Without
+//!   napi-dlpack loaded such objects are refused (`ERR_DLPACK_INVALID_ARGUMENT`).
 //! - [`OwnedTensorArg`] owns its tensor, so it may outlive the call (an `AsyncTask`, another
 //!   thread): exchange-table producers are asked for an owning export
-//!   (`managed_tensor_from_value`), capsules and `__dlpack__` objects are consumed.
+//!   (`managed_tensor_from_value`), capsules, `__dlpack__` objects and library objects are
+//!   consumed as for [`TensorArg`].
 //! - [`TensorResult`] returns an export: a napi-dlpack `Tensor` when napi-dlpack is loaded in
 //!   the calling environment (through the table it installs on `globalThis`), else a capsule.
 //!
@@ -29,6 +37,7 @@ use core::ptr;
 use napi::bindgen_prelude::{FromNapiValue, ToNapiValue, TypeName, ValidateNapiValue};
 use napi::{sys, ValueType};
 
+use crate::adapter;
 use crate::capsule;
 use crate::device::Device;
 use crate::dtype::{DType, Element};
@@ -288,7 +297,7 @@ fn type_of(env: sys::napi_env, value: sys::napi_value) -> napi::Result<sys::napi
   Ok(value_type)
 }
 
-const EXPECTED: &str = "expected a tensor: an object exposing the DLPack exchange table (a napi-dlpack Tensor), a DLPack capsule, or an object with __dlpack__";
+const EXPECTED: &str = "expected a tensor: an object exposing the DLPack exchange table (a napi-dlpack Tensor), a DLPack capsule, an object with __dlpack__, or (with napi-dlpack loaded) a library tensor fromDLPack recognises";
 
 /// Borrows through the producer's `dltensor_from_value` or `dltensor_from_object` (`fill`,
 /// given the out pointers) and validates.
@@ -391,7 +400,8 @@ unsafe fn from_protocol(env: sys::napi_env, value: sys::napi_value) -> napi::Res
     return Err(unsafe { take_exception(env) });
   }
   if type_of(env, method)? != sys::ValueType::napi_function {
-    return Err(invalid_argument(env, EXPECTED));
+    // SAFETY: forwarded contract.
+    return unsafe { from_adapter(env, value) };
   }
   // SAFETY: forwarded contract.
   let options = unsafe { max_version_options(env)? };
@@ -418,6 +428,24 @@ unsafe fn from_protocol(env: sys::napi_env, value: sys::napi_value) -> napi::Res
   }
   // SAFETY: a live external of this env.
   unsafe { consume_capsule(env, capsule_value) }
+}
+
+/// The last resort: a library's tensor or image (ONNX Runtime, sharp, `ImageData`, Arrow, ...),
+/// which napi-dlpack's adapter turns into a capsule over the library's memory when napi-dlpack
+/// is loaded in this environment (see [`crate::adapter`]). Without it, or for a value it does
+/// not recognise, the argument is refused as before.
+///
+/// # Safety
+/// `env` live, `value` a live value of it.
+unsafe fn from_adapter(env: sys::napi_env, value: sys::napi_value) -> napi::Result<ForeignTensor> {
+  // SAFETY: forwarded contract.
+  match unsafe { adapter::adapt(env, value)? } {
+    // Checked like any capsule: whatever else a function under the adapter's key returned is
+    // ERR_DLPACK_NOT_A_CAPSULE, and it is never passed to the adapter again.
+    // SAFETY: a live value of this env.
+    Some(capsule) => unsafe { consume_capsule(env, capsule) },
+    None => Err(invalid_argument(env, EXPECTED)),
+  }
 }
 
 /// `{ maxVersion: [1, 3] }`.

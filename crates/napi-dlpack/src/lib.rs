@@ -3,6 +3,8 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 #[cfg(feature = "napi")]
+pub mod adapter;
+#[cfg(feature = "napi")]
 pub mod arg;
 #[cfg(feature = "napi")]
 pub mod capsule;

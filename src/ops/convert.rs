@@ -8,7 +8,7 @@ use std::sync::Arc;
 use napi::bindgen_prelude::Unknown;
 use napi::Env;
 use napi_dlpack::convert::{self, Affine, Strided};
-use napi_dlpack::validation::layout_of;
+use napi_dlpack::layout::layout_of;
 use napi_dlpack::{DType, Device, ErrorKind};
 
 use crate::errors::{fail, Result};

@@ -32,7 +32,7 @@ use smallvec::SmallVec;
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{DLPackError, ErrorKind};
-use crate::validation::layout_of;
+use crate::layout::layout_of;
 
 fn invalid(message: impl Into<String>) -> DLPackError {
   DLPackError::new(ErrorKind::InvalidArgument, message)
@@ -924,9 +924,7 @@ mod tests {
   use super::*;
 
   fn strides_of(shape: &[i64]) -> Vec<i64> {
-    crate::validation::contiguous_strides(shape)
-      .unwrap()
-      .to_vec()
+    crate::layout::contiguous_strides(shape).unwrap().to_vec()
   }
 
   #[test]

@@ -364,9 +364,11 @@ for (const exit of ['natural', 'process.exit', 'terminate'] as const) {
   })
 }
 
-/** Deno does not run a Worker's env cleanup hooks (nor finalizers) when it is terminated while
- *  running JS: what the worker held is never released there (measured: the C deleter never runs,
- *  napi-dlpack's or not). Only Node and Bun can pass the busy-terminate deleter test. */
+/** Deno does not stop a Worker terminated while running JS: `exit` fires, but the thread goes on
+ *  running (measured: a spinning worker's writes into a SharedArrayBuffer continue after `exit`),
+ *  so its env cleanup hooks and finalizers never run and what it held is never released (the C
+ *  deleter never runs, napi-dlpack's or not). Only Node and Bun can pass the busy-terminate
+ *  deleter test. */
 const busyTerminateReleases = runtime !== 'deno'
 
 for (const mainDisposedFirst of [false, true]) {
@@ -400,8 +402,15 @@ test.serial('a worker terminated while writing into a SharedArrayBuffer tensor: 
   await peer.spin('s')
   t.true(await until(() => workerWrote(tensor.data)), 'the worker is writing into our memory')
   t.is(await peer.end('terminate'), 1)
-  tensor.data[0] = 5
-  t.is(tensor.data[0], 5)
+  if (busyTerminateReleases) {
+    tensor.data[0] = 5
+    t.is(tensor.data[0], 5)
+  } else {
+    // Deno: the terminated worker goes on writing (see busyTerminateReleases), so a write here
+    // races with it; the memory itself stays valid, held by both threads.
+    t.is(tensor.data.length, 64)
+    t.true(Number.isFinite(tensor.data[0]))
+  }
 })
 
 /** Whether onnxruntime-node takes a typed array over a SharedArrayBuffer. Its binding reads the

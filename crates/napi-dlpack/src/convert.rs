@@ -1386,7 +1386,7 @@ mod tests {
           .map(|i| (i * 89 % 241) as u8)
           .collect();
         let row = (wider * 3) as i64;
-        let last_row = ((height - 1) * wider * 3) as usize;
+        let last_row = (height - 1) * wider * 3;
         let shape = [3, height as i64, width as i64];
         for (first, strides) in [
           (0usize, [1, (width * 3) as i64, 3]), // dense HWC

@@ -28,6 +28,14 @@
 //! `TensorResult`); napi-dlpack exports TypeScript types of the same names, so an addon's
 //! `index.d.ts` is complete with `dtsHeader: "import type { TensorArg, OwnedTensorArg,
 //! TensorResult } from 'napi-dlpack'"` in its `package.json`'s `napi` section.
+//!
+//! # Aliasing: not checked
+//!
+//! Two arguments may be the same memory: JS can call `f(x, x)`, or pass two capsules of one
+//! tensor. Holding `as_mut_slice()` (or `view_mut()`) of one and any view of the other at once
+//! is then an overlapping `&mut` and `&`, which is undefined behaviour; nothing here detects
+//! it yet. A function that writes one argument while reading another must check that their
+//! address ranges (`data_ptr()`, `layout()`) do not overlap, or refuse.
 
 use core::ffi::c_void;
 use core::marker::PhantomData;

@@ -17,7 +17,7 @@ use core::ptr;
 
 use napi::sys;
 
-use crate::exchange::{cached_symbol, coded_error, take_exception, SymbolCache};
+use crate::exchange::{cached_symbol, coded_error, take_exception, type_of, SymbolCache};
 
 /// `NAPI_DLPACK_ADAPTER_PROPERTY`: the registry key of the symbol `Symbol.for(...)` under
 /// which napi-dlpack puts its library adapter on `globalThis`.
@@ -55,7 +55,7 @@ pub unsafe fn adapt(
     // SAFETY: forwarded contract (a getter on globalThis may have thrown).
     return Err(unsafe { take_exception(env) });
   }
-  if value_type(env, function)? != sys::ValueType::napi_function {
+  if type_of(env, function)? != sys::ValueType::napi_function {
     return Ok(None);
   }
   let mut result = ptr::null_mut();
@@ -66,21 +66,8 @@ pub unsafe fn adapt(
     // SAFETY: the adapter threw: pass its exception (and code) on.
     return Err(unsafe { take_exception(env) });
   }
-  if value_type(env, result)? == sys::ValueType::napi_undefined {
+  if type_of(env, result)? == sys::ValueType::napi_undefined {
     return Ok(None);
   }
   Ok(Some(result))
-}
-
-fn value_type(env: sys::napi_env, value: sys::napi_value) -> napi::Result<sys::napi_valuetype> {
-  let mut value_type = 0;
-  // SAFETY: `adapt`'s contract: a live env, and a value of it.
-  let status = unsafe { sys::napi_typeof(env, value, &mut value_type) };
-  if status != sys::Status::napi_ok {
-    return Err(napi::Error::new(
-      napi::Status::from(status),
-      "napi_typeof failed",
-    ));
-  }
-  Ok(value_type)
 }

@@ -50,7 +50,7 @@ use crate::capsule;
 use crate::device::Device;
 use crate::dtype::{DType, Element};
 use crate::error::{DLPackError, ErrorKind};
-use crate::exchange::{self, coded_error, take_exception, ExchangeApi, Found};
+use crate::exchange::{self, coded_error, take_exception, type_of, ExchangeApi, Found};
 use crate::export::{export_versioned, IntoDLPack};
 use crate::ffi::{DLTensor, DLPACK_FLAG_BITMASK_READ_ONLY};
 use crate::import::ForeignTensor;
@@ -290,19 +290,6 @@ fn invalid_argument(env: sys::napi_env, message: &str) -> napi::Error {
 unsafe fn coded<T>(env: sys::napi_env, result: Result<T, DLPackError>) -> napi::Result<T> {
   // SAFETY: forwarded contract.
   result.map_err(|error| unsafe { coded_error(env, &error) })
-}
-
-fn type_of(env: sys::napi_env, value: sys::napi_value) -> napi::Result<sys::napi_valuetype> {
-  let mut value_type = 0;
-  // SAFETY: from_napi_value's contract: live env and value.
-  let status = unsafe { sys::napi_typeof(env, value, &mut value_type) };
-  if status != sys::Status::napi_ok {
-    return Err(napi::Error::new(
-      napi::Status::from(status),
-      "napi_typeof failed",
-    ));
-  }
-  Ok(value_type)
 }
 
 const EXPECTED: &str = "expected a tensor: an object exposing the DLPack exchange table (a napi-dlpack Tensor), a DLPack capsule, an object with __dlpack__, or (with napi-dlpack loaded) a library tensor fromDLPack recognises";

@@ -480,6 +480,24 @@ unsafe fn property_key(env: sys::napi_env) -> Result<sys::napi_value, DLPackErro
   unsafe { cached_symbol(&PROPERTY_KEY, env, EXCHANGE_API_PROPERTY) }
 }
 
+/// The type of a value (`napi_typeof`), for the argument conversions (`arg`, `adapter`); they
+/// call it only under their own contract: `env` live, `value` a live value of it.
+pub(crate) fn type_of(
+  env: sys::napi_env,
+  value: sys::napi_value,
+) -> napi::Result<sys::napi_valuetype> {
+  let mut value_type = 0;
+  // SAFETY: the callers' contract: live env and value.
+  let status = unsafe { sys::napi_typeof(env, value, &mut value_type) };
+  if status != sys::Status::napi_ok {
+    return Err(napi::Error::new(
+      napi::Status::from(status),
+      "napi_typeof failed",
+    ));
+  }
+  Ok(value_type)
+}
+
 /// `Symbol.for(name)` of `env`, kept in `cache` (made once per thread and env by calling the
 /// global `Symbol.for`, which every runtime has: `node_api_symbol_for` needs Node-API 9; one
 /// `name` per cache).

@@ -183,6 +183,36 @@ test.serial('JS disposing a borrowed argument during the call frees nothing it u
   t.is(c.deleterCalls(), beforeSecond + owed)
 })
 
+test('one memory as two arguments, one written and one read, is ERR_DLPACK_ALIASED; disjoint parts of one buffer are not', (t) => {
+  // addInto(target, source) reads `source` and writes `target`: with both over the same bytes
+  // that would be an overlapping &mut and & in the addon (undefined behaviour). Every way JS can
+  // make two arguments of one memory is refused, and leaves the memory as it was.
+  const values = new Float32Array([1, 2, 3, 4, 5, 6, 7, 8])
+  const x = Tensor.from(values)
+  const twoCapsules = () => [x.__dlpack__(), x.__dlpack__()] as const
+  const cases: Array<[string, () => readonly [unknown, unknown]]> = [
+    ['the same Tensor twice (borrowed, borrowed)', () => [x, x]],
+    ['two capsules of one Tensor (owned, owned)', twoCapsules],
+    ['a Tensor and a capsule of it (borrowed, owned)', () => [x, x.__dlpack__()]],
+    ['a Tensor and a Tensor over part of its memory', () => [x, Tensor.from(new Float32Array(values.buffer, 12, 8 - 3))]],
+    ['a Tensor and an object whose __dlpack__ gives it', () => [x, { __dlpack__: () => x.__dlpack__() }]],
+  ]
+  for (const [name, make] of cases) {
+    const [target, source] = make()
+    const error = t.throws(() => addon.addInto(target as never, source as never), undefined, name)
+    t.is((error as { code?: string }).code, 'ERR_DLPACK_ALIASED', name)
+  }
+  t.deepEqual(Array.from(values), [1, 2, 3, 4, 5, 6, 7, 8], 'nothing was written')
+  // The claims were given back: the same tensor is written again, from another one.
+  t.deepEqual(addon.addInto(x, Tensor.from(new Float32Array(8).fill(1))), [2, 3, 4, 5, 6, 7, 8, 9])
+  // Two halves of one buffer share no byte: both are lent at once.
+  const halves = new Float32Array([1, 2, 3, 4, 10, 20, 30, 40])
+  const low = Tensor.from(new Float32Array(halves.buffer, 0, 4))
+  const high = Tensor.from(new Float32Array(halves.buffer, 16, 4))
+  t.deepEqual(addon.addInto(low, high), [11, 22, 33, 44])
+  t.is(addressOf(halves) + 16n, high.dataPointer, 'the halves are the one buffer')
+})
+
 test('a third-party producer exposing its own table is borrowed by the crate', (t) => {
   const producer = new c.CTensor()
   const before = c.borrowCounts()

@@ -230,8 +230,8 @@ const mutants = [
   {
     id: 'read-only-unchecked',
     file: `${crate}/view.rs`,
-    find: ') -> Result<&mut [T], DLPackError> {\n  if tensor.is_read_only() {',
-    replace: ') -> Result<&mut [T], DLPackError> {\n  if false {',
+    find: ') -> Result<BorrowedSliceMut<\'_, T>, DLPackError> {\n  if tensor.is_read_only() {',
+    replace: ') -> Result<BorrowedSliceMut<\'_, T>, DLPackError> {\n  if false {',
   },
   {
     id: 'read-only-unchecked-strided-mut',
@@ -265,6 +265,32 @@ const mutants = [
     find: 'matches!(element, [0] | [1])',
     replace: 'matches!(element, [_])',
     js: true,
+  },
+  // aliasing.rs: two tensors over one memory never lent as `&mut` and `&` at once
+  {
+    id: 'aliasing-unchecked',
+    file: `${crate}/aliasing.rs`,
+    find: '.find(|held| held.overlaps(&range) && (exclusive || held.exclusive))',
+    replace: '.find(|_| false)',
+    js: ['__test__/typed-args.spec.ts'],
+  },
+  {
+    id: 'aliasing-readers-ignore-writers',
+    file: `${crate}/aliasing.rs`,
+    find: '.find(|held| held.overlaps(&range) && (exclusive || held.exclusive))',
+    replace: '.find(|held| held.overlaps(&range) && exclusive)',
+  },
+  {
+    id: 'aliasing-overlap-misses-the-last-byte',
+    file: `${crate}/aliasing.rs`,
+    find: 'self.start < other.end && other.start < self.end',
+    replace: 'self.start + 1 < other.end && other.start + 1 < self.end',
+  },
+  {
+    id: 'aliasing-write-view-claims-nothing',
+    file: `${crate}/view.rs`,
+    find: '  let claim = Claim::exclusive(tensor.span_start(), tensor.span_bytes())?;\n  let numel = tensor.numel();',
+    replace: '  let claim = None;\n  let numel = tensor.numel();',
   },
   // The addon: JS memory wrapped in place, host copies of foreign spans, import negotiation
   {

@@ -185,6 +185,7 @@ export const ERROR_CLASS_BY_CODE = Object.freeze({
   ERR_DLPACK_TRANSFER_CLAIMED: 'CapsuleError',
   ERR_DLPACK_NULLS: 'BufferError',
   ERR_DLPACK_UNSUPPORTED_DTYPE: 'DLPackTypeError',
+  ERR_DLPACK_ALIASED: 'DLPackTypeError',
 } as const)
 
 /** The name of every error class a code maps to. */

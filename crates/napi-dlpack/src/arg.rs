@@ -29,13 +29,15 @@
 //! `index.d.ts` is complete with `dtsHeader: "import type { TensorArg, OwnedTensorArg,
 //! TensorResult } from 'napi-dlpack'"` in its `package.json`'s `napi` section.
 //!
-//! # Aliasing: not checked
+//! # Aliasing: checked when lent
 //!
 //! Two arguments may be the same memory: JS can call `f(x, x)`, or pass two capsules of one
-//! tensor. Holding `as_mut_slice()` (or `view_mut()`) of one and any view of the other at once
-//! is then an overlapping `&mut` and `&`, which is undefined behaviour; nothing here detects
-//! it yet. A function that writes one argument while reading another must check that their
-//! address ranges (`data_ptr()`, `layout()`) do not overlap, or refuse.
+//! tensor. Slices and views are therefore lent like `RefCell` borrows across every tensor in
+//! the process (see [`crate::aliasing`]): while `as_mut_slice()` or `view_mut()` of one
+//! argument lives, any slice or view of memory it overlaps is refused with
+//! `ERR_DLPACK_ALIASED`, and the other way round. `f(x, x)` into a function that writes one
+//! and reads the other is a coded error, never an overlapping `&mut` and `&`. Take the read
+//! slice first and the write slice second, or the other way round: either order is checked.
 
 use core::ffi::c_void;
 use core::marker::PhantomData;
@@ -58,8 +60,8 @@ use crate::layout::Layout;
 use crate::managed::{ManagedPtr, ManagedTensor};
 use crate::validation::validate;
 use crate::view::{
-  mut_slice_of, slice_of, strided_mut_of, strided_of, vec_of, StridedView, StridedViewMut,
-  ViewSource,
+  mut_slice_of, slice_of, strided_mut_of, strided_of, vec_of, BorrowedSlice, BorrowedSliceMut,
+  StridedView, StridedViewMut, ViewSource,
 };
 
 /// A tensor argument, valid for the duration of the native call (see the module docs).
@@ -221,22 +223,25 @@ impl<'call> TensorArg<'call> {
     ViewSource::is_contiguous(self)
   }
 
-  /// The elements of a contiguous host tensor.
-  pub fn as_slice<T: Element>(&self) -> Result<&[T], DLPackError> {
+  /// The elements of a contiguous host tensor (refused while another argument's slice or view
+  /// writes the same memory: `ERR_DLPACK_ALIASED`).
+  pub fn as_slice<T: Element>(&self) -> Result<BorrowedSlice<'_, T>, DLPackError> {
     slice_of(self)
   }
 
-  /// The elements of a contiguous, writable host tensor (refused for READ_ONLY).
-  pub fn as_mut_slice<T: Element>(&mut self) -> Result<&mut [T], DLPackError> {
+  /// The elements of a contiguous, writable host tensor (refused for READ_ONLY, and while
+  /// another argument's slice or view lends the same memory: `ERR_DLPACK_ALIASED`).
+  pub fn as_mut_slice<T: Element>(&mut self) -> Result<BorrowedSliceMut<'_, T>, DLPackError> {
     mut_slice_of(self)
   }
 
-  /// Strided read access.
+  /// Strided read access (refused while another view writes the same memory).
   pub fn view<T: Element>(&self) -> Result<StridedView<'_, T>, DLPackError> {
     strided_of(self)
   }
 
-  /// Strided write access (refused for READ_ONLY).
+  /// Strided write access (refused for READ_ONLY, and while another view lends the same
+  /// memory).
   pub fn view_mut<T: Element>(&mut self) -> Result<StridedViewMut<'_, T>, DLPackError> {
     strided_mut_of(self)
   }

@@ -77,6 +77,9 @@ pub enum ErrorKind {
   /// (JS library adapters) A library's element type with no DLPack dtype (ORT `string`, Arrow
   /// `Utf8`, ...), or a dtype the library has no type for.
   UnsupportedDtype,
+  /// Typed access to memory that another live slice or view lends out in a conflicting way:
+  /// two arguments over the same memory, one of them written (see `crate::aliasing`).
+  Aliased,
 }
 
 impl ErrorKind {
@@ -116,13 +119,14 @@ impl ErrorKind {
       ErrorKind::TransferClaimed => "ERR_DLPACK_TRANSFER_CLAIMED",
       ErrorKind::Nulls => "ERR_DLPACK_NULLS",
       ErrorKind::UnsupportedDtype => "ERR_DLPACK_UNSUPPORTED_DTYPE",
+      ErrorKind::Aliased => "ERR_DLPACK_ALIASED",
     }
   }
 }
 
 impl ErrorKind {
   /// Every kind, in declaration order (the error table of the README and of `lib/errors.ts`).
-  pub const ALL: [ErrorKind; 33] = [
+  pub const ALL: [ErrorKind; 34] = [
     ErrorKind::NullTensor,
     ErrorKind::Version,
     ErrorKind::Ndim,
@@ -156,6 +160,7 @@ impl ErrorKind {
     ErrorKind::TransferClaimed,
     ErrorKind::Nulls,
     ErrorKind::UnsupportedDtype,
+    ErrorKind::Aliased,
   ];
 
   /// The family this kind belongs to: what a caller can do about it, and the JS error class
@@ -179,7 +184,8 @@ impl ErrorKind {
       ErrorKind::DtypeMismatch
       | ErrorKind::NotContiguous
       | ErrorKind::InvalidArgument
-      | ErrorKind::UnsupportedDtype => ErrorClass::Type,
+      | ErrorKind::UnsupportedDtype
+      | ErrorKind::Aliased => ErrorClass::Type,
       // The exchange cannot be done as asked; an allocation refused for a copy is the sibling
       // of a copy larger than the runtime's largest ArrayBuffer (TooLarge).
       ErrorKind::Device

@@ -4,6 +4,7 @@
 
 #[cfg(feature = "napi")]
 pub mod adapter;
+pub mod aliasing;
 #[cfg(feature = "napi")]
 pub mod arg;
 #[cfg(feature = "napi")]
@@ -34,4 +35,6 @@ pub use export::{
 pub use import::ForeignTensor;
 pub use layout::{Layout, MAX_NDIM};
 pub use managed::{ManagedPtr, ManagedTensor};
-pub use view::{FromDLPack, FromDLPackMut, StridedView, StridedViewMut};
+pub use view::{
+  BorrowedSlice, BorrowedSliceMut, FromDLPack, FromDLPackMut, StridedView, StridedViewMut,
+};

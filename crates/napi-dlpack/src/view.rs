@@ -1,6 +1,9 @@
 //! Consumer conversions: typed, checked access to the elements of an imported tensor.
 
 use core::marker::PhantomData;
+use core::ops::{Deref, DerefMut};
+
+use crate::aliasing::Claim;
 
 use crate::device::Device;
 use crate::dtype::{DType, Element};
@@ -24,14 +27,16 @@ impl ForeignTensor {
     T::from_dlpack(self)
   }
 
-  /// The elements of a contiguous host tensor.
-  pub fn as_slice<T: Element>(&self) -> Result<&[T], DLPackError> {
-    <&[T]>::from_dlpack(self)
+  /// The elements of a contiguous host tensor (refused while another slice or view writes
+  /// the same memory: `ERR_DLPACK_ALIASED`).
+  pub fn as_slice<T: Element>(&self) -> Result<BorrowedSlice<'_, T>, DLPackError> {
+    slice_of(self)
   }
 
-  /// The elements of a contiguous, writable host tensor.
-  pub fn as_mut_slice<T: Element>(&mut self) -> Result<&mut [T], DLPackError> {
-    <&mut [T]>::from_dlpack_mut(self)
+  /// The elements of a contiguous, writable host tensor (refused for READ_ONLY, and while
+  /// another slice or view lends the same memory: `ERR_DLPACK_ALIASED`).
+  pub fn as_mut_slice<T: Element>(&mut self) -> Result<BorrowedSliceMut<'_, T>, DLPackError> {
+    mut_slice_of(self)
   }
 
   /// A copy of the elements in row-major order, whatever the strides.
@@ -74,6 +79,10 @@ pub(crate) trait ViewSource {
   }
   fn span_bytes(&self) -> usize {
     self.layout().span_bytes()
+  }
+  /// Address of the lowest-addressed byte the tensor reaches.
+  fn span_start(&self) -> usize {
+    self.layout().span_start()
   }
   fn is_contiguous(&self) -> bool {
     self.layout().is_c_contiguous()
@@ -156,53 +165,171 @@ fn check_bits<T: Element>(bytes: &[u8]) -> Result<(), DLPackError> {
   Ok(())
 }
 
-impl<'a, T: Element> FromDLPack<'a> for &'a [T] {
-  fn from_dlpack(tensor: &'a ForeignTensor) -> Result<&'a [T], DLPackError> {
+/// The elements of a contiguous host tensor, lent for reading: dereferences to `&[T]`. While
+/// it lives, no other slice or view may write any byte of the tensor (`crate::aliasing`).
+#[derive(Debug)]
+pub struct BorrowedSlice<'a, T> {
+  elements: &'a [T],
+  _claim: Option<Claim>,
+}
+
+impl<T> Deref for BorrowedSlice<'_, T> {
+  type Target = [T];
+  fn deref(&self) -> &[T] {
+    self.elements
+  }
+}
+
+impl<T> AsRef<[T]> for BorrowedSlice<'_, T> {
+  fn as_ref(&self) -> &[T] {
+    self.elements
+  }
+}
+
+impl<'b, T> IntoIterator for &'b BorrowedSlice<'_, T> {
+  type Item = &'b T;
+  type IntoIter = core::slice::Iter<'b, T>;
+  fn into_iter(self) -> Self::IntoIter {
+    self.elements.iter()
+  }
+}
+
+impl<T: PartialEq, Other: AsRef<[T]> + ?Sized> PartialEq<Other> for BorrowedSlice<'_, T> {
+  fn eq(&self, other: &Other) -> bool {
+    self.elements == other.as_ref()
+  }
+}
+
+/// The elements of a contiguous, writable host tensor, lent for writing: dereferences to
+/// `&mut [T]`. While it lives, no other slice or view may touch any byte of the tensor.
+#[derive(Debug)]
+pub struct BorrowedSliceMut<'a, T> {
+  elements: &'a mut [T],
+  _claim: Option<Claim>,
+}
+
+impl<T> Deref for BorrowedSliceMut<'_, T> {
+  type Target = [T];
+  fn deref(&self) -> &[T] {
+    self.elements
+  }
+}
+
+impl<T> DerefMut for BorrowedSliceMut<'_, T> {
+  fn deref_mut(&mut self) -> &mut [T] {
+    self.elements
+  }
+}
+
+impl<T> AsRef<[T]> for BorrowedSliceMut<'_, T> {
+  fn as_ref(&self) -> &[T] {
+    self.elements
+  }
+}
+
+impl<T> AsMut<[T]> for BorrowedSliceMut<'_, T> {
+  fn as_mut(&mut self) -> &mut [T] {
+    self.elements
+  }
+}
+
+impl<'b, T> IntoIterator for &'b BorrowedSliceMut<'_, T> {
+  type Item = &'b T;
+  type IntoIter = core::slice::Iter<'b, T>;
+  fn into_iter(self) -> Self::IntoIter {
+    self.elements.iter()
+  }
+}
+
+impl<'b, T> IntoIterator for &'b mut BorrowedSliceMut<'_, T> {
+  type Item = &'b mut T;
+  type IntoIter = core::slice::IterMut<'b, T>;
+  fn into_iter(self) -> Self::IntoIter {
+    self.elements.iter_mut()
+  }
+}
+
+impl<T: PartialEq, Other: AsRef<[T]> + ?Sized> PartialEq<Other> for BorrowedSliceMut<'_, T> {
+  fn eq(&self, other: &Other) -> bool {
+    *self.elements == *other.as_ref()
+  }
+}
+
+impl<'a, T: Element> FromDLPack<'a> for BorrowedSlice<'a, T> {
+  fn from_dlpack(tensor: &'a ForeignTensor) -> Result<BorrowedSlice<'a, T>, DLPackError> {
     slice_of(tensor)
   }
 }
 
-/// The elements of a contiguous host tensor (the checks of `&[T]: FromDLPack`).
-pub(crate) fn slice_of<T: Element, S: ViewSource>(tensor: &S) -> Result<&[T], DLPackError> {
-  check_readable::<T>(tensor)?;
+/// The checks of a contiguous host slice after `check_readable`, without lending it.
+fn check_slice<T: Element, S: ViewSource>(tensor: &S) -> Result<(), DLPackError> {
   check_contiguous(tensor)?;
-  if tensor.numel() == 0 {
-    return Ok(&[]);
+  if tensor.numel() > 0 {
+    // SAFETY: validated layout: contiguous, `numel` elements of `T` starting at the aligned,
+    // host-accessible first element, span within the address space; the producer keeps the
+    // memory alive while `tensor` (which we borrow) owns it. Called with a claim on the span
+    // held, so nothing writes it meanwhile.
+    let bytes = unsafe { core::slice::from_raw_parts(tensor.data_ptr(), tensor.span_bytes()) };
+    check_bits::<T>(bytes)?;
   }
-  // SAFETY: validated layout: contiguous, `numel` elements of `T` starting at the aligned,
-  // host-accessible first element, span within the address space; the producer keeps the
-  // memory alive while `tensor` (which we borrow) owns it.
-  let bytes = unsafe { core::slice::from_raw_parts(tensor.data_ptr(), tensor.span_bytes()) };
-  check_bits::<T>(bytes)?;
-  // SAFETY: as above; bit validity checked for types that need it.
-  Ok(unsafe { core::slice::from_raw_parts(tensor.data_ptr().cast::<T>(), tensor.numel()) })
+  Ok(())
 }
 
-impl<'a, T: Element> FromDLPackMut<'a> for &'a mut [T] {
-  fn from_dlpack_mut(tensor: &'a mut ForeignTensor) -> Result<&'a mut [T], DLPackError> {
+/// The elements of a contiguous host tensor (the checks of `BorrowedSlice: FromDLPack`).
+pub(crate) fn slice_of<T: Element, S: ViewSource>(
+  tensor: &S,
+) -> Result<BorrowedSlice<'_, T>, DLPackError> {
+  check_readable::<T>(tensor)?;
+  // Claimed before the bytes are read for the bit check.
+  let claim = Claim::shared(tensor.span_start(), tensor.span_bytes())?;
+  check_slice::<T, S>(tensor)?;
+  let elements = if tensor.numel() == 0 {
+    &[]
+  } else {
+    // SAFETY: as in `check_slice`; bit validity checked for types that need it; the claim
+    // keeps writers of any other tensor over these bytes out while the slice lives.
+    unsafe { core::slice::from_raw_parts(tensor.data_ptr().cast::<T>(), tensor.numel()) }
+  };
+  Ok(BorrowedSlice {
+    elements,
+    _claim: claim,
+  })
+}
+
+impl<'a, T: Element> FromDLPackMut<'a> for BorrowedSliceMut<'a, T> {
+  fn from_dlpack_mut(
+    tensor: &'a mut ForeignTensor,
+  ) -> Result<BorrowedSliceMut<'a, T>, DLPackError> {
     mut_slice_of(tensor)
   }
 }
 
-/// The elements of a contiguous, writable host tensor (the checks of `&mut [T]`).
+/// The elements of a contiguous, writable host tensor (the checks of `BorrowedSliceMut`).
 pub(crate) fn mut_slice_of<T: Element, S: ViewSource>(
   tensor: &mut S,
-) -> Result<&mut [T], DLPackError> {
+) -> Result<BorrowedSliceMut<'_, T>, DLPackError> {
   if tensor.is_read_only() {
     return Err(DLPackError::new(
       ErrorKind::ReadOnly,
       "tensor is flagged READ_ONLY",
     ));
   }
-  // The checks of the shared conversion; the mutable slice is then made from the tensor's
-  // own data pointer, since one derived from a shared slice would only permit reads.
-  let len = slice_of::<T, S>(tensor)?.len();
-  if len == 0 {
-    return Ok(&mut []);
-  }
-  // SAFETY: the memory the shared conversion checked; `&mut S` guarantees no other borrow
-  // through this handle, and the producer granted write access (not READ_ONLY).
-  Ok(unsafe { core::slice::from_raw_parts_mut(tensor.data_ptr().cast::<T>(), len) })
+  check_readable::<T>(tensor)?;
+  let claim = Claim::exclusive(tensor.span_start(), tensor.span_bytes())?;
+  check_slice::<T, S>(tensor)?;
+  let elements = if tensor.numel() == 0 {
+    &mut []
+  } else {
+    // SAFETY: the memory `check_slice` checked, made from the tensor's own data pointer (one
+    // derived from a shared slice would only permit reads); `&mut S` rules out another borrow
+    // through this tensor and the exclusive claim one through any other tensor over these
+    // bytes; the producer granted write access (not READ_ONLY).
+    unsafe { core::slice::from_raw_parts_mut(tensor.data_ptr().cast::<T>(), tensor.numel()) }
+  };
+  Ok(BorrowedSliceMut {
+    elements,
+    _claim: claim,
+  })
 }
 
 impl<'a, T: Element> FromDLPack<'a> for Vec<T> {
@@ -214,19 +341,36 @@ impl<'a, T: Element> FromDLPack<'a> for Vec<T> {
 /// A row-major copy of the elements, whatever the strides.
 pub(crate) fn vec_of<T: Element, S: ViewSource>(tensor: &S) -> Result<Vec<T>, DLPackError> {
   if tensor.is_contiguous() {
-    return slice_of::<T, S>(tensor).map(<[T]>::to_vec);
+    return slice_of::<T, S>(tensor).map(|elements| elements.to_vec());
   }
   Ok(strided_of::<T, S>(tensor)?.iter().collect())
 }
 
-/// Read access to any strided host tensor (negative, zero and non-contiguous strides).
-#[derive(Debug, Clone, Copy)]
+/// Read access to any strided host tensor (negative, zero and non-contiguous strides). While it
+/// lives, no other slice or view may write any byte of the tensor's span (`crate::aliasing`).
+#[derive(Debug)]
 pub struct StridedView<'a, T> {
   first: *const T,
   shape: &'a [i64],
   strides: &'a [i64],
   numel: usize,
+  /// `None` for an empty tensor, and for the read view of a [`StridedViewMut`], whose
+  /// exclusive claim covers it.
+  claim: Option<Claim>,
   _tensor: PhantomData<&'a T>,
+}
+
+impl<T> Clone for StridedView<'_, T> {
+  fn clone(&self) -> Self {
+    StridedView {
+      first: self.first,
+      shape: self.shape,
+      strides: self.strides,
+      numel: self.numel,
+      claim: self.claim.as_ref().map(Claim::duplicate),
+      _tensor: PhantomData,
+    }
+  }
 }
 
 impl<'a, T: Element> FromDLPack<'a> for StridedView<'a, T> {
@@ -240,13 +384,22 @@ pub(crate) fn strided_of<T: Element, S: ViewSource>(
   tensor: &S,
 ) -> Result<StridedView<'_, T>, DLPackError> {
   check_readable::<T>(tensor)?;
+  // Claimed before the bytes are read for the bit check.
+  let claim = Claim::shared(tensor.span_start(), tensor.span_bytes())?;
   let view = StridedView {
     first: tensor.data_ptr() as *const T,
     shape: tensor.shape(),
     strides: tensor.strides(),
     numel: tensor.numel(),
+    claim,
     _tensor: PhantomData,
   };
+  check_strided_bits(&view)?;
+  Ok(view)
+}
+
+/// Rejects bool views holding bytes other than 0 and 1. Called with a claim on the span held.
+fn check_strided_bits<T: Element>(view: &StridedView<'_, T>) -> Result<(), DLPackError> {
   if T::NEEDS_BIT_CHECK {
     let itemsize = size_of::<T>();
     let all_valid = element_offsets(view.shape, view.strides, view.numel).all(|offset| {
@@ -263,7 +416,7 @@ pub(crate) fn strided_of<T: Element, S: ViewSource>(
       ));
     }
   }
-  Ok(view)
+  Ok(())
 }
 
 impl<'a, T: Element> StridedView<'a, T> {
@@ -290,8 +443,9 @@ impl<'a, T: Element> StridedView<'a, T> {
     Some(unsafe { self.first.offset(offset).read() })
   }
 
-  /// All elements in row-major order.
-  pub fn iter(&self) -> impl Iterator<Item = T> + 'a {
+  /// All elements in row-major order. The iterator borrows the view, whose claim keeps
+  /// writers out while it reads.
+  pub fn iter(&self) -> impl Iterator<Item = T> + '_ {
     let first = self.first;
     element_offsets(self.shape, self.strides, self.numel).map(move |offset| {
       // SAFETY: offsets of in-bounds indices lie within the validated span.
@@ -302,13 +456,15 @@ impl<'a, T: Element> StridedView<'a, T> {
 
 /// Write access to any strided host tensor: in-place ops on transposed, sliced or broadcast
 /// (stride 0) tensors. Elements are read and written by value, never lent out as `&mut T`,
-/// because with zero or overlapping strides two indices may name the same element.
+/// because with zero or overlapping strides two indices may name the same element. While it
+/// lives, no other slice or view may touch any byte of the tensor's span.
 #[derive(Debug)]
 pub struct StridedViewMut<'a, T> {
   first: *mut T,
   shape: &'a [i64],
   strides: &'a [i64],
   numel: usize,
+  _claim: Option<Claim>,
   _tensor: PhantomData<&'a mut T>,
 }
 
@@ -322,13 +478,25 @@ pub(crate) fn strided_mut_of<T: Element, S: ViewSource>(
       "tensor is flagged READ_ONLY",
     ));
   }
-  let numel = strided_of::<T, S>(tensor)?.len();
+  check_readable::<T>(tensor)?;
+  // Claimed before the bytes are read for the bit check, and kept by the view.
+  let claim = Claim::exclusive(tensor.span_start(), tensor.span_bytes())?;
+  let numel = tensor.numel();
+  check_strided_bits(&StridedView {
+    first: tensor.data_ptr() as *const T,
+    shape: tensor.shape(),
+    strides: tensor.strides(),
+    numel,
+    claim: None,
+    _tensor: PhantomData,
+  })?;
   Ok(StridedViewMut {
     // The tensor's own pointer, not one derived from the shared view, so writes are allowed.
     first: tensor.data_ptr().cast::<T>(),
     shape: tensor.shape(),
     strides: tensor.strides(),
     numel,
+    _claim: claim,
     _tensor: PhantomData,
   })
 }
@@ -401,6 +569,7 @@ impl<'a, T: Element> StridedViewMut<'a, T> {
       shape: self.shape,
       strides: self.strides,
       numel: self.numel,
+      claim: None,
       _tensor: PhantomData,
     }
   }

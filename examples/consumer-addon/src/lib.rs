@@ -270,10 +270,11 @@ pub fn fwht_rows_in_place<'env>(env: &'env Env, capsule: Unknown<'env>) -> Resul
   let cols = cols as usize;
   // `as_mut_slice` checks, in this order: READ_ONLY (ERR_DLPACK_READ_ONLY), the dtype, that the
   // memory is host-accessible (ERR_DLPACK_NOT_CPU), alignment (ERR_DLPACK_MISALIGNED) and
-  // row-major contiguity (ERR_DLPACK_NOT_CONTIGUOUS).
+  // row-major contiguity (ERR_DLPACK_NOT_CONTIGUOUS), and that no other slice or view lends
+  // the same memory meanwhile (ERR_DLPACK_ALIASED).
   match dtype {
-    DType::Float32 => fwht_rows(tensor.as_mut_slice::<f32>()?, cols),
-    _ => fwht_rows(tensor.as_mut_slice::<f64>()?, cols),
+    DType::Float32 => fwht_rows(&mut tensor.as_mut_slice::<f32>()?, cols),
+    _ => fwht_rows(&mut tensor.as_mut_slice::<f64>()?, cols),
   }
   Ok(())
 }

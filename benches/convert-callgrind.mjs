@@ -9,7 +9,7 @@
 // callgrind does not count).
 //
 //   node benches/convert-callgrind.mjs [case ...]     (needs valgrind; takes a few minutes)
-import { spawnSync } from 'node:child_process'
+import { instructions, perOperation } from './callgrind.mjs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
@@ -44,21 +44,14 @@ const CASES = {
   },
 }
 
-function instructions(body, calls) {
+function programInstructions(body, calls) {
   // Inside a function, as users' loops are (top-level script code reads its variables through
   // the script context and compiles to slower code).
   const program = `(function () {\n${SETUP}\nfunction run() { ${body} }\nfor (let call = 0; call < ${calls}; call++) run()\n})()\n`
-  const run = spawnSync(
-    'valgrind',
-    ['--tool=callgrind', '--callgrind-out-file=/dev/null', process.execPath, '-e', program],
-    { encoding: 'utf8' },
-  )
-  const match = /refs:\s+([\d,]+)/.exec(run.stderr ?? '')
-  if (run.status !== 0 || !match) throw new Error(`callgrind failed: ${run.stderr}`)
-  return Number(match[1].replaceAll(',', ''))
+  return instructions(process.execPath, ['-e', program])
 }
 
-const perCall = (body) => (instructions(body, HIGH) - instructions(body, LOW)) / (HIGH - LOW)
+const perCall = (body) => perOperation((calls) => programInstructions(body, calls), LOW, HIGH)
 const wanted = process.argv.slice(2)
 console.log(`\n### instructions per call (callgrind, node ${process.versions.node}; ${ELEMENTS} elements)\n`)
 console.log('| case | JS loop | native | instructions per element (JS / native) | ratio |')

@@ -7,10 +7,11 @@
 // criterion's (one case after another) and an interleaved pass (the cases in turn, each round).
 //
 //   node benches/exchange-callgrind.mjs [--no-criterion]     (needs valgrind)
-import { execFileSync, spawnSync } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { instructions, perOperation } from './callgrind.mjs'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const LOW = 10_000
@@ -42,20 +43,11 @@ function benchBinary() {
   throw new Error('cargo did not report the bench executable')
 }
 
-function instructions(binary, name, n) {
-  const run = spawnSync('valgrind', ['--tool=callgrind', '--callgrind-out-file=/dev/null', binary], {
-    encoding: 'utf8',
-    env: { ...process.env, EXCHANGE_CALLGRIND: `${name}:${n}` },
-  })
-  const match = /Collected : (\d+)/.exec(run.stderr)
-  if (run.status !== 0 || !match) throw new Error(`callgrind failed:\n${run.stderr}`)
-  return Number(match[1])
-}
 
 const binary = benchBinary()
 console.log(`callgrind: instructions per operation ((n=${HIGH}) - (n=${LOW})) / ${HIGH - LOW}`)
 for (const name of CASES) {
-  const perOp = (instructions(binary, name, HIGH) - instructions(binary, name, LOW)) / (HIGH - LOW)
+  const perOp = perOperation((n) => instructions(binary, [], { EXCHANGE_CALLGRIND: `${name}:${n}` }), LOW, HIGH)
   console.log(`  ${name.padEnd(46)} ${perOp.toFixed(1)}`)
 }
 

@@ -8,9 +8,10 @@
 //
 //   node benches/lookup-routes-callgrind.mjs     (needs valgrind and a C compiler; run it with
 //                                                 another node binary to measure that version)
-import { execFileSync, spawnSync } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { instructions, perOperation } from './callgrind.mjs'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 execFileSync(
@@ -44,21 +45,11 @@ function program(route, n) {
   `
 }
 
-function instructions(route, n) {
-  const run = spawnSync(
-    'valgrind',
-    ['--tool=callgrind', '--callgrind-out-file=/dev/null', process.execPath, '--predictable', '-e', program(route, n)],
-    { encoding: 'utf8' },
-  )
-  const match = /Collected : (\d+)/.exec(run.stderr)
-  if (run.status !== 0 || !match) throw new Error(`callgrind failed for ${route}:\n${run.stderr}`)
-  return Number(match[1])
-}
 
 console.log(`node ${process.version}: instructions per call ((n=${HIGH}) - (n=${LOW})) / ${HIGH - LOW}`)
 let floor = 0
 for (const [route, what] of Object.entries(ROUTES)) {
-  const perCall = (instructions(route, HIGH) - instructions(route, LOW)) / (HIGH - LOW)
+  const perCall = perOperation((n) => instructions(process.execPath, ['--predictable', '-e', program(route, n)]), LOW, HIGH)
   if (route === 'floor') floor = perCall
   const above = route === 'floor' ? '' : `  (+${(perCall - floor).toFixed(0)} above the floor)`
   console.log(`  ${route.padEnd(15)} ${perCall.toFixed(0).padStart(6)}${above}  ${what}`)

@@ -6,10 +6,11 @@
 // teardown cancel out.
 //
 //   node benches/typed-args-callgrind.mjs [case ...]     (needs valgrind; takes minutes)
-import { execFileSync, spawnSync } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { instructions, perOperation } from './callgrind.mjs'
 
 const here = dirname(fileURLToPath(import.meta.url))
 const root = join(here, '..')
@@ -51,23 +52,14 @@ const turn = () => new Promise((resolve) => setImmediate(resolve))
 })()`
 }
 
-function instructions(body, n) {
-  const run = spawnSync(
-    'valgrind',
-    ['--tool=callgrind', '--callgrind-out-file=/dev/null', process.execPath, '--predictable', '--expose-gc', '-e', program(body, n)],
-    { encoding: 'utf8' },
-  )
-  const match = /Collected : (\d+)/.exec(run.stderr)
-  if (!match) throw new Error(`callgrind failed:\n${run.stderr}`)
-  return Number(match[1])
-}
+const count = (body) => (n) => instructions(process.execPath, ['--predictable', '--expose-gc', '-e', program(body, n)])
 
 const chosen = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(CASES)
 const results = {}
 for (const name of chosen) {
   const body = CASES[name]
   if (!body) throw new Error(`unknown case ${name} (${Object.keys(CASES).join(', ')})`)
-  results[name] = (instructions(body, HIGH) - instructions(body, LOW)) / (HIGH - LOW)
+  results[name] = perOperation(count(body), LOW, HIGH)
   console.log(`${name}: ${results[name].toFixed(0)} instructions per call`)
 }
 for (const arity of [1, 3]) {

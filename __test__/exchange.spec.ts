@@ -94,6 +94,63 @@ test('Tensor.prototype exposes the table, each Tensor its own handle (one lookup
   t.is(c.currentStream(globalThis, 2), 1n)
 })
 
+test.serial('Tensor.native: the C helper borrows the handle itself (no lookup), exports it, and refuses it once disposed', async (t) => {
+  await drainGarbage()
+  const data = new Float32Array([1, 2, 3, 4])
+  const tensor = Tensor.from(data, [2, 2])
+  const handle = tensor.native
+  t.not(handle, tensor as unknown, 'a lending tensor gives its handle, not itself')
+  t.is(c.lendingPath(handle), 'object', 'the external itself is per-object data')
+  const before = live()
+  const borrowed = c.borrowSum(handle)
+  t.is(borrowed.pointer, tensor.dataPointer, 'zero-copy: the same first-element address')
+  t.is(borrowed.sum, 10)
+  t.is(live(), before, 'a borrow creates no storage')
+  c.borrowScale(handle, 2)
+  t.deepEqual([...data], [2, 4, 6, 8], 'writes through the handle are seen in JS')
+  t.is(c.exportHold(handle), tensor.dataPointer, 'an owning export of the handle: same memory')
+  // Externals of other kinds are not lending objects: the consumer falls back to capsules.
+  const noExchange = { code: 'ERR_DLPACK_INVALID_ARGUMENT', status: NAPI_DLPACK_ERR_NO_EXCHANGE }
+  t.deepEqual(c.borrowStatus(Tensor.from(new Float32Array(1)).__dlpack__()), noExchange, 'a capsule')
+  const table = Object.getOwnPropertyDescriptor(Tensor.prototype, EXCHANGE_API_PROPERTY)?.value
+  t.deepEqual(c.borrowStatus(table), noExchange, 'the table external passed as the value')
+  tensor.dispose()
+  t.is(codeOf(() => tensor.native), 'ERR_TENSOR_DISPOSED')
+  t.is(codeOf(() => c.borrowSum(handle)), 'ERR_TENSOR_DISPOSED', 'a handle kept past dispose() lends nothing')
+  t.is(codeOf(() => c.exportHold(handle)), 'ERR_TENSOR_DISPOSED')
+  t.is(c.releaseHeld(), 1, 'the one export made before dispose() is released once')
+  t.deepEqual([...data], [2, 4, 6, 8])
+  // A tensor over an adopted capsule has no handle of its own to lend: it gives itself.
+  const adopted = fromDLPack(Tensor.from(new Float32Array([3, 4])).__dlpack__())
+  t.is(adopted.native, adopted)
+  t.is(c.borrowSum(adopted.native).sum, 7)
+  t.true(await gcUntil(() => live() <= before), `live ${live()} before ${before}`)
+})
+
+test('a buffer a borrow pinned, then detached by ArrayBuffer.prototype.transfer(): later borrows are ERR_TENSOR_DETACHED', (t) => {
+  // Pinning (marking untransferable) stops postMessage and structuredClone, but Node 22's
+  // transfer() still detaches such a buffer (Node 24 refuses; Node 20 has no transfer()), so
+  // the producer checks for a detached buffer on every borrow, by handle or by object.
+  const data = new Float32Array([1, 2])
+  const tensor = Tensor.from(data)
+  const handle = tensor.native
+  t.is(c.borrowSum(handle).sum, 3, 'the first borrow pins the buffer')
+  const buffer = data.buffer as ArrayBuffer & { transfer?: () => ArrayBuffer }
+  let moved: ArrayBuffer | undefined
+  try {
+    moved = buffer.transfer?.()
+  } catch (error) {
+    t.is((error as Error).name, 'TypeError', 'a runtime that refuses to detach a pinned buffer')
+  }
+  if (moved !== undefined && buffer.byteLength === 0) {
+    t.is(codeOf(() => c.borrowSum(handle)), 'ERR_TENSOR_DETACHED')
+    t.is(codeOf(() => c.borrowSum(tensor)), 'ERR_TENSOR_DETACHED')
+    t.is(codeOf(() => c.exportHold(handle)), 'ERR_TENSOR_DETACHED')
+  } else {
+    t.is(c.borrowSum(handle).sum, 3, 'not detached: still lent')
+  }
+})
+
 test('loading napi-dlpack installs the table without leaving an exception pending (node -e, fresh global)', (t) => {
   // The first install finds no table on globalThis: the lookup must not tag-check `undefined`
   // (which throws a TypeError that stays pending and fails the load).

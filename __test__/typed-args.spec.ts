@@ -71,6 +71,55 @@ test('a Tensor argument is borrowed: same memory, no capsule, no storage', (t) =
   t.is(live(), before, 'nothing was exported')
 })
 
+test.serial('Tensor.native is borrowed with no lookup: same memory, writes seen; owned, it outlives dispose()', async (t) => {
+  await drainGarbage()
+  const data = new Float32Array([1, 2, 3, 4, 5, 6])
+  const tensor = Tensor.from(data, [3, 2], { strides: [1, 3] })
+  const handle = tensor.native
+  const before = live()
+  const seen = addon.inspect(handle)
+  t.true(seen.borrowed)
+  t.is(seen.dataPointer, tensor.dataPointer)
+  t.deepEqual(seen.shape, [3, 2])
+  t.deepEqual(seen.strides, [1, 3])
+  t.is(live(), before, 'nothing was exported')
+  addon.scaleInPlace(handle, 2)
+  t.deepEqual([...data], [2, 4, 6, 8, 10, 12], 'strided writes through the handle are seen in JS')
+  t.is(addon.inspectOwned(handle).dataPointer, tensor.dataPointer, 'an owning export of the handle')
+  const pending = addon.sumAsync(handle)
+  tensor.dispose()
+  t.is(await pending, 42, 'the owned argument outlived dispose()')
+  t.is(codeOf(() => addon.inspect(handle)), 'ERR_TENSOR_DISPOSED')
+  t.is(codeOf(() => addon.inspectOwned(handle)), 'ERR_TENSOR_DISPOSED')
+  t.is(codeOf(() => tensor.native), 'ERR_TENSOR_DISPOSED')
+  // Another producer's per-object external passed as the argument: borrowed through its own
+  // table's dltensor_from_object. This producer does not take its external as the value of
+  // an owning export, and says so with a code.
+  const producer = new c.CTensor()
+  const external = (producer as unknown as Record<symbol, unknown>)[EXCHANGE_API_PROPERTY]
+  const counts = c.borrowCounts()
+  t.is(addon.inspect(external as never).dataPointer, producer.pointer())
+  t.deepEqual(c.borrowCounts(), { object: counts.object + 1, value: counts.value }, 'through its per-object data')
+  t.is(codeOf(() => addon.inspectOwned(external as never)), 'ERR_DLPACK_INVALID_ARGUMENT')
+  // A table external passed as the value is no tensor (and no capsule).
+  const table = Object.getOwnPropertyDescriptor(Tensor.prototype, EXCHANGE_API_PROPERTY)?.value
+  t.is(codeOf(() => addon.inspect(table as never)), 'ERR_DLPACK_NOT_A_CAPSULE')
+  t.true(await gcUntil(() => live() <= before), `live ${live()} before ${before}`)
+})
+
+test.serial('a C tensor passed by its handle: the deleter runs once, after the last owned use', async (t) => {
+  await drainGarbage()
+  const target = c.makeTensor(4, false)
+  const owed = zeroCopy ? 1 : 0
+  const before = c.deleterCalls()
+  t.deepEqual(addon.addInto(target.native, Tensor.from(new Float32Array([10, 20, 30, 40]))), [10, 21, 32, 43])
+  const pending = addon.sumAsync(target.native)
+  target.dispose()
+  t.is(await pending, 106)
+  await gcUntil(() => c.deleterCalls() === before + owed, 4)
+  t.is(c.deleterCalls(), before + owed, 'once')
+})
+
 test('capsules and __dlpack__ objects are consumed (owned); the JS protocol is asked for 1.3', (t) => {
   const tensor = Tensor.from(new Float64Array([1, 2, 3]))
   const capsule = tensor.__dlpack__()
@@ -196,6 +245,8 @@ test('one memory as two arguments, one written and one read, is ERR_DLPACK_ALIAS
     ['a Tensor and a capsule of it (borrowed, owned)', () => [x, x.__dlpack__()]],
     ['a Tensor and a Tensor over part of its memory', () => [x, Tensor.from(new Float32Array(values.buffer, 12, 8 - 3))]],
     ['a Tensor and an object whose __dlpack__ gives it', () => [x, { __dlpack__: () => x.__dlpack__() }]],
+    ['a Tensor and its native handle', () => [x, x.native]],
+    ['the native handle twice', () => [x.native, x.native]],
   ]
   for (const [name, make] of cases) {
     const [target, source] = make()

@@ -11,6 +11,8 @@ import {
   type DType,
   type Float16View,
   Tensor,
+  type TensorArg,
+  type TensorHandle,
   fromDLPack,
 } from '../dist/index.js'
 
@@ -30,6 +32,11 @@ export type TypeChecks = [
   Expect<Equal<ReturnType<typeof Tensor.zeros<'int16'>>, Tensor<'int16'>>>,
   // A tensor is a DLPack producer for the protocol interfaces.
   Expect<Tensor extends CanDLPack & CanDLPackDevice ? true : false>,
+  // `native` is a handle (or the tensor itself), and a typed argument of an addon takes either.
+  Expect<Equal<Tensor<'uint8'>['native'], TensorHandle | Tensor<'uint8'>>>,
+  Expect<Tensor['native'] extends TensorArg ? true : false>,
+  // The handle is opaque: not a Tensor, nothing to read from JS.
+  Expect<TensorHandle extends Tensor ? false : true>,
 ]
 
 test('Tensor.from infers the dtype from the TypedArray type, and the runtime agrees', (t) => {

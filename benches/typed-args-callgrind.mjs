@@ -22,9 +22,12 @@ const HIGH = 25000
 const CASES = {
   floor1: 'addon.benchFloor1(o1)',
   borrowed1: 'addon.benchTensorArg1(a)',
+  // The tensor's handle passed as the argument itself (`Tensor.native`): no property lookup.
+  handle1: 'addon.benchTensorArg1(na)',
   capsule1: 'addon.benchTensorArg1(a.__dlpack__())',
   floor3: 'addon.benchFloor3(o1, o2, o3)',
   borrowed3: 'addon.benchTensorArg3(a, b, c)',
+  handle3: 'addon.benchTensorArg3(na, nb, nc)',
   capsule3: 'addon.benchTensorArg3(a.__dlpack__(), b.__dlpack__(), c.__dlpack__())',
   // An ONNX Runtime-shaped tensor as it is: the crate's last resort, napi-dlpack's library
   // adapter (a JS call that recognises it and makes a capsule, consumed by the argument).
@@ -40,6 +43,7 @@ function program(body, n) {
 const { Tensor, fromDLPack } = require(${JSON.stringify(join(root, 'dist', 'index.js'))})
 const addon = require(${JSON.stringify(addonPath)})
 const a = Tensor.from(new Float32Array(256), [16, 16]), b = Tensor.from(new Float32Array(256), [16, 16]), c = Tensor.from(new Float32Array(256), [16, 16])
+const na = a.native, nb = b.native, nc = c.native
 const o1 = {}, o2 = {}, o3 = {}
 const ortLike = { type: 'float32', dims: [16, 16], location: 'cpu', data: new Float32Array(256) }
 const turn = () => new Promise((resolve) => setImmediate(resolve))
@@ -64,7 +68,7 @@ for (const name of chosen) {
 }
 for (const arity of [1, 3]) {
   const floor = results[`floor${arity}`]
-  for (const kind of ['borrowed', 'capsule', 'library']) {
+  for (const kind of ['borrowed', 'handle', 'capsule', 'library']) {
     const value = results[`${kind}${arity}`]
     if (floor !== undefined && value !== undefined) {
       console.log(`${kind}, ${arity} argument${arity > 1 ? 's' : ''}: ${((value - floor) / arity).toFixed(0)} instructions per tensor above the floor`)

@@ -5,6 +5,8 @@
 //   floor      benchFloor1(o) / benchFloor3(o, o, o)   an empty #[napi] call taking plain objects
 //   borrowed   benchTensorArg1(t) / (t, t, t)          napi-dlpack Tensors, borrowed through the
 //                                                      exchange table (no capsule)
+//   handle     benchTensorArg1(t.native) / ...         the Tensors' native handles (Tensor.native),
+//                                                      borrowed with no property lookup
 //   capsule    benchTensorArg1(t.__dlpack__()) / ...   a capsule per tensor: export + consume
 //
 // Every case runs in batches of BATCH calls followed by one event-loop turn (capsule finalizers
@@ -42,6 +44,7 @@ const turn = () => new Promise((resolve) => setImmediate(resolve))
 const a = Tensor.from(new Float32Array(256), [16, 16])
 const b = Tensor.from(new Float32Array(256), [16, 16])
 const c = Tensor.from(new Float32Array(256), [16, 16])
+const [na, nb, nc] = [a.native, b.native, c.native]
 const o1 = {}
 const o2 = {}
 const o3 = {}
@@ -50,9 +53,11 @@ const o3 = {}
 const cases = [
   ['floor, 1 argument', 1, (n) => { for (let i = 0; i < n; i++) addon.benchFloor1(o1) }],
   ['borrowed Tensor, 1 argument', 1, (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg1(a) }],
+  ['handle (Tensor.native), 1 argument', 1, (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg1(na) }],
   ['capsule, 1 argument', 1, (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg1(a.__dlpack__()) }],
   ['floor, 3 arguments', 3, (n) => { for (let i = 0; i < n; i++) addon.benchFloor3(o1, o2, o3) }],
   ['borrowed Tensor, 3 arguments', 3, (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg3(a, b, c) }],
+  ['handle (Tensor.native), 3 arguments', 3, (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg3(na, nb, nc) }],
   ['capsule, 3 arguments', 3, (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg3(a.__dlpack__(), b.__dlpack__(), c.__dlpack__()) }],
 ]
 
@@ -92,3 +97,5 @@ for (const [name, { arity, ns }] of results) {
 }
 const ratio = results.get('borrowed Tensor, 3 arguments').ns / floorOf(3)
 console.log(`\nborrowed 3-tensor call / floor: ${ratio.toFixed(2)}x`)
+const handleRatio = results.get('handle (Tensor.native), 3 arguments').ns / floorOf(3)
+console.log(`handle 3-tensor call / floor: ${handleRatio.toFixed(2)}x`)

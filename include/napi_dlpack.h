@@ -693,7 +693,12 @@ static inline const char* napi_dlpack_status_code(napi_dlpack_status status) {
  *    producer a second lookup (napi-dlpack's Tensor keeps its native handle
  *    there). JS can copy such an external onto another object: it then lends
  *    the same tensor, which stays memory-safe because the external keeps the
- *    data alive.
+ *    data alive. JS can also pass the external itself as the argument
+ *    (napi-dlpack's Tensor.native hands it out): a consumer given an external
+ *    with this tag borrows it with no lookup at all, calling the table's
+ *    functions with `value` = the external. A producer must therefore never
+ *    assume `value` is one of its objects in dltensor_from_object; one that
+ *    hands its externals to JS accepts them as `value` in every function.
  *
  * napi_dlpack_exchange_find does both. napi-dlpack also installs its table on
  * globalThis: the environment's default importer, for
@@ -902,7 +907,8 @@ static inline napi_dlpack_status napi_dlpack_exchange_object_install(
 }
 
 /*
- * Consumer: what `value` lends through, with one property lookup.
+ * Consumer: what `value` lends through, with one property lookup (none when
+ * `value` is itself a NAPI_DLPACK_OBJECT_TAG external, as Tensor.native gives).
  * NAPI_DLPACK_OK with *api set, and *object set to the per-object data when
  * the property held a NAPI_DLPACK_OBJECT_TAG external (borrow it with
  * napi_dlpack_exchange_api_object_borrow(*api) when that is non-NULL), NULL
@@ -927,12 +933,19 @@ static inline napi_dlpack_status napi_dlpack_exchange_find_by_key(
     return NAPI_DLPACK_ERR_INVALID_ARG;
   *object = NULL;
   if (napi_typeof(env, value, &type) != napi_ok) return NAPI_DLPACK_ERR_NAPI;
-  if (type != napi_object && type != napi_function)
+  if (type == napi_external) {
+    /* A per-object external passed as the value itself (napi-dlpack's
+     * Tensor.native): no lookup. Only that kind lends; any other external (a
+     * capsule) is NAPI_DLPACK_ERR_NO_EXCHANGE. */
+    property = value;
+  } else if (type != napi_object && type != napi_function) {
     return NAPI_DLPACK_ERR_NO_EXCHANGE;
-  if (key == NULL && napi_dlpack_exchange_key(env, &key) != NAPI_DLPACK_OK)
-    return NAPI_DLPACK_ERR_NAPI;
-  if (napi_get_property(env, value, key, &property) != napi_ok)
-    return NAPI_DLPACK_ERR_NAPI;
+  } else {
+    if (key == NULL && napi_dlpack_exchange_key(env, &key) != NAPI_DLPACK_OK)
+      return NAPI_DLPACK_ERR_NAPI;
+    if (napi_get_property(env, value, key, &property) != napi_ok)
+      return NAPI_DLPACK_ERR_NAPI;
+  }
   /* Anything but an external (undefined when absent) fails here without
    * throwing; the tag checks below must not see a primitive (they throw). */
   if (napi_get_value_external(env, property, &data) != napi_ok || data == NULL)
@@ -944,6 +957,8 @@ static inline napi_dlpack_status napi_dlpack_exchange_find_by_key(
     header = ((const napi_dlpack_object*)data)->api;
     if (header == NULL) return NAPI_DLPACK_ERR_NO_EXCHANGE;
   } else {
+    /* A table is found under the key, never passed as the value. */
+    if (type == napi_external) return NAPI_DLPACK_ERR_NO_EXCHANGE;
     if (napi_check_object_type_tag(env, property,
                                    napi_dlpack_exchange_api_tag(),
                                    &tagged) != napi_ok)

@@ -7,7 +7,7 @@ import { native } from './native.js'
 import { EXCHANGE_API_PROPERTY, Tensor, exchangeHandle } from './tensor'
 import type { AdaptedSource } from './adapters'
 import type { CanDLPack, NDArrayLike } from './protocol'
-import type { DLPackCapsule } from './tensor'
+import type { DLPackCapsule, TensorHandle } from './tensor'
 
 native.installExchangeApi(Tensor.prototype, exchangeHandle, (handle: unknown) => Tensor._fromHandle(handle))
 
@@ -19,14 +19,15 @@ export interface HasExchangeApi {
 }
 
 /**
- * What a native function taking `napi_dlpack::arg::TensorArg` accepts: a `Tensor` (borrowed for
- * the call, no capsule), any object exposing an exchange table, a capsule (consumed), any
+ * What a native function taking `napi_dlpack::arg::TensorArg` accepts: a `Tensor` or its
+ * `native` handle (borrowed for the call, no capsule; the handle with no lookup at all), any
+ * object exposing an exchange table, a capsule (consumed), any
  * object with `__dlpack__`, and, napi-dlpack being loaded (it is, if you import it), the
  * library tensors and images `fromDLPack` recognises (ONNX Runtime / transformers.js, sharp,
  * ImageData / RawImage, Arrow, tfjs, ndarray-likes: lib/library-adapter.ts), zero-copy over the
  * library's memory. Addons built on the crate name their arguments with this type.
  */
-export type TensorArg = Tensor | HasExchangeApi | DLPackCapsule | CanDLPack | AdaptedSource | NDArrayLike
+export type TensorArg = Tensor | TensorHandle | HasExchangeApi | DLPackCapsule | CanDLPack | AdaptedSource | NDArrayLike
 
 /** Same as `TensorArg`, for `napi_dlpack::arg::OwnedTensorArg` (the native side keeps the tensor after the call). */
 export type OwnedTensorArg = TensorArg

@@ -80,6 +80,7 @@ export {
   type DLPackOptions,
   type FromArrayOptions,
   Tensor,
+  type TensorHandle,
   type ToOptions,
 } from './tensor'
 export { isTransfer, releaseTransfer, type SharedTransfer, type TensorTransfer, type TokenTransfer } from './transfer'

@@ -292,6 +292,24 @@ const mutants = [
     find: '  let claim = Claim::exclusive(tensor.span_start(), tensor.span_bytes())?;\n  let numel = tensor.numel();',
     replace: '  let claim = None;\n  let numel = tensor.numel();',
   },
+  // exchange.rs: a JS value's external is trusted only through its tag, and only the per-object
+  // kind lends when passed as the argument itself (`Tensor.native`)
+  {
+    id: 'exchange-external-tag-unchecked',
+    file: `${crate}/exchange.rs`,
+    find: '    if !tagged {\n      continue;\n    }',
+    replace: '    if false && !tagged {\n      continue;\n    }',
+    crate: null,
+    js: ['__test__/typed-args.spec.ts'],
+  },
+  {
+    id: 'exchange-table-external-lends-as-argument',
+    file: `${crate}/exchange.rs`,
+    find: 'unsafe { classify(env, value, false) }',
+    replace: 'unsafe { classify(env, value, true) }',
+    crate: null,
+    js: ['__test__/typed-args.spec.ts'],
+  },
   // The addon: JS memory wrapped in place, host copies of foreign spans, import negotiation
   {
     // The addon's call of the crate's fits-in check, for JS memory wrapped in place.

@@ -220,12 +220,18 @@ fn move_exception(ours: sys::napi_env, caller: sys::napi_env) {
   }
 }
 
-/// The handle of a `Tensor` object (read under the handle symbol).
+/// The handle of a `Tensor` object (read under the handle symbol), or the handle external
+/// itself when JS passed that (`Tensor.native`, protocol §5.2: a consumer then calls the table
+/// with the external as the value).
 fn tensor_handle<'a>(
   env: &Env,
   exchange: &EnvExchange,
   value: sys::napi_value,
 ) -> Result<&'a mut Handle> {
+  if value_type(env, value)? == sys::ValueType::napi_external {
+    // SAFETY: a live external of this env; the borrow ends with this table call.
+    return unsafe { own_capsule::handle_of_external(env.raw(), value) };
+  }
   let key = exchange.handle_key;
   let (mut key_value, mut handle) = (ptr::null_mut(), ptr::null_mut());
   // SAFETY: a reference of this env, alive while the env is.

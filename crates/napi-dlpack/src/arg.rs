@@ -2,12 +2,13 @@
 //!
 //! The crate docs ("Writing an addon") walk through a complete addon built on these types.
 //!
-//! - [`TensorArg`] lives for the call. It takes, cheapest first: a producer object carrying the
-//!   public object tag (`napi_check_object_type_tag` + `napi_unwrap`, then the table's
-//!   `dltensor_from_object`: napi-dlpack's `Tensor` after its first borrow), or any object whose
-//!   prototype exposes the exchange table (`dltensor_from_value`) — both borrowed, no capsule,
-//!   no allocation: the producer holds the memory until the argument drops, whatever JS runs
-//!   meanwhile; a capsule from any producer (consumed:
+//! - [`TensorArg`] lives for the call. It takes, cheapest first: a producer's per-object
+//!   external passed as the argument itself (napi-dlpack's `Tensor.native`: one tag check, no
+//!   property lookup, then the table's `dltensor_from_object`); an object carrying such an
+//!   external under the exchange symbol (napi-dlpack's `Tensor`: one property lookup more), or
+//!   any object whose prototype exposes the exchange table (`dltensor_from_value`) — all
+//!   borrowed, no capsule, no allocation: the producer holds the memory until the argument
+//!   drops, whatever JS runs meanwhile; a capsule from any producer (consumed:
 //!   the argument owns the tensor); any object with `__dlpack__` (called with
 //!   `{ maxVersion: [1, 3] }`, then consumed); last, when napi-dlpack's JS package is loaded in
 //!   the environment, the tensors and images of common libraries as they are (ONNX Runtime and
@@ -19,7 +20,7 @@
 //!   napi-dlpack loaded such objects are refused (`ERR_DLPACK_INVALID_ARGUMENT`).
 //! - [`OwnedTensorArg`] owns its tensor, so it may outlive the call (an `AsyncTask`, another
 //!   thread): exchange-table producers are asked for an owning export
-//!   (`managed_tensor_from_value`), capsules, `__dlpack__` objects and library objects are
+//!   (`managed_tensor_from_value`, given the object or the per-object external passed), capsules, `__dlpack__` objects and library objects are
 //!   consumed as for [`TensorArg`].
 //! - [`TensorResult`] returns an export: a napi-dlpack `Tensor` when napi-dlpack is loaded in
 //!   the calling environment (through the table it installs on `globalThis`), else a capsule.
@@ -52,7 +53,7 @@ use crate::capsule;
 use crate::device::Device;
 use crate::dtype::{DType, Element};
 use crate::error::{DLPackError, ErrorKind};
-use crate::exchange::{self, coded_error, take_exception, type_of, ExchangeApi, Found};
+use crate::exchange::{self, coded_error, take_exception, type_of, Found};
 use crate::export::{export_versioned, IntoDLPack};
 use crate::ffi::{DLTensor, DLPACK_FLAG_BITMASK_READ_ONLY};
 use crate::import::ForeignTensor;
@@ -511,9 +512,67 @@ fn check_kind(env: sys::napi_env, value: sys::napi_value) -> napi::Result<sys::n
   }
 }
 
+/// Whether what `value` lends by offers a borrow or an owning export (else the JS protocol is
+/// the way).
+fn lends(found: &Found) -> bool {
+  let api = found.api();
+  api.release_borrow.is_some()
+    && (api.dltensor_from_value.is_some()
+      || matches!(found, Found::Object(..)) && api.dltensor_from_object().is_some())
+    || api.managed_tensor_from_value.is_some()
+}
+
+/// Borrows (or, from a table with only `managed_tensor_from_value`, exports) the tensor of
+/// `value` through what it lends by, which [`lends`].
+///
+/// # Safety
+/// `env` live, `value` a live value of it that `found` was found on (or, for an
+/// [`exchange::OBJECT_TAG`] external, `value` itself).
+unsafe fn from_found<'call>(
+  env: sys::napi_env,
+  value: sys::napi_value,
+  found: Found,
+) -> napi::Result<TensorArg<'call>> {
+  let api = found.api();
+  let by_object = match found {
+    Found::Object(_, object) => api.dltensor_from_object().map(|fill| (fill, object)),
+    Found::Table(_) => None,
+  };
+  if let (Some((fill, object)), Some(release)) = (by_object, api.release_borrow) {
+    // The fast path (napi-dlpack's `Tensor`): the object's own data, no second lookup.
+    // SAFETY: the producer's function with the object's own data, on this thread, with the
+    // out pointers `borrow` provides.
+    let fill = |out, flags, keep_alive| unsafe { fill(env, value, object, out, flags, keep_alive) };
+    // SAFETY: as above.
+    return unsafe { borrow(env, fill, release) };
+  }
+  if let (Some(fill), Some(release)) = (api.dltensor_from_value, api.release_borrow) {
+    // SAFETY: the producer's function, on this thread, with `borrow`'s out pointers.
+    let fill = |out, flags, keep_alive| unsafe { fill(env, value, out, flags, keep_alive) };
+    // SAFETY: as above.
+    return unsafe { borrow(env, fill, release) };
+  }
+  let Some(export) = api.managed_tensor_from_value else {
+    // Not reached for a `found` that `lends`.
+    return Err(invalid_argument(env, EXPECTED));
+  };
+  // SAFETY: as above.
+  let tensor = unsafe { export_from(env, value, export)? };
+  Ok(TensorArg {
+    inner: Inner::Owned(tensor),
+  })
+}
+
 impl FromNapiValue for TensorArg<'_> {
   unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi::Result<Self> {
     if check_kind(env, value)? == sys::ValueType::napi_external {
+      // SAFETY: live env and value (napi-rs's contract for this call).
+      if let Some(found) = unsafe { coded(env, exchange::find_in_external(env, value))? } {
+        if lends(&found) {
+          // SAFETY: as above; `found` is `value` itself.
+          return unsafe { from_found(env, value, found) };
+        }
+      }
       // SAFETY: a live external of this env.
       let tensor = unsafe { consume_capsule(env, value)? };
       return Ok(TensorArg {
@@ -523,34 +582,11 @@ impl FromNapiValue for TensorArg<'_> {
     // SAFETY: live env and object (napi-rs's contract for this call; `check_kind` said object
     // or function).
     if let Some(found) = unsafe { coded(env, exchange::find_in_object(env, value))? } {
-      let api = found.api();
-      let by_object = match found {
-        Found::Object(_, object) => api.dltensor_from_object().map(|fill| (fill, object)),
-        Found::Table(_) => None,
-      };
-      if let (Some((fill, object)), Some(release)) = (by_object, api.release_borrow) {
-        // The fast path (napi-dlpack's `Tensor`): the object's own data, no second lookup.
-        // SAFETY: the producer's function with the object's own data, on this thread, with the
-        // out pointers `borrow` provides.
-        let fill =
-          |out, flags, keep_alive| unsafe { fill(env, value, object, out, flags, keep_alive) };
-        // SAFETY: as above.
-        return unsafe { borrow(env, fill, release) };
+      // A table with neither a borrow nor an export: fall back to the JS protocol.
+      if lends(&found) {
+        // SAFETY: as above; `found` was found on `value`.
+        return unsafe { from_found(env, value, found) };
       }
-      if let (Some(fill), Some(release)) = (api.dltensor_from_value, api.release_borrow) {
-        // SAFETY: the producer's function, on this thread, with `borrow`'s out pointers.
-        let fill = |out, flags, keep_alive| unsafe { fill(env, value, out, flags, keep_alive) };
-        // SAFETY: as above.
-        return unsafe { borrow(env, fill, release) };
-      }
-      if let Some(export) = api.managed_tensor_from_value {
-        // SAFETY: as above.
-        let tensor = unsafe { export_from(env, value, export)? };
-        return Ok(TensorArg {
-          inner: Inner::Owned(tensor),
-        });
-      }
-      // A table with neither: fall back to the JS protocol.
     }
     // SAFETY: as above.
     let tensor = unsafe { from_protocol(env, value)? };
@@ -560,23 +596,30 @@ impl FromNapiValue for TensorArg<'_> {
   }
 }
 
+/// The owning export a producer's table offers for `value` (`managed_tensor_from_value`).
+fn owned_export(found: Option<Found>) -> Option<exchange::ManagedTensorFromValue> {
+  found.and_then(|found| found.api().managed_tensor_from_value)
+}
+
 impl FromNapiValue for OwnedTensorArg {
   unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi::Result<Self> {
     let tensor = if check_kind(env, value)? == sys::ValueType::napi_external {
+      // A producer's per-object external (`Tensor.native`) is exported by its table; any
+      // other external is consumed as a capsule.
       // SAFETY: a live external of this env.
-      unsafe { consume_capsule(env, value)? }
+      match owned_export(unsafe { coded(env, exchange::find_in_external(env, value))? }) {
+        // SAFETY: as above.
+        Some(export) => unsafe { export_from(env, value, export)? },
+        // SAFETY: as above.
+        None => unsafe { consume_capsule(env, value)? },
+      }
     } else {
       // SAFETY: live env and object (`check_kind`).
-      match unsafe { coded(env, exchange::find_in_object(env, value))? }.map(|found| found.api()) {
-        Some(ExchangeApi {
-          managed_tensor_from_value: Some(export),
-          ..
-        }) => {
-          // SAFETY: as above.
-          unsafe { export_from(env, value, *export)? }
-        }
+      match owned_export(unsafe { coded(env, exchange::find_in_object(env, value))? }) {
         // SAFETY: as above.
-        _ => unsafe { from_protocol(env, value)? },
+        Some(export) => unsafe { export_from(env, value, export)? },
+        // SAFETY: as above.
+        None => unsafe { from_protocol(env, value)? },
       }
     };
     Ok(OwnedTensorArg { tensor })

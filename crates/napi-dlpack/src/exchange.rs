@@ -324,14 +324,16 @@ impl Found {
   }
 }
 
-/// Classifies a property value. `Ok(None)` for anything that is not one of the two tagged
-/// externals (the property is absent, or someone else's).
+/// Classifies a property value (or, without `tables_too`, a value passed as the argument
+/// itself, which only the per-object kind may be). `Ok(None)` for anything that is not one of
+/// the tagged externals looked for (the property is absent, or someone else's).
 ///
 /// # Safety
 /// `env` must be the current, live environment and `value` a live value of it.
 unsafe fn classify(
   env: sys::napi_env,
   value: sys::napi_value,
+  tables_too: bool,
 ) -> Result<Option<Found>, DLPackError> {
   let mut data = ptr::null_mut();
   // SAFETY: caller contract. Anything but an external (undefined when the property is absent)
@@ -343,8 +345,14 @@ unsafe fn classify(
   {
     return Ok(None);
   }
-  // The per-object kind first: it is the hot path.
-  for (tag, per_object) in [(&OBJECT_TAG, true), (&EXCHANGE_API_TAG, false)] {
+  // The per-object kind first: it is the hot path. The table kind is looked for only where a
+  // table can be (under the property), sparing a capsule passed as the argument a tag check.
+  let kinds: &[_] = if tables_too {
+    &[(&OBJECT_TAG, true), (&EXCHANGE_API_TAG, false)]
+  } else {
+    &[(&OBJECT_TAG, true)]
+  };
+  for &(tag, per_object) in kinds {
     let mut tagged = false;
     // SAFETY: a live external of this env.
     check("napi_check_object_type_tag", unsafe {
@@ -395,8 +403,9 @@ unsafe fn select_cached(
 }
 
 /// What the value `value` lends through (its own [`EXCHANGE_API_PROPERTY`], or one it
-/// inherits from its prototype chain), if anything. Primitives have none. A table of an
-/// unknown major version is `ERR_DLPACK_VERSION`.
+/// inherits from its prototype chain; for an [`OBJECT_TAG`] external, itself: see
+/// [`find_in_external`]), if anything. Primitives have none. A table of an unknown major
+/// version is `ERR_DLPACK_VERSION`.
 ///
 /// # Safety
 /// `env` must be the current, live environment and `value` a live value of it.
@@ -409,11 +418,32 @@ pub unsafe fn find(
   check("napi_typeof", unsafe {
     sys::napi_typeof(env, value, &mut value_type)
   })?;
+  if value_type == sys::ValueType::napi_external {
+    // SAFETY: forwarded contract.
+    return unsafe { find_in_external(env, value) };
+  }
   if value_type != sys::ValueType::napi_object && value_type != sys::ValueType::napi_function {
     return Ok(None);
   }
   // SAFETY: forwarded contract; `value` is an object.
   unsafe { find_in_object(env, value) }
+}
+
+/// What an external passed as the value itself lends through: a producer may hand its
+/// [`OBJECT_TAG`] external to JS (napi-dlpack's `Tensor.native`), and a consumer given one
+/// borrows it with no property lookup at all (`docs/protocol.md` §5.2). `Ok(None)` for anything
+/// else, a capsule or another addon's external included (and for a non-external, without
+/// throwing: the first Node-API call fails on it, so this may be tried before `napi_typeof`).
+/// Only the per-object kind counts: a table external is not a tensor.
+///
+/// # Safety
+/// `env` must be the current, live environment and `value` a live value of it.
+pub unsafe fn find_in_external(
+  env: sys::napi_env,
+  value: sys::napi_value,
+) -> Result<Option<Found>, DLPackError> {
+  // SAFETY: forwarded contract. Per-object kind only (`tables_too` false).
+  unsafe { classify(env, value, false) }
 }
 
 /// [`find`] for a value known to be an object or a function: one property lookup (the key is
@@ -433,7 +463,7 @@ pub unsafe fn find_in_object(
     sys::napi_get_property(env, object, key, &mut property)
   })?;
   // SAFETY: a live value of this env.
-  unsafe { classify(env, property) }
+  unsafe { classify(env, property, true) }
 }
 
 /// The exchange table `value` lends through, however found (see [`find`]).

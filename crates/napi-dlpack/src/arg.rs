@@ -20,8 +20,8 @@
 //!   napi-dlpack loaded such objects are refused (`ERR_DLPACK_INVALID_ARGUMENT`).
 //! - [`OwnedTensorArg`] owns its tensor, so it may outlive the call (an `AsyncTask`, another
 //!   thread): exchange-table producers are asked for an owning export
-//!   (`managed_tensor_from_value`, given the object or the per-object external passed), capsules, `__dlpack__` objects and library objects are
-//!   consumed as for [`TensorArg`].
+//!   (`managed_tensor_from_value`, given the object or the per-object external passed);
+//!   capsules, `__dlpack__` objects and library objects are consumed as for [`TensorArg`].
 //! - [`TensorResult`] returns an export: a napi-dlpack `Tensor` when napi-dlpack is loaded in
 //!   the calling environment (through the table it installs on `globalThis`), else a capsule.
 //!
@@ -582,7 +582,7 @@ impl FromNapiValue for TensorArg<'_> {
     // SAFETY: live env and object (napi-rs's contract for this call; `check_kind` said object
     // or function).
     if let Some(found) = unsafe { coded(env, exchange::find_in_object(env, value))? } {
-      // A table with neither a borrow nor an export: fall back to the JS protocol.
+      // A table with neither a borrow nor an export falls through to the JS protocol.
       if lends(&found) {
         // SAFETY: as above; `found` was found on `value`.
         return unsafe { from_found(env, value, found) };

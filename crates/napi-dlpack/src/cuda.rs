@@ -813,7 +813,7 @@ pub fn drain_releases(timeout: Duration) -> bool {
   true
 }
 
-/// How long [`drain_at_exit`] waits for the release thread.
+/// How long `drain_at_exit` waits for the release thread.
 pub const RELEASE_DRAIN_LIMIT: Duration = Duration::from_secs(10);
 
 extern "C" {

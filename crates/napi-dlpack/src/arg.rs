@@ -516,10 +516,9 @@ fn check_kind(env: sys::napi_env, value: sys::napi_value) -> napi::Result<sys::n
 /// the way).
 fn lends(found: &Found) -> bool {
   let api = found.api();
-  api.release_borrow.is_some()
-    && (api.dltensor_from_value.is_some()
-      || matches!(found, Found::Object(..)) && api.dltensor_from_object().is_some())
-    || api.managed_tensor_from_value.is_some()
+  let by_object = matches!(found, Found::Object(..)) && api.dltensor_from_object().is_some();
+  let borrows = api.release_borrow.is_some() && (by_object || api.dltensor_from_value.is_some());
+  borrows || api.managed_tensor_from_value.is_some()
 }
 
 /// Borrows (or, from a table with only `managed_tensor_from_value`, exports) the tensor of

@@ -83,6 +83,9 @@ for (const entry of readdirSync(join(root, '__test__'), { withFileTypes: true })
 // C++ addon author compiles, whichever standard and Node-API options they pick.
 step('header check: include/napi_dlpack.h in C and C++ builds', 'bash', [join(root, '__test__', 'c-addon', 'header-check.sh')])
 
+// The mutation script's snippets (scripts/mutants.mjs --check): a moved or edited guard fails
+// here, not at the next (slow, manual) mutation run.
+step('mutants: every snippet still present', process.execPath, [join(root, 'scripts', 'mutants.mjs'), '--check'])
 step('cargo fmt --check', 'cargo', ['fmt', '--all', '--check'])
 step('cargo clippy -D warnings', 'cargo', ['clippy', '--workspace', '--all-targets', '--', '-D', 'warnings'])
 // The crate's docs as docs.rs builds them (all features), with broken or private links an error.
@@ -206,7 +209,7 @@ if (!process.env.NAPI_DLPACK_SKIP_RUNTIMES) {
 // smoke test where it runs here (x64 natively, arm64 under qemu-user; x64 musl in the musl
 // loader). `npm run test:cross` adds the ava specs on each (arm64 under qemu: about 6 minutes).
 if (existsSync(join(root, 'artifacts'))) {
-  step('prebuilds: ELF checks and smoke runs (scripts/cross-test.mjs --quick)', process.execPath, [join(root, 'scripts', 'cross-test.mjs'), '--quick'])
+  step('prebuilds: ELF checks and smoke runs (scripts/cross/test.mjs --quick)', process.execPath, [join(root, 'scripts', 'cross', 'test.mjs'), '--quick'])
 } else {
   console.log('\n### prebuilds: not checked (no artifacts/; `npm run build:cross` builds them)')
 }

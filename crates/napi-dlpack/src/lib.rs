@@ -2,21 +2,20 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
-#[cfg(feature = "napi")]
-pub mod adapter;
 pub mod aliasing;
+/// The Node-API part (typed `#[napi]` arguments, capsules, the exchange table, library
+/// adapters): everything that calls into a JS engine, behind the `napi` feature, beside the
+/// engine-free core. Its modules are re-exported at the root, where users import them.
 #[cfg(feature = "napi")]
-pub mod arg;
+mod node;
 #[cfg(feature = "napi")]
-pub mod capsule;
+pub use node::{adapter, arg, capsule, exchange};
 pub mod convert;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod device;
 pub mod dtype;
 pub mod error;
-#[cfg(feature = "napi")]
-pub mod exchange;
 pub mod export;
 pub mod ffi;
 pub mod import;

@@ -4,7 +4,7 @@
 //    the dynamic loader checks at load time) is at most GLIBC_FLOOR, so `require` works on
 //    glibc 2.17 systems (CentOS 7, Ubuntu 14.04 on) and not only on the build machine's glibc;
 //  - musl builds: no glibc symbol version and no glibc library (libc.so.6, ld-linux) needed.
-// Usage: node scripts/check-linux-artifacts.mjs [FILE.node ...]
+// Usage: node scripts/cross/check-linux.mjs [FILE.node ...]
 //   with no FILE: every built artifact under artifacts/ (exit 1 when there is none).
 //   A FILE's target is read from its name (napi-dlpack.linux-x64-gnu.node).
 // Exit status 1 on any violation, with one line per file either way.
@@ -12,7 +12,7 @@ import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { basename } from 'node:path'
 
-import { GLIBC_FLOOR, builtTargets } from './cross-targets.mjs'
+import { GLIBC_FLOOR, builtTargets } from './targets.mjs'
 
 const ELF_MACHINE = { x64: 62, arm64: 183 }
 

@@ -5,20 +5,20 @@
 //   linux-x64-musl, linux-arm64-musl (dynamically linked to musl, crt-static off, as Node needs)
 // Each .node lands in artifacts/<triple>/, where `napi artifacts` looks for them. A target whose
 // artifact is newer than every Rust source is not rebuilt (--force rebuilds). Each artifact is
-// then checked (scripts/check-linux-artifacts.mjs: machine, exports, glibc floor / no glibc).
-// Usage: node scripts/cross-build.mjs [--force] [--package] [TARGET ...]
+// then checked (scripts/cross/check-linux.mjs: machine, exports, glibc floor / no glibc).
+// Usage: node scripts/cross/build.mjs [--force] [--package] [TARGET ...]
 //   TARGET: a triple or a platform name (linux-arm64-gnu); default every declared linux target.
 //   --package: then `napi artifacts` into npm/ for the linux targets, `napi prepublish
 //   --dry-run`, and `npm pack` of each linux platform package into target/cross/packs/
 //   (macOS and Windows artifacts come from .github/workflows/release.yml, not from here).
-// zig, cargo-zigbuild and the Rust targets are installed on first use (scripts/cross-tools.mjs).
+// zig, cargo-zigbuild and the Rust targets are installed on first use (scripts/cross/tools.mjs).
 import { execFileSync } from 'node:child_process'
 import { mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 
-import { checkArtifact } from './check-linux-artifacts.mjs'
-import { artifactsDir, binaryName, root, selectTargets } from './cross-targets.mjs'
-import { ensureRustTargets, zigEnv } from './cross-tools.mjs'
+import { checkArtifact } from './check-linux.mjs'
+import { artifactsDir, binaryName, root, selectTargets } from './targets.mjs'
+import { ensureRustTargets, zigEnv } from './tools.mjs'
 
 const args = process.argv.slice(2)
 const force = args.includes('--force')

@@ -1,5 +1,5 @@
 /* Loads Node-API addons with the C library's own dynamic loader, outside any JS runtime:
- * scripts/cross-test.mjs builds this for x86_64-linux-musl (zig cc) and runs it through
+ * scripts/cross/test.mjs builds this for x86_64-linux-musl (zig cc) and runs it through
  * Debian's musl loader on the linux-x64-musl prebuild, which has no musl Node to run in here.
  * dlopen(RTLD_NOW) resolves every symbol the addon imports against musl (a glibc-only import
  * fails here) and runs its initialisers; the addon must then export napi_register_module_v1,

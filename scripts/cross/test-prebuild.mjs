@@ -9,7 +9,7 @@ import { execFileSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { basename, dirname, join, resolve } from 'node:path'
 
-import { PREBUILD_SPECS, binaryName, root } from './cross-targets.mjs'
+import { PREBUILD_SPECS, binaryName, root } from './targets.mjs'
 
 let failed = false
 function step(name, cmd, args, env = {}) {

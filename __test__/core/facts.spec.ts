@@ -1,7 +1,7 @@
 // The facts Rust and TypeScript share (defined in Rust, generated into lib/generated/facts.ts;
 // `cargo test -p napi-dlpack-node` checks that file is current): here, that the running addon
 // agrees with the generated file, and that every error code has its class, in the code and in
-// the README.
+// docs/api.md.
 import { readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -147,8 +147,8 @@ test('every code the addon throws maps to its own class, never the bare DLPackEr
   t.true(dlpackError('ERR_DLPACK_NAPI', '') instanceof api.NodeApiError)
 })
 
-test("the README's error table says what the code says", (t) => {
-  const readme = readFileSync(join(root, 'README.md'), 'utf8')
+test("the error table of docs/api.md says what the code says", (t) => {
+  const readme = readFileSync(join(root, 'docs', 'api.md'), 'utf8')
   const section = readme.slice(readme.indexOf('\n## Errors'), readme.indexOf('\n## ', readme.indexOf('\n## Errors') + 1))
   const rows = [...section.matchAll(/^\| `([A-Z_]+)` \| `(\w+)` \|/gm)].map(([, code, className]) => [code, className] as const)
   const documented = new Map(rows)

@@ -1,4 +1,4 @@
-// Tensors handed to worker_threads Workers without copying (README "Worker threads"): tensors
+// Tensors handed to worker_threads Workers without copying (docs/guide.md, "Worker threads"): tensors
 // over a SharedArrayBuffer travel with their buffer; memory no JS thread owns (the C test addon's
 // tensors, a native producer) travels as a process-wide token claimed exactly once. Zero-copy is
 // checked by data-pointer identity and by writes seen on the other thread; every C deleter is

@@ -75,7 +75,7 @@ function defaultFiles() {
 /** The fixtures the blocks read, written once per run (sharp and the ONNX writer of the tests). */
 export async function writeFixtures(dir) {
   const { default: sharp } = await import('sharp')
-  const { onnxModel, denseReluModel } = await import(pathToFileURL(join(root, '__test__', 'onnx-model.mjs')).href)
+  const { onnxModel, denseReluModel } = await import(pathToFileURL(join(root, '__test__', 'harness', 'onnx-model.mjs')).href)
   const [width, height] = [96, 64]
   const pixels = new Uint8Array(width * height * 3)
   for (let y = 0; y < height; y++) {

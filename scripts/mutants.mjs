@@ -3,7 +3,7 @@
 // exchange, the deleter-once rule, the READ_ONLY refusal, a dtype or bool check). The script
 // applies them one at a time to a scratch copy of the repository (never to the working tree),
 // runs the core crate's tests against each and, for the mutants the JS suite must also kill,
-// rebuilds the addons and runs __test__/c-addon.spec.ts. A mutant that no required step
+// rebuilds the addons and runs __test__/abi/c-addon.spec.ts. A mutant that no required step
 // kills is a survivor: a safety check that no test guards. Exits 1 if any survives.
 //
 //   node scripts/mutants.mjs                 every mutant
@@ -276,7 +276,7 @@ const mutants = [
     file: `${crate}/aliasing.rs`,
     find: '.find(|held| held.overlaps(&range) && (exclusive || held.exclusive))',
     replace: '.find(|_| false)',
-    js: ['__test__/typed-args.spec.ts'],
+    js: ['__test__/abi/typed-args.spec.ts'],
   },
   {
     id: 'aliasing-readers-ignore-writers',
@@ -304,7 +304,7 @@ const mutants = [
     find: '    if !tagged {\n      continue;\n    }',
     replace: '    if false && !tagged {\n      continue;\n    }',
     crate: null,
-    js: ['__test__/typed-args.spec.ts'],
+    js: ['__test__/abi/typed-args.spec.ts'],
   },
   {
     id: 'exchange-table-external-lends-as-argument',
@@ -312,7 +312,7 @@ const mutants = [
     find: 'unsafe { classify(env, value, false) }',
     replace: 'unsafe { classify(env, value, true) }',
     crate: null,
-    js: ['__test__/typed-args.spec.ts'],
+    js: ['__test__/abi/typed-args.spec.ts'],
   },
   // The addon: JS memory wrapped in place, host copies of foreign spans, import negotiation
   {
@@ -359,7 +359,7 @@ const mutants = [
     find: 'storage.pin_for_export(env)?;',
     replace: 'storage.check_attached(env)?;',
     crate: null,
-    js: ['__test__/tensor.spec.ts'],
+    js: ['__test__/core/tensor.spec.ts'],
   },
   {
     id: 'addon-requested-device-ignored',
@@ -469,12 +469,12 @@ const napiCli = join(scratch, 'node_modules', '@napi-rs', 'cli', 'dist', 'cli.js
 const ava = join(scratch, 'node_modules', 'ava', 'entrypoints', 'cli.mjs')
 /** Rebuilds both Rust addons the C-fixture tests use, then runs those tests (stops at the first
  * failure). A build failure counts as not killed: the mutant must compile. */
-function jsTests(log, specs = [join('__test__', 'c-addon.spec.ts')]) {
+function jsTests(log, specs = [join('__test__', 'abi', 'c-addon.spec.ts')]) {
   const built =
     run(scratch, process.execPath, [napiCli, 'build', '--platform', '--release', '--js', 'index.js', '--dts', 'index.d.ts'], {
       env: cargoEnv,
       log,
-    }) && run(scratch, 'bash', [join(scratch, '__test__', 'consumer-addon', 'build.sh')], { log })
+    }) && run(scratch, 'bash', [join(scratch, '__test__', 'native', 'consumer-addon', 'build.sh')], { log })
   if (!built) return { built: false, killed: false }
   const passed = run(scratch, process.execPath, [ava, '--fail-fast', ...specs], { timeoutSeconds: 600, log })
   return { built: true, killed: !passed }
@@ -509,7 +509,7 @@ try {
   console.log(`scratch copy: ${scratch}\nbuild directory: ${buildDir}\nlogs: ${logDir}\n`)
   console.log('baseline (no mutation): building and testing ...')
   const baselineLog = join(logDir, 'baseline.log')
-  if (!run(scratch, 'bash', [join(scratch, '__test__', 'c-addon', 'build.sh')], { log: baselineLog }) || !existsSync(join(root, 'dist'))) {
+  if (!run(scratch, 'bash', [join(scratch, '__test__', 'native', 'c-addon', 'build.sh')], { log: baselineLog }) || !existsSync(join(root, 'dist'))) {
     throw new Error(`building the C fixture failed, or dist/ is missing (run node scripts/ensure-built.mjs): see ${baselineLog}`)
   }
   cpSync(join(root, 'dist'), join(scratch, 'dist'), { recursive: true })

@@ -24,6 +24,7 @@ pub mod layout;
 pub mod managed;
 pub mod validation;
 pub mod view;
+pub mod view_layout;
 
 pub use device::{Device, DeviceType};
 pub use dtype::{DType, DataTypeCode, Element};

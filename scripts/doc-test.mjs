@@ -24,7 +24,7 @@
 // Prints one line per block and the counts; exits 1 if any block fails.
 import { execFileSync, spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
-import { basename, join, relative } from 'node:path'
+import { basename, dirname, join, relative } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
@@ -134,6 +134,74 @@ function checkGuideSource() {
   return undefined
 }
 
+/** The text with the lines of fenced code blocks (and their fences) blanked, lines kept. */
+function blankFences(text) {
+  let fence
+  return text
+    .split('\n')
+    .map((line) => {
+      const open = /^\s*(`{3,}|~{3,})/.exec(line)
+      if (fence) {
+        if (open && open[1][0] === fence[0] && open[1].length >= fence.length && line.trim() === open[1]) fence = undefined
+        return ''
+      }
+      if (open) {
+        fence = open[1]
+        return ''
+      }
+      return line
+    })
+    .join('\n')
+}
+
+/** GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens. */
+const slug = (heading) =>
+  heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+    .replace(/\s/g, '-')
+
+/**
+ * What the docs point at must exist: every relative link (and its #anchor, in a markdown file)
+ * and every repository path written in backticks (`__test__/...`, `scripts/...`), which moves
+ * of files would otherwise leave behind. Returns the broken ones.
+ */
+export function checkReferences(files) {
+  const anchors = new Map()
+  const anchorsOf = (path) => {
+    if (!anchors.has(path)) {
+      const text = existsSync(path) ? blankFences(readFileSync(path, 'utf8')) : ''
+      anchors.set(path, new Set([...text.matchAll(/^#{1,6}\s+(.*)$/gm)].map(([, heading]) => slug(heading))))
+    }
+    return anchors.get(path)
+  }
+  const broken = []
+  for (const file of files) {
+    const full = join(root, file)
+    const text = readFileSync(full, 'utf8')
+    const prose = blankFences(text)
+    const lineOf = (index) => prose.slice(0, index).split('\n').length
+    for (const match of prose.matchAll(/\]\(([^)\s]+)\)/g)) {
+      const target = match[1]
+      if (/^[a-z]+:/.test(target)) continue
+      const [path, anchor] = target.split('#')
+      const resolved = path ? join(dirname(full), path) : full
+      if (path && !existsSync(resolved)) broken.push(`${file}:${lineOf(match.index)}: link to a missing file: ${target}`)
+      else if (anchor && resolved.endsWith('.md') && !anchorsOf(resolved).has(anchor)) {
+        broken.push(`${file}:${lineOf(match.index)}: link to a missing heading: ${target}`)
+      }
+    }
+    // Repository paths in backticks, in the files written from the repository root.
+    if (dirname(file) === '.' || dirname(file) === 'docs') {
+      for (const match of prose.matchAll(/`((?:__test__|src|lib|crates|scripts|examples|benches|include|docs|npm|\.ci|\.github)\/[\w./-]*)`/g)) {
+        if (!existsSync(join(root, match[1]))) broken.push(`${file}:${lineOf(match.index)}: names a missing path: ${match[1]}`)
+      }
+    }
+  }
+  return broken
+}
+
 /** A file name for a block: where it comes from, readable in a stack trace. */
 const blockName = (block) => `${block.file.replace(/[^\w]+/g, '_')}_L${block.line}`
 
@@ -151,6 +219,12 @@ async function main() {
   linkGuideAddon()
 
   const failures = []
+  // References: the checked files, plus the other docs a reader reaches from them.
+  const referenceFiles = [...new Set([...files, 'CONTRIBUTING.md', 'ARCHITECTURE.md', 'CHANGELOG.md', 'examples/consumer-addon/README.md'])]
+  for (const reference of checkReferences(referenceFiles.filter((file) => existsSync(join(root, file))))) {
+    failures.push(reference)
+    console.log(`FAIL ${reference}`)
+  }
   const guideDrift = checkGuideSource()
   if (guideDrift) {
     failures.push('docs/addons.md')

@@ -321,7 +321,7 @@ const mutants = [
     id: 'header-extent-flags-ignored',
     file: 'include/napi_dlpack.h',
     find: 'int padded = (flags & (1ULL << 2)) != 0;',
-    replace: 'int padded = 0;',
+    replace: 'int padded = (flags & 0) != 0;',
   },
   {
     id: 'header-extent-lanes-unchecked',
@@ -357,7 +357,7 @@ const mutants = [
     id: 'header-extent-address-past-end-accepted',
     file: 'include/napi_dlpack.h',
     find: 'if (first < below || from_first > (uint64_t)UINTPTR_MAX - first)',
-    replace: 'if (first < below)',
+    replace: 'if (first < below || (from_first > (uint64_t)UINTPTR_MAX - first && 0))',
   },
   {
     id: 'header-extent-size1-stride-read',

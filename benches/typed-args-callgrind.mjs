@@ -30,10 +30,10 @@ import { converged, instructions } from './callgrind.mjs'
 const here = dirname(fileURLToPath(import.meta.url))
 const root = join(here, '..')
 const addonPath = join(root, 'target', 'consumer-addon', 'consumer_addon.node')
-if (!existsSync(addonPath)) execFileSync('bash', [join(root, '__test__', 'consumer-addon', 'build.sh')], { stdio: 'inherit' })
+if (!existsSync(addonPath)) execFileSync('bash', [join(root, '__test__', 'native', 'consumer-addon', 'build.sh')], { stdio: 'inherit' })
 execFileSync(
   'bash',
-  [join(root, '__test__', 'c-addon', 'build-fixture.sh'), 'lookup-routes', 'benches/lookup-routes/lookup_routes.c', 'lookup_routes.node'],
+  [join(root, '__test__', 'native', 'c-addon', 'build-fixture.sh'), 'lookup-routes', 'benches/lookup-routes/lookup_routes.c', 'lookup_routes.node'],
   { stdio: ['ignore', 'ignore', 'inherit'] },
 )
 const routesPath = join(root, 'target', 'lookup-routes', 'lookup_routes.node')

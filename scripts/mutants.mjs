@@ -3,7 +3,7 @@
 // exchange, the deleter-once rule, the READ_ONLY refusal, a dtype or bool check). The script
 // applies them one at a time to a scratch copy of the repository (never to the working tree),
 // runs the core crate's tests against each and, for the mutants the JS suite must also kill,
-// rebuilds the addons and runs __test__/c-addon.spec.ts. A mutant that no required step
+// rebuilds the addons and runs __test__/abi/c-addon.spec.ts. A mutant that no required step
 // kills is a survivor: a safety check that no test guards. Exits 1 if any survives.
 //
 //   node scripts/mutants.mjs                 every mutant
@@ -276,7 +276,7 @@ const mutants = [
     file: `${crate}/aliasing.rs`,
     find: '.find(|held| held.overlaps(&range) && (exclusive || held.exclusive))',
     replace: '.find(|_| false)',
-    js: ['__test__/typed-args.spec.ts'],
+    js: ['__test__/abi/typed-args.spec.ts'],
   },
   {
     id: 'aliasing-readers-ignore-writers',
@@ -304,7 +304,7 @@ const mutants = [
     find: '    if !tagged {\n      continue;\n    }',
     replace: '    if false && !tagged {\n      continue;\n    }',
     crate: null,
-    js: ['__test__/typed-args.spec.ts'],
+    js: ['__test__/abi/typed-args.spec.ts'],
   },
   {
     id: 'exchange-table-external-lends-as-argument',
@@ -313,7 +313,67 @@ const mutants = [
     find: 'unsafe { classify_external(env, value, data, false) }',
     replace: 'unsafe { classify_external(env, value, data, true) }',
     crate: null,
-    js: ['__test__/typed-args.spec.ts'],
+    js: ['__test__/abi/typed-args.spec.ts'],
+  },
+  // include/napi_dlpack.h: napi_dlpack_tensor_extent, the C consumer's validation, must keep
+  // import's rules (killed by crates/napi-dlpack/tests/fuzz_validation.rs, which compiles the
+  // header and compares every verdict with the Rust validator's)
+  {
+    id: 'header-extent-flags-ignored',
+    file: 'include/napi_dlpack.h',
+    find: 'int padded = (flags & (1ULL << 2)) != 0;',
+    replace: 'int padded = (flags & 0) != 0;',
+  },
+  {
+    id: 'header-extent-lanes-unchecked',
+    file: 'include/napi_dlpack.h',
+    find: '  if (dtype.lanes != 1) return 0;\n',
+    replace: '',
+  },
+  {
+    id: 'header-extent-device-unchecked',
+    file: 'include/napi_dlpack.h',
+    find: 'if (!napi_dlpack_device_type_known((int32_t)t->device.device_type) ||\n      t->device.device_id < 0)',
+    replace: 'if (0)',
+  },
+  {
+    id: 'header-extent-alignment-unchecked',
+    file: 'include/napi_dlpack.h',
+    find: 'if ((uintptr_t)t->shape % offsetof(napi_dlpack_i64_align_probe_, v) != 0)',
+    replace: 'if (0)',
+  },
+  {
+    id: 'header-extent-stride-reach-unchecked',
+    file: 'include/napi_dlpack.h',
+    find: 'if (!napi_dlpack_mul_i64_(t->shape[i] - 1, t->strides[i], &reach))\n          return "ERR_DLPACK_OVERFLOW";',
+    replace: 'reach = (int64_t)((uint64_t)(t->shape[i] - 1) * (uint64_t)t->strides[i]);',
+  },
+  {
+    id: 'header-extent-address-below-zero-accepted',
+    file: 'include/napi_dlpack.h',
+    find: 'if (first < below || from_first > (uint64_t)UINTPTR_MAX - first)',
+    replace: 'if (from_first > (uint64_t)UINTPTR_MAX - first)',
+  },
+  {
+    id: 'header-extent-address-past-end-accepted',
+    file: 'include/napi_dlpack.h',
+    find: 'if (first < below || from_first > (uint64_t)UINTPTR_MAX - first)',
+    replace: 'if (first < below || (from_first > (uint64_t)UINTPTR_MAX - first && 0))',
+  },
+  {
+    id: 'header-extent-size1-stride-read',
+    file: 'include/napi_dlpack.h',
+    find: '        if (t->shape[i] == 1) continue;\n',
+    replace: '',
+  },
+  // src/exchange.rs: a borrow says what its memory holds (sub-byte elements padded to a byte)
+  {
+    id: 'exchange-subbyte-flag-dropped',
+    file: `${addon}/exchange.rs`,
+    find: '  } | if layout.dtype.is_subbyte() {',
+    replace: '  } | if false {',
+    crate: null,
+    js: ['__test__/abi/exchange.spec.ts', '__test__/abi/typed-args.spec.ts'],
   },
   // hot.rs: a hot function's failures reach JS as thrown, coded errors (never a silent
   // `undefined` after a refused argument, an error of the body, or a panic)
@@ -323,7 +383,7 @@ const mutants = [
     find: '        unsafe { error.throw(env) };\n        return ptr::null_mut();',
     replace: '        let _ = error;\n        return ptr::null_mut();',
     crate: null,
-    js: ['__test__/hot-calls.spec.ts'],
+    js: ['__test__/abi/hot-calls.spec.ts'],
   },
   {
     id: 'hot-body-error-not-thrown',
@@ -331,7 +391,7 @@ const mutants = [
     find: '        unsafe { error.throw(env) };\n        ptr::null_mut()\n      }\n    }\n  }));',
     replace: '        let _ = error;\n        ptr::null_mut()\n      }\n    }\n  }));',
     crate: null,
-    js: ['__test__/hot-calls.spec.ts'],
+    js: ['__test__/abi/hot-calls.spec.ts'],
   },
   {
     id: 'hot-panic-not-thrown',
@@ -339,7 +399,7 @@ const mutants = [
     find: '        unsafe { error.throw(env) }\n      }));',
     replace: '        let _ = error;\n      }));',
     crate: null,
-    js: ['__test__/hot-calls.spec.ts'],
+    js: ['__test__/abi/hot-calls.spec.ts'],
   },
   // The addon: JS memory wrapped in place, host copies of foreign spans, import negotiation
   {
@@ -386,7 +446,7 @@ const mutants = [
     find: 'storage.pin_for_export(env)?;',
     replace: 'storage.check_attached(env)?;',
     crate: null,
-    js: ['__test__/tensor.spec.ts'],
+    js: ['__test__/core/tensor.spec.ts'],
   },
   {
     id: 'addon-requested-device-ignored',
@@ -394,6 +454,59 @@ const mutants = [
     find: 'Some(wanted) if wanted != actual => Err(fail(',
     replace: 'Some(wanted) if false && wanted != actual => Err(fail(',
     crate: addonCrate,
+  },
+  // Views (docs/views.md): the region check every view passes (src/layout.rs
+  // `TensorLayout::view`), whatever the arithmetic of napi_dlpack::view_layout gave.
+  {
+    id: 'addon-view-region-bounds-removed',
+    file: `${addon}/layout.rs`,
+    find: 'checked.check_fits_in(first_byte, region_len)?;',
+    replace: '',
+    crate: addonCrate,
+  },
+  {
+    // An empty view whose first element lies past the region (its export's data pointer would
+    // point outside the memory).
+    id: 'addon-view-first-element-past-region',
+    file: `${addon}/layout.rs`,
+    find: '.filter(|byte| *byte <= region_len)',
+    replace: '',
+    crate: addonCrate,
+  },
+  {
+    // A view of foreign memory exported at the producer's first element instead of its own.
+    id: 'addon-view-foreign-export-at-producer-first-element',
+    file: `${addon}/storage.rs`,
+    find: 'self.base().wrapping_add(layout.first_byte).cast::<c_void>(),',
+    replace: 'tensor.data_ptr().cast::<c_void>(),',
+    crate: null,
+    js: ['__test__/core/views.spec.ts'],
+  },
+  {
+    // An expanded view (stride 0) left writable.
+    id: 'view-expand-broadcast-writable',
+    file: `${crate}/view_layout.rs`,
+    find: 'view.broadcasts |= stride == 0 && size > 1;',
+    replace: '',
+  },
+  {
+    id: 'view-expand-non-one-dimension-repeated',
+    file: `${crate}/view_layout.rs`,
+    find: 'Some((1, _)) if target >= 0 => (target, 0),',
+    replace: 'Some((_, _)) if target >= 0 => (target, 0),',
+  },
+  {
+    id: 'view-narrow-past-the-end',
+    file: `${crate}/view_layout.rs`,
+    find: 'if first < 0 || first > size || length < 0 || length > size - first {',
+    replace: 'if first < 0 || first > size || length < 0 {',
+  },
+  {
+    // reshape merging dimensions that are not one contiguous run.
+    id: 'view-reshape-across-runs',
+    file: `${crate}/view_layout.rs`,
+    find: '&& Some(strides[tensor_d - 1]) != tensor_numel.checked_mul(chunk_base_stride));',
+    replace: '&& false);',
   },
   // The Python bridge's glue (examples/python-bridge/bridge.c): the rename that hands a
   // PyCapsule's tensor over, the destructor's "used_" check, claimed tokens, major versions.
@@ -496,12 +609,12 @@ const napiCli = join(scratch, 'node_modules', '@napi-rs', 'cli', 'dist', 'cli.js
 const ava = join(scratch, 'node_modules', 'ava', 'entrypoints', 'cli.mjs')
 /** Rebuilds both Rust addons the C-fixture tests use, then runs those tests (stops at the first
  * failure). A build failure counts as not killed: the mutant must compile. */
-function jsTests(log, specs = [join('__test__', 'c-addon.spec.ts')]) {
+function jsTests(log, specs = [join('__test__', 'abi', 'c-addon.spec.ts')]) {
   const built =
     run(scratch, process.execPath, [napiCli, 'build', '--platform', '--release', '--js', 'index.js', '--dts', 'index.d.ts'], {
       env: cargoEnv,
       log,
-    }) && run(scratch, 'bash', [join(scratch, '__test__', 'consumer-addon', 'build.sh')], { log })
+    }) && run(scratch, 'bash', [join(scratch, '__test__', 'native', 'consumer-addon', 'build.sh')], { log })
   if (!built) return { built: false, killed: false }
   const passed = run(scratch, process.execPath, [ava, '--fail-fast', ...specs], { timeoutSeconds: 600, log })
   return { built: true, killed: !passed }
@@ -536,7 +649,7 @@ try {
   console.log(`scratch copy: ${scratch}\nbuild directory: ${buildDir}\nlogs: ${logDir}\n`)
   console.log('baseline (no mutation): building and testing ...')
   const baselineLog = join(logDir, 'baseline.log')
-  if (!run(scratch, 'bash', [join(scratch, '__test__', 'c-addon', 'build.sh')], { log: baselineLog }) || !existsSync(join(root, 'dist'))) {
+  if (!run(scratch, 'bash', [join(scratch, '__test__', 'native', 'c-addon', 'build.sh')], { log: baselineLog }) || !existsSync(join(root, 'dist'))) {
     throw new Error(`building the C fixture failed, or dist/ is missing (run node scripts/ensure-built.mjs): see ${baselineLog}`)
   }
   cpSync(join(root, 'dist'), join(scratch, 'dist'), { recursive: true })

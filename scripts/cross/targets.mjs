@@ -16,7 +16,7 @@ export const GLIBC_FLOOR = '2.17'
  * test-prebuild.mjs on the release workflow's runners): the addon, the JS protocol, lifetimes
  * and the C ABI, without peer libraries (onnxruntime, libtorch) or the CUDA test double.
  */
-export const PREBUILD_SPECS = ['smoke.spec.ts', 'tensor.spec.ts', 'protocol.spec.ts', 'lifetime.spec.ts', 'c-addon.spec.ts']
+export const PREBUILD_SPECS = ['core/smoke.spec.ts', 'core/tensor.spec.ts', 'core/protocol.spec.ts', 'core/lifetime.spec.ts', 'abi/c-addon.spec.ts']
 
 /** Where the cross builds put their `.node` files: `napi artifacts`' default input folder. */
 export const artifactsDir = join(root, 'artifacts')

@@ -38,10 +38,10 @@ let withCAddon = false
 if (process.platform !== 'win32') {
   const nodeInclude = join(dirname(dirname(process.execPath)), 'include', 'node')
   const env = !process.env.NODE_INCLUDE_DIR && existsSync(nodeInclude) ? { NODE_INCLUDE_DIR: nodeInclude } : {}
-  step('C test addon', 'bash', [join(root, '__test__', 'c-addon', 'build.sh')], env)
+  step('C test addon', 'bash', [join(root, '__test__', 'native', 'c-addon', 'build.sh')], env)
   withCAddon = !failed
   if (withCAddon) step('runtime smoke test', process.execPath, [join(root, '__test__', 'runtimes', 'smoke.cjs')])
 }
-const specs = PREBUILD_SPECS.filter((spec) => withCAddon || spec !== 'c-addon.spec.ts').map((spec) => join('__test__', spec))
+const specs = PREBUILD_SPECS.filter((spec) => withCAddon || spec !== 'abi/c-addon.spec.ts').map((spec) => join('__test__', spec))
 step(`ava ${specs.join(' ')}`, process.execPath, [join(root, 'node_modules', 'ava', 'entrypoints', 'cli.mjs'), ...specs])
 process.exit(failed ? 1 : 0)

@@ -69,7 +69,7 @@ function stagePackage(target, { compileSpecs }) {
   const zig = zigCommand(zigEnv())
   const cc = join(dir, 'zig-cc')
   writeFileSync(cc, `#!/bin/sh\nexec ${zig.map((w) => `'${w}'`).join(' ')} cc -target ${target.zigTarget.replace('-unknown', '')} "$@"\n`, { mode: 0o755 })
-  execFileSync('bash', [join(dir, '__test__', 'c-addon', 'build.sh')], { stdio: 'inherit', env: { ...process.env, CC: cc } })
+  execFileSync('bash', [join(dir, '__test__', 'native', 'c-addon', 'build.sh')], { stdio: 'inherit', env: { ...process.env, CC: cc } })
   return dir
 }
 

@@ -23,6 +23,20 @@ pub mod layout;
 pub mod managed;
 pub mod validation;
 pub mod view;
+pub mod view_layout;
+
+/// The Rust blocks of the addon guide (`docs/addons.md` in the repository) compile as doctests
+/// of this crate, so the guide cannot drift from the API. Only under `cfg(doctest)`: the file is
+/// outside the packaged crate, and `include_str!` of an item that is configured out is never
+/// expanded.
+#[cfg(all(doctest, feature = "napi"))]
+#[doc = include_str!("../../../docs/addons.md")]
+pub struct AddonGuide;
+
+/// The README's addon example (the repository's `README.md`), compiled the same way.
+#[cfg(all(doctest, feature = "napi"))]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeExample;
 
 pub use device::{Device, DeviceType};
 pub use dtype::{DType, DataTypeCode, Element};

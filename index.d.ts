@@ -32,13 +32,6 @@ export interface AstypeArgs {
  */
 export declare function astypeHandle(handle: unknown, dtype: string, options: AstypeArgs): unknown | null
 
-/**
- * The device of a capsule's tensor as `[type, id]`, read without consuming it; `null` when it
- * cannot be read without consuming (see `CapsulePayload::peek_device`). Throws as a consume
- * would for a value that is no capsule, a consumed capsule or another capsule ABI.
- */
-export declare function capsuleDevice(value: unknown): Array<number> | null
-
 export declare function capsuleIsConsumed(value: unknown): boolean
 
 /**

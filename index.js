@@ -837,7 +837,6 @@ module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __n
 module.exports = nativeBinding
 module.exports.arrayBufferLimit = nativeBinding.arrayBufferLimit
 module.exports.astypeHandle = nativeBinding.astypeHandle
-module.exports.capsuleDevice = nativeBinding.capsuleDevice
 module.exports.capsuleIsConsumed = nativeBinding.capsuleIsConsumed
 module.exports.checkImportDevice = nativeBinding.checkImportDevice
 module.exports.claimTransfer = nativeBinding.claimTransfer

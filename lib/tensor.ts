@@ -486,7 +486,7 @@ export class Tensor<D extends DType = DType> {
    * The cheapest value to pass to a native function taking a tensor (a `TensorArg` of an addon
    * built on the Rust crate, or any consumer of the exchange table): the tensor's native handle,
    * which the addon borrows with no property lookup (docs/protocol.md §5.2; about 1,000 fewer
-   * instructions per argument than passing the tensor, see the README). Worth it in hot loops
+   * instructions per argument than passing the tensor, see docs/benchmarks.md). Worth it in hot loops
    * of small native calls: `addon.add(a.native, b.native, out.native)`. A tensor that lends no
    * handle of its own (one made by `fromDLPack` from this package's own capsule) gives itself,
    * which is borrowed the ordinary way. The handle lends the same memory as the tensor, for as
@@ -970,7 +970,7 @@ export class Tensor<D extends DType = DType> {
    * `SharedArrayBuffer` travels with its buffer; memory no JS thread owns (a native producer's,
    * CUDA) travels as a token that one thread claims, once. This tensor stays usable; the memory
    * is released when the last tensor on any thread lets go. A tensor over an `ArrayBuffer`
-   * throws `ERR_DLPACK_COPY_REQUIRED`: use `toShared()`. See README "Worker threads".
+   * throws `ERR_DLPACK_COPY_REQUIRED`: use `toShared()`. See docs/guide.md, "Worker threads".
    */
   transfer(): TensorTransfer<D> {
     const shared = this.#live()

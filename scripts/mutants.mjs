@@ -321,7 +321,7 @@ const mutants = [
     find: 'if let Some(found) = unsafe { coded_lookup(env, exchange::find_in_object(env, value))? } {',
     replace: 'if let Some(found) = unsafe { coded(env, exchange::find_in_object(env, value))? } {',
     crate: null,
-    js: ['__test__/hostile-input.spec.ts'],
+    js: ['__test__/core/hostile-input.spec.ts'],
   },
   {
     id: 'arg-uncoded-exception-passed-without-code',
@@ -329,7 +329,7 @@ const mutants = [
     find: 'if unsafe { has_string_code(env, exception) } {',
     replace: 'if unsafe { has_string_code(env, exception) } || exception != ptr::null_mut() {',
     crate: null,
-    js: ['__test__/hostile-input.spec.ts'],
+    js: ['__test__/core/hostile-input.spec.ts'],
   },
   // The addon: JS memory wrapped in place, host copies of foreign spans, import negotiation
   {
@@ -386,7 +386,7 @@ const mutants = [
     find: 'if resizable || !is_aligned(base as usize + first_byte, dtype) {',
     replace: 'if !is_aligned(base as usize + first_byte, dtype) {',
     crate: null,
-    js: ['__test__/resizable.spec.ts'],
+    js: ['__test__/core/resizable.spec.ts'],
   },
   {
     // An empty tensor starting past the end of its buffer: views of it throw RangeErrors.
@@ -395,7 +395,7 @@ const mutants = [
     find: 'if first_byte > len {',
     replace: 'if false {',
     crate: addonCrate,
-    js: ['__test__/hostile-input.spec.ts'],
+    js: ['__test__/core/hostile-input.spec.ts'],
   },
   {
     id: 'addon-requested-device-ignored',

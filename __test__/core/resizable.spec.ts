@@ -17,8 +17,8 @@ import { fileURLToPath } from 'node:url'
 import test from 'ava'
 import * as ort from 'onnxruntime-node'
 
-import { Tensor, fromDLPack } from '../dist/index.js'
-import { addressOf, codeOf, throwsCode } from './helpers.js'
+import { Tensor, fromDLPack } from '../../dist/index.js'
+import { addressOf, codeOf, throwsCode } from '../harness/helpers.js'
 
 const canResize = typeof (ArrayBuffer.prototype as { resize?: unknown }).resize === 'function'
 const canGrow = typeof SharedArrayBuffer === 'function' && typeof (SharedArrayBuffer.prototype as { grow?: unknown }).grow === 'function'
@@ -49,9 +49,9 @@ function counting(n: number, max = 1 << 22): { buffer: ResizableBuffer; view: Fl
 const range = (n: number) => Array.from({ length: n }, (_, i) => i + 1)
 
 const here = dirname(fileURLToPath(import.meta.url))
-const addonPath = join(here, '..', 'target', 'consumer-addon', 'consumer_addon.node')
-if (!existsSync(addonPath)) execFileSync('bash', [join(here, 'consumer-addon', 'build.sh')], { stdio: 'inherit' })
-const addon = createRequire(import.meta.url)(addonPath) as typeof import('../examples/consumer-addon/index.js')
+const addonPath = join(here, '..', '..', 'target', 'consumer-addon', 'consumer_addon.node')
+if (!existsSync(addonPath)) execFileSync('bash', [join(here, '..', 'native', 'consumer-addon', 'build.sh')], { stdio: 'inherit' })
+const addon = createRequire(import.meta.url)(addonPath) as typeof import('../../examples/consumer-addon/index.js')
 
 resizeTest('a tensor of a resizable ArrayBuffer is a copy: shrinking the buffer to 0 leaves every use of it valid', (t) => {
   const { buffer, view } = counting(1 << 18)

@@ -12,13 +12,13 @@ import { Tensor as HfTensor } from '@huggingface/transformers'
 import test, { type ExecutionContext } from 'ava'
 import * as ort from 'onnxruntime-node'
 
-import { DLPackError, EXCHANGE_API_PROPERTY, Tensor, fromDLPack } from '../dist/index.js'
-import { throwsCode } from './helpers.js'
+import { DLPackError, EXCHANGE_API_PROPERTY, Tensor, fromDLPack } from '../../dist/index.js'
+import { throwsCode } from '../harness/helpers.js'
 
 const here = dirname(fileURLToPath(import.meta.url))
-const addonPath = join(here, '..', 'target', 'consumer-addon', 'consumer_addon.node')
-if (!existsSync(addonPath)) execFileSync('bash', [join(here, 'consumer-addon', 'build.sh')], { stdio: 'inherit' })
-const addon = createRequire(import.meta.url)(addonPath) as typeof import('../examples/consumer-addon/index.js')
+const addonPath = join(here, '..', '..', 'target', 'consumer-addon', 'consumer_addon.node')
+if (!existsSync(addonPath)) execFileSync('bash', [join(here, '..', 'native', 'consumer-addon', 'build.sh')], { stdio: 'inherit' })
+const addon = createRequire(import.meta.url)(addonPath) as typeof import('../../examples/consumer-addon/index.js')
 
 /** `fn` throws a DLPackError with `code` whose `cause` is `cause`. */
 function throwsWithCause(t: ExecutionContext, fn: () => unknown, code: string, cause: unknown, message?: string): void {

@@ -225,6 +225,27 @@ export declare function transferHandle(handle: unknown): number | null
 export declare function transferProcessKey(): string
 
 /**
+ * A zero-copy view over the same memory (any device): `request.op` with its arguments,
+ * checked against the memory before it is made (see `ops::convert::view`).
+ */
+export declare function viewHandle(handle: unknown, request: ViewRequest): unknown
+
+/**
+ * What `viewHandle` makes (see `Tensor#reshape` and the other views in lib/tensor.ts); the
+ * fields each `op` reads are named in `view_layout_of`.
+ */
+export interface ViewRequest {
+  /** `reshape`, `unsqueeze`, `squeeze`, `flatten`, `slice`, `narrow`, `select` or `expand`. */
+  op: string
+  shape?: Array<number>
+  dim?: number
+  start?: number
+  end?: number
+  step?: number
+  length?: number
+}
+
+/**
  * Wraps JS memory (a Uint8Array over an ArrayBuffer or SharedArrayBuffer) without copying,
  * unless it is misaligned or `resizable` (a resizable ArrayBuffer: see
  * `ops::import::wrap_js_memory`). `offset` is in elements from the start of `bytes`; strides

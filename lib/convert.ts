@@ -4,7 +4,7 @@
  * src/convert.rs); the exact formula is documented on `Tensor#astype` and in docs/guide.md.
  */
 import { type DType, isDType } from './dtype'
-import { DLPackTypeError, describe } from './errors'
+import { DLPackTypeError, describe, dlpackError } from './errors'
 import { MAX_NDIM } from './generated/facts'
 import type { AstypeArgs } from '../index.js'
 
@@ -36,7 +36,7 @@ function invalid(message: string): DLPackTypeError {
   return new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', message)
 }
 
-function checkInteger(value: unknown, what: string): number {
+export function checkInteger(value: unknown, what: string): number {
   if (!Number.isSafeInteger(value)) throw invalid(`${what} must be an integer, got ${describe(value)}`)
   return value as number
 }
@@ -46,9 +46,9 @@ function checkInteger(value: unknown, what: string): number {
  * `undefined` (and refused by the caller's check), not skipped as `map` and `every` skip them,
  * and an own iterator or getter cannot show the checks one value and the addon another.
  */
-export function readList(list: readonly unknown[], max = MAX_NDIM, what = 'the list'): unknown[] {
+export function readList(list: readonly unknown[], max = MAX_NDIM, what = 'the list', tooLong = 'ERR_DLPACK_INVALID_ARGUMENT'): unknown[] {
   const length = list.length
-  if (length > max) throw invalid(`${what} has ${length} entries, more than ${max}`)
+  if (length > max) throw dlpackError(tooLong, `${what} has ${length} entries, more than ${max}`)
   const values = new Array<unknown>(length)
   for (let i = 0; i < length; i++) values[i] = list[i]
   return values
@@ -58,6 +58,27 @@ export function readList(list: readonly unknown[], max = MAX_NDIM, what = 'the l
 export function permuteAxes(args: readonly (number | readonly number[])[]): number[] {
   const axes = args.length === 1 && Array.isArray(args[0]) ? readList(args[0] as readonly number[], MAX_NDIM, 'axes') : readList(args, MAX_NDIM, 'axes')
   return axes.map((axis) => checkInteger(axis, 'an axis'))
+}
+
+/**
+ * What `Tensor`'s view methods ask the addon for (`viewHandle`, src/binding/convert.rs). The
+ * arguments are checked to be integers here (a JS number converts to an integer natively by
+ * truncation, which would hide `1.5`); their ranges and the layout arithmetic are checked
+ * natively (`napi_dlpack::view_layout`), where the view is also checked against the memory.
+ */
+export type ViewRequest = import('../index.js').ViewRequest
+
+/** The sizes of `reshape(...shape)` / `reshape([...shape])` (and `view`, `expand`). */
+export function viewShape(op: string, args: readonly (number | readonly number[])[]): number[] {
+  // Read once, by index (holes are refused, not skipped): see `readList`.
+  const list = args.length === 1 && Array.isArray(args[0]) ? (args[0] as readonly unknown[]) : (args as readonly unknown[])
+  return readList(list, MAX_NDIM, `the shape of ${op}`, 'ERR_DLPACK_NDIM').map((size) => checkInteger(size, `a size of ${op}`))
+}
+
+/** An integer argument of a view method; `undefined` (and `null`, for optional ones) stays. */
+export function viewInt(value: unknown, what: string, optional = false): number | undefined {
+  if (optional && (value === undefined || value === null)) return undefined
+  return checkInteger(value, what)
 }
 
 /** The axes of `transpose(dim0, dim1)` as a permutation of `ndim` dimensions. */

@@ -404,6 +404,59 @@ const mutants = [
     replace: 'Some(wanted) if false && wanted != actual => Err(fail(',
     crate: addonCrate,
   },
+  // Views (docs/views.md): the region check every view passes (src/layout.rs
+  // `TensorLayout::view`), whatever the arithmetic of napi_dlpack::view_layout gave.
+  {
+    id: 'addon-view-region-bounds-removed',
+    file: `${addon}/layout.rs`,
+    find: 'checked.check_fits_in(first_byte, region_len)?;',
+    replace: '',
+    crate: addonCrate,
+  },
+  {
+    // An empty view whose first element lies past the region (its export's data pointer would
+    // point outside the memory).
+    id: 'addon-view-first-element-past-region',
+    file: `${addon}/layout.rs`,
+    find: '.filter(|byte| *byte <= region_len)',
+    replace: '',
+    crate: addonCrate,
+  },
+  {
+    // A view of foreign memory exported at the producer's first element instead of its own.
+    id: 'addon-view-foreign-export-at-producer-first-element',
+    file: `${addon}/storage.rs`,
+    find: 'self.base().wrapping_add(layout.first_byte).cast::<c_void>(),',
+    replace: 'tensor.data_ptr().cast::<c_void>(),',
+    crate: null,
+    js: ['__test__/core/views.spec.ts'],
+  },
+  {
+    // An expanded view (stride 0) left writable.
+    id: 'view-expand-broadcast-writable',
+    file: `${crate}/view_layout.rs`,
+    find: 'view.broadcasts |= stride == 0 && size > 1;',
+    replace: '',
+  },
+  {
+    id: 'view-expand-non-one-dimension-repeated',
+    file: `${crate}/view_layout.rs`,
+    find: 'Some((1, _)) if target >= 0 => (target, 0),',
+    replace: 'Some((_, _)) if target >= 0 => (target, 0),',
+  },
+  {
+    id: 'view-narrow-past-the-end',
+    file: `${crate}/view_layout.rs`,
+    find: 'if first < 0 || first > size || length < 0 || length > size - first {',
+    replace: 'if first < 0 || first > size || length < 0 {',
+  },
+  {
+    // reshape merging dimensions that are not one contiguous run.
+    id: 'view-reshape-across-runs',
+    file: `${crate}/view_layout.rs`,
+    find: '&& Some(strides[tensor_d - 1]) != tensor_numel.checked_mul(chunk_base_stride));',
+    replace: '&& false);',
+  },
   // The Python bridge's glue (examples/python-bridge/bridge.c): the rename that hands a
   // PyCapsule's tensor over, the destructor's "used_" check, claimed tokens, major versions.
   { file: bridgeSource, crate: null, bridge: true, id: 'bridge-put-skips-rename', find: 'if (PyCapsule_SetName(capsule, used_name) != 0) {', replace: 'if (used_name == NULL) {' },

@@ -60,6 +60,7 @@ test('bad arguments are coded errors, not TypeErrors: BigInts, null, null-protot
   throwsCode(t, () => tensor.permute(Object.create(null) as never), invalid, DLPackError, 'permute(Object.create(null))')
   throwsCode(t, () => tensor.permute([, 1] as never), invalid, DLPackError, 'permute([, 1])')
   throwsCode(t, () => tensor.permute([1n, 0] as never), invalid, DLPackError, 'permute([1n, 0])')
+  throwsCode(t, () => tensor.reshape([, 6] as never), invalid, DLPackError, 'reshape([, 6])')
   throwsCode(t, () => tensor.astype('float32', { scale: [1, , 2] as never, axis: 1 }), invalid, DLPackError, 'astype scale with a hole')
   throwsCode(t, () => tensor.astype(1n as never), invalid, DLPackError, 'astype(1n)')
   const deviceIsNull = { __dlpack__: () => tensor.__dlpack__(), __dlpack_device__: () => null }

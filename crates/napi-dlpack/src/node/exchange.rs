@@ -82,6 +82,10 @@ unsafe impl Send for ExchangeObject {}
 // SAFETY: as above.
 unsafe impl Sync for ExchangeObject {}
 
+/// How many tables of a chain [`ExchangeApi::select`] looks at, at most: the first and up to 15
+/// older ones behind it (`NAPI_DLPACK_EXCHANGE_MAX_TABLES` in the header; protocol §5.1).
+pub const EXCHANGE_MAX_TABLES: usize = 16;
+
 /// `napi_dlpack_exchange_api_header`: the version of the table and the next older table the
 /// producer also offers (NULL for none), as in DLPack's `DLPackExchangeAPIHeader`.
 #[repr(C)]
@@ -210,7 +214,7 @@ impl ExchangeApi {
     let mut current = header;
     let mut first_major = None;
     // A chain of more than a few tables is a broken producer; stop rather than loop forever.
-    for _ in 0..16 {
+    for _ in 0..EXCHANGE_MAX_TABLES {
       if current.is_null() {
         break;
       }
@@ -772,4 +776,47 @@ pub unsafe fn throw(env: sys::napi_env, error: &DLPackError) -> i32 {
   // SAFETY: caller contract; both strings are NUL-terminated and outlive the call.
   unsafe { sys::napi_throw_error(env, code.as_ptr(), message.as_ptr()) };
   -1
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  /// A chain of `length` tables whose last one has major 1, the others major 99.
+  fn chain(length: usize) -> *const ExchangeApiHeader {
+    let mut previous: *const ExchangeApiHeader = ptr::null();
+    for index in (0..length).rev() {
+      let major = if index == length - 1 {
+        EXCHANGE_API_MAJOR
+      } else {
+        99
+      };
+      if major == EXCHANGE_API_MAJOR {
+        let api: &'static mut ExchangeApi = Box::leak(Box::new(ExchangeApi::new(
+          None, None, None, None, None, None,
+        )));
+        previous = ptr::from_ref(&api.header);
+      } else {
+        previous = Box::leak(Box::new(ExchangeApiHeader {
+          version: DLPackVersion { major, minor: 0 },
+          prev_api: previous,
+        }));
+      }
+    }
+    previous
+  }
+
+  #[test]
+  fn select_looks_at_the_first_sixteen_tables_of_a_chain() {
+    // SAFETY: leaked, hence live, headers (a test leaks a few hundred bytes).
+    unsafe {
+      assert!(ExchangeApi::select(chain(1)).is_ok());
+      assert!(
+        ExchangeApi::select(chain(EXCHANGE_MAX_TABLES)).is_ok(),
+        "the 16th table is read"
+      );
+      let error = ExchangeApi::select(chain(EXCHANGE_MAX_TABLES + 1)).unwrap_err();
+      assert_eq!(error.code(), "ERR_DLPACK_VERSION", "the 17th is not");
+    }
+  }
 }

@@ -123,12 +123,13 @@ export declare function handleWindow(handle: unknown, offset: number, length: nu
 
 /**
  * Installs the exchange table for this environment (called once by `lib/exchange.ts`):
- * `prototype` (`Tensor.prototype`) and `globalThis` get the table, `handleKey` is the symbol
- * under which each tensor keeps its handle, `makeTensor(handle)` wraps a handle in a `Tensor`.
- * A later install in the same environment (the module loaded twice) replaces the handle key
- * and factory, deleting the references to the previous ones.
+ * `prototype` (`Tensor.prototype`) and `globalThis` get the table (one table object for both),
+ * `handleKey` is the symbol under which each tensor keeps its handle, `makeTensor(handle)`
+ * wraps a handle in a `Tensor`, `makeError(code, message)` makes the `DLPackError` subclass of
+ * a code. A later install in the same environment (the module loaded twice) replaces the
+ * handle key and factories, deleting the references to the previous ones.
  */
-export declare function installExchangeApi(prototype: object, handleKey: unknown, makeTensor: unknown): void
+export declare function installExchangeApi(prototype: object, handleKey: unknown, makeTensor: unknown, makeError: unknown): void
 
 export declare function isCapsule(value: unknown): boolean
 
@@ -223,6 +224,27 @@ export declare function transferHandle(handle: unknown): number | null
  * refused there).
  */
 export declare function transferProcessKey(): string
+
+/**
+ * A zero-copy view over the same memory (any device): `request.op` with its arguments,
+ * checked against the memory before it is made (see `ops::convert::view`).
+ */
+export declare function viewHandle(handle: unknown, request: ViewRequest): unknown
+
+/**
+ * What `viewHandle` makes (see `Tensor#reshape` and the other views in lib/tensor.ts); the
+ * fields each `op` reads are named in `view_layout_of`.
+ */
+export interface ViewRequest {
+  /** `reshape`, `unsqueeze`, `squeeze`, `flatten`, `slice`, `narrow`, `select` or `expand`. */
+  op: string
+  shape?: Array<number>
+  dim?: number
+  start?: number
+  end?: number
+  step?: number
+  length?: number
+}
 
 /**
  * Wraps JS memory (a Uint8Array over an ArrayBuffer or SharedArrayBuffer) without copying,

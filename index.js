@@ -869,4 +869,5 @@ module.exports.setUntransferableMarker = nativeBinding.setUntransferableMarker
 module.exports.toDevice = nativeBinding.toDevice
 module.exports.transferHandle = nativeBinding.transferHandle
 module.exports.transferProcessKey = nativeBinding.transferProcessKey
+module.exports.viewHandle = nativeBinding.viewHandle
 module.exports.wrapBuffer = nativeBinding.wrapBuffer

@@ -73,7 +73,7 @@ function defaultFiles() {
 }
 
 /** The fixtures the blocks read, written once per run (sharp and the ONNX writer of the tests). */
-async function writeFixtures() {
+export async function writeFixtures(dir) {
   const { default: sharp } = await import('sharp')
   const { onnxModel, denseReluModel } = await import(pathToFileURL(join(root, '__test__', 'harness', 'onnx-model.mjs')).href)
   const [width, height] = [96, 64]
@@ -84,7 +84,7 @@ async function writeFixtures() {
       pixels.set(inSquare ? [30, 40, 220] : [200 + ((x + y) % 40), 30, 20 + (x % 16)], (y * width + x) * 3)
     }
   }
-  await sharp(pixels, { raw: { width, height, channels: 3 } }).png().toFile(join(work, 'image.png'))
+  await sharp(pixels, { raw: { width, height, channels: 3 } }).png().toFile(join(dir, 'image.png'))
   const classifier = onnxModel(
     [
       { op: 'GlobalAveragePool', inputs: ['x'], outputs: ['pooled'] },
@@ -94,8 +94,8 @@ async function writeFixtures() {
     [['x', [1, 3, 'height', 'width']]],
     [['y', [1, 3]]],
   )
-  writeFileSync(join(work, 'model.onnx'), classifier)
-  writeFileSync(join(work, 'dense.onnx'), denseReluModel())
+  writeFileSync(join(dir, 'model.onnx'), classifier)
+  writeFileSync(join(dir, 'dense.onnx'), denseReluModel())
 }
 
 /** A file name for a block: where it comes from, readable in a stack trace. */
@@ -111,7 +111,7 @@ async function main() {
   // 'napi-dlpack' is this repository, as an installed package: its exports map, dist/ and types.
   symlinkSync(root, join(work, 'node_modules', 'napi-dlpack'), 'dir')
   if (!existsSync(join(root, 'dist', 'index.mjs'))) throw new Error('dist/ is not built: run node scripts/ensure-built.mjs')
-  await writeFixtures()
+  await writeFixtures(work)
 
   const failures = []
   const tsBlocks = blocks.filter((block) => block.lang === 'ts' && block.mode !== 'skip')

@@ -314,6 +314,66 @@ const mutants = [
     crate: null,
     js: ['__test__/abi/typed-args.spec.ts'],
   },
+  // include/napi_dlpack.h: napi_dlpack_tensor_extent, the C consumer's validation, must keep
+  // import's rules (killed by crates/napi-dlpack/tests/fuzz_validation.rs, which compiles the
+  // header and compares every verdict with the Rust validator's)
+  {
+    id: 'header-extent-flags-ignored',
+    file: 'include/napi_dlpack.h',
+    find: 'int padded = (flags & (1ULL << 2)) != 0;',
+    replace: 'int padded = (flags & 0) != 0;',
+  },
+  {
+    id: 'header-extent-lanes-unchecked',
+    file: 'include/napi_dlpack.h',
+    find: '  if (dtype.lanes != 1) return 0;\n',
+    replace: '',
+  },
+  {
+    id: 'header-extent-device-unchecked',
+    file: 'include/napi_dlpack.h',
+    find: 'if (!napi_dlpack_device_type_known((int32_t)t->device.device_type) ||\n      t->device.device_id < 0)',
+    replace: 'if (0)',
+  },
+  {
+    id: 'header-extent-alignment-unchecked',
+    file: 'include/napi_dlpack.h',
+    find: 'if ((uintptr_t)t->shape % offsetof(napi_dlpack_i64_align_probe_, v) != 0)',
+    replace: 'if (0)',
+  },
+  {
+    id: 'header-extent-stride-reach-unchecked',
+    file: 'include/napi_dlpack.h',
+    find: 'if (!napi_dlpack_mul_i64_(t->shape[i] - 1, t->strides[i], &reach))\n          return "ERR_DLPACK_OVERFLOW";',
+    replace: 'reach = (int64_t)((uint64_t)(t->shape[i] - 1) * (uint64_t)t->strides[i]);',
+  },
+  {
+    id: 'header-extent-address-below-zero-accepted',
+    file: 'include/napi_dlpack.h',
+    find: 'if (first < below || from_first > (uint64_t)UINTPTR_MAX - first)',
+    replace: 'if (from_first > (uint64_t)UINTPTR_MAX - first)',
+  },
+  {
+    id: 'header-extent-address-past-end-accepted',
+    file: 'include/napi_dlpack.h',
+    find: 'if (first < below || from_first > (uint64_t)UINTPTR_MAX - first)',
+    replace: 'if (first < below || (from_first > (uint64_t)UINTPTR_MAX - first && 0))',
+  },
+  {
+    id: 'header-extent-size1-stride-read',
+    file: 'include/napi_dlpack.h',
+    find: '        if (t->shape[i] == 1) continue;\n',
+    replace: '',
+  },
+  // src/exchange.rs: a borrow says what its memory holds (sub-byte elements padded to a byte)
+  {
+    id: 'exchange-subbyte-flag-dropped',
+    file: `${addon}/exchange.rs`,
+    find: '  } | if layout.dtype.is_subbyte() {',
+    replace: '  } | if false {',
+    crate: null,
+    js: ['__test__/abi/exchange.spec.ts', '__test__/abi/typed-args.spec.ts'],
+  },
   // The addon: JS memory wrapped in place, host copies of foreign spans, import negotiation
   {
     // The addon's call of the crate's fits-in check, for JS memory wrapped in place.
@@ -367,6 +427,59 @@ const mutants = [
     find: 'Some(wanted) if wanted != actual => Err(fail(',
     replace: 'Some(wanted) if false && wanted != actual => Err(fail(',
     crate: addonCrate,
+  },
+  // Views (docs/views.md): the region check every view passes (src/layout.rs
+  // `TensorLayout::view`), whatever the arithmetic of napi_dlpack::view_layout gave.
+  {
+    id: 'addon-view-region-bounds-removed',
+    file: `${addon}/layout.rs`,
+    find: 'checked.check_fits_in(first_byte, region_len)?;',
+    replace: '',
+    crate: addonCrate,
+  },
+  {
+    // An empty view whose first element lies past the region (its export's data pointer would
+    // point outside the memory).
+    id: 'addon-view-first-element-past-region',
+    file: `${addon}/layout.rs`,
+    find: '.filter(|byte| *byte <= region_len)',
+    replace: '',
+    crate: addonCrate,
+  },
+  {
+    // A view of foreign memory exported at the producer's first element instead of its own.
+    id: 'addon-view-foreign-export-at-producer-first-element',
+    file: `${addon}/storage.rs`,
+    find: 'self.base().wrapping_add(layout.first_byte).cast::<c_void>(),',
+    replace: 'tensor.data_ptr().cast::<c_void>(),',
+    crate: null,
+    js: ['__test__/core/views.spec.ts'],
+  },
+  {
+    // An expanded view (stride 0) left writable.
+    id: 'view-expand-broadcast-writable',
+    file: `${crate}/view_layout.rs`,
+    find: 'view.broadcasts |= stride == 0 && size > 1;',
+    replace: '',
+  },
+  {
+    id: 'view-expand-non-one-dimension-repeated',
+    file: `${crate}/view_layout.rs`,
+    find: 'Some((1, _)) if target >= 0 => (target, 0),',
+    replace: 'Some((_, _)) if target >= 0 => (target, 0),',
+  },
+  {
+    id: 'view-narrow-past-the-end',
+    file: `${crate}/view_layout.rs`,
+    find: 'if first < 0 || first > size || length < 0 || length > size - first {',
+    replace: 'if first < 0 || first > size || length < 0 {',
+  },
+  {
+    // reshape merging dimensions that are not one contiguous run.
+    id: 'view-reshape-across-runs',
+    file: `${crate}/view_layout.rs`,
+    find: '&& Some(strides[tensor_d - 1]) != tensor_numel.checked_mul(chunk_base_stride));',
+    replace: '&& false);',
   },
   // The Python bridge's glue (examples/python-bridge/bridge.c): the rename that hands a
   // PyCapsule's tensor over, the destructor's "used_" check, claimed tokens, major versions.

@@ -48,7 +48,7 @@ pub fn handle_info(env: &Env, handle: Unknown<'_>) -> Result<TensorLayoutObject>
     dtype: layout.dtype.name().to_string(),
     shape: layout.shape.to_vec(),
     strides: layout.strides.to_vec(),
-    byte_offset: storage.export_byte_offset() as i64,
+    byte_offset: storage.export_byte_offset(layout) as i64,
     device_type: layout.device.device_type as u32,
     device_id: layout.device.id,
     readonly: layout.read_only,

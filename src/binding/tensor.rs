@@ -15,7 +15,6 @@ use crate::js_memory;
 use crate::ops::negotiation::{self, CopyRequest};
 use crate::ops::view::HostView;
 use crate::own_capsule::handle_of;
-use crate::storage::Memory;
 
 /// Wraps JS memory (a Uint8Array over an ArrayBuffer or SharedArrayBuffer) without copying,
 /// unless it is misaligned (see `ops::import::wrap_js_memory`). `offset` is in elements from
@@ -58,7 +57,7 @@ pub(crate) fn handle_info_into(env: &Env, handle: Unknown<'_>, out: Unknown<'_>)
   let slots = unsafe { js_memory::float64_array(env.raw(), out.raw(), INFO_SLOTS) }?;
   handle
     .layout
-    .write_slots(storage.export_byte_offset(), slots);
+    .write_slots(storage.export_byte_offset(&handle.layout), slots);
   Ok(())
 }
 
@@ -143,11 +142,7 @@ pub fn release_handle(env: &Env, handle: Unknown<'_>) -> Result<bool> {
 pub fn data_pointer(env: &Env, handle: Unknown<'_>) -> Result<BigInt> {
   let handle: &Handle = handle_of(env, &handle)?;
   let storage = handle.storage()?;
-  let address = match storage.memory() {
-    Memory::Foreign(tensor) => tensor.data_ptr() as u64,
-    _ => storage.base() as u64 + handle.layout.first_byte as u64,
-  };
-  Ok(BigInt::from(address))
+  Ok(BigInt::from(storage.first_address(&handle.layout) as u64))
 }
 
 #[napi(js_name = "isCapsule")]

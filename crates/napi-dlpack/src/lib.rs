@@ -23,6 +23,7 @@ pub mod layout;
 pub mod managed;
 pub mod validation;
 pub mod view;
+pub mod view_layout;
 
 /// The Rust blocks of the addon guide (`docs/addons.md` in the repository) compile as doctests
 /// of this crate, so the guide cannot drift from the API. Only under `cfg(doctest)`: the file is

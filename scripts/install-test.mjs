@@ -300,8 +300,9 @@ check(`npm/: one package per target of napi.targets (${declaredTargets.length}),
   for (const extra of dirs) problems.push(`npm/${extra} is not a target of napi.targets`)
   // The packed main package, as `napi prepublish` publishes it.
   const packed = JSON.parse(run('tar', ['xzOf', mainTarball, 'package/package.json']))
+  const sorted = (entries) => JSON.stringify(Object.entries(entries ?? {}).sort(([a], [b]) => a.localeCompare(b)))
   const wantOptional = Object.fromEntries(declaredTargets.map((t) => [`${name}-${t.platform}`, version]))
-  if (JSON.stringify(packed.optionalDependencies) !== JSON.stringify(wantOptional)) {
+  if (sorted(packed.optionalDependencies) !== sorted(wantOptional)) {
     problems.push(`the packed ${name}'s optionalDependencies are ${JSON.stringify(packed.optionalDependencies)}, expected ${JSON.stringify(wantOptional)}`)
   }
   if (problems.length) throw new Error(problems.join('\n'))

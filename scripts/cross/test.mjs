@@ -312,7 +312,8 @@ function checkControls() {
     cpSync(byPlatform['darwin-x64'].artifact, wrongArch)
     const missing = join(npmRoot, 'win32-x64-msvc', basename(win.artifact))
     const run = spawnSync(process.execPath, [join(root, 'scripts', 'cross', 'check.mjs'), '--npm', '--npm-root', npmRoot, 'darwin-arm64', 'win32-x64-msvc'], { encoding: 'utf8' })
-    process.stdout.write(run.stdout)
+    // The control's own output, marked: its FAIL lines are the expected outcome.
+    process.stdout.write(run.stdout.replace(/^(?=.)/gm, '  (control, must fail) '))
     if (run.status !== 1) return `exit status ${run.status}, expected 1`
     const lines = run.stdout.split('\n')
     const named = (file, pattern) => lines.some((line) => line.includes(relative(root, file)) && pattern.test(line))
@@ -320,6 +321,22 @@ function checkControls() {
     if (!named(missing, /missing/)) return `no line names ${missing} as missing`
     return null
   })
+}
+
+/** The wine runs' judge: it must fail a run without a summary, with a failure, or exiting non-zero. */
+function judgeControls() {
+  const cases = [
+    ['', 0, false],
+    ['Fatal process out of memory: SegmentedTable::InitializeTable', 0, false],
+    ['  58 tests passed\n  1 test failed', 1, false],
+    ['  59 tests passed\n  1 uncaught exception', 1, false],
+    ['  59 tests passed', 1, false],
+    ['  0 tests passed', 0, false],
+    ['  59 tests passed', 0, true],
+  ]
+  const wrong = cases.filter(([output, status, passes]) => (judgeAvaSummary(output, status) === null) !== passes)
+  results.push({ name: 'check control: the wine runs\' judge fails a run with no ava summary (exit 0), a failure or a non-zero exit', status: wrong.length ? 'FAIL' : 'ok', seconds: 0 })
+  for (const [output, status] of wrong) console.log(`judge control: wrong verdict for ${JSON.stringify(output)} with exit status ${status}`)
 }
 
 const runners = { 'linux-x64-gnu': testX64Gnu, 'linux-arm64-gnu': testArm64Gnu, 'linux-x64-musl': testX64Musl, 'win32-x64-msvc': testWindows }
@@ -331,6 +348,7 @@ if (process.argv[1] && import.meta.url.endsWith(basename(process.argv[1]))) {
   }
   glibcFloorControl()
   checkControls()
+  judgeControls()
   const targets = selectTargets(args.filter((arg) => !arg.startsWith('--')))
   for (const target of targets) {
     if (!existsSync(target.artifact)) {

@@ -88,13 +88,19 @@ fn strided((storage, layout): &HostTensor) -> Strided<'_> {
 /// and wraps it in a handle. The buffer is not zero-filled first: `write` (a conversion
 /// kernel) stores every byte, and on error the buffer is dropped unseen. Zero-filling 25 MB
 /// and faulting in its pages cost more than the conversion itself.
-fn new_dense_handle<'env>(
+///
+/// `copied` marks the tensor as a copy of another (`isCopy`).
+pub(crate) fn new_dense_handle<'env>(
   env: &'env Env,
   dtype: DType,
   shape: &[i64],
+  copied: bool,
   write: impl FnOnce(&mut [MaybeUninit<u8>]) -> Result<()>,
 ) -> Result<Unknown<'env>> {
-  let layout = TensorLayout::row_major(dtype, shape, Device::CPU)?;
+  let layout = TensorLayout {
+    copied,
+    ..TensorLayout::row_major(dtype, shape, Device::CPU)?
+  };
   let len = layout.span_bytes;
   if len == 0 {
     // SAFETY: our env, on its thread.
@@ -114,6 +120,7 @@ fn new_dense_handle<'env>(
     write(unsafe { std::slice::from_raw_parts_mut(data.cast(), len) })?;
     return js_storage_handle(env, array_buffer, layout);
   }
+  js_memory::advise_huge_pages(data, len);
   // SAFETY: the runtime gave us `len` writable (uninitialised) bytes at `data`, referenced by
   // nothing else yet; MaybeUninit makes no claim about their contents.
   write(unsafe { std::slice::from_raw_parts_mut(data.cast(), len) })?;
@@ -132,7 +139,7 @@ fn new_dense_handle<'env>(
 pub(crate) fn contiguous<'env>(env: &'env Env, handle: &Handle) -> Result<Unknown<'env>> {
   let source = host_tensor(env, handle)?;
   let layout = &source.1;
-  new_dense_handle(env, layout.dtype, &layout.shape, |out| {
+  new_dense_handle(env, layout.dtype, &layout.shape, false, |out| {
     Ok(convert::copy_dense_uninit(&strided(&source), out)?)
   })
 }
@@ -149,7 +156,7 @@ pub(crate) fn astype<'env>(
 ) -> Result<Option<Unknown<'env>>> {
   let shape = &source.1.shape;
   let Some((out_storage, out_layout)) = out else {
-    return new_dense_handle(env, target, shape, |bytes| {
+    return new_dense_handle(env, target, shape, false, |bytes| {
       Ok(convert::convert_uninit(
         &strided(source),
         target,

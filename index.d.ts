@@ -32,13 +32,6 @@ export interface AstypeArgs {
  */
 export declare function astypeHandle(handle: unknown, dtype: string, options: AstypeArgs): unknown | null
 
-/**
- * The device of a capsule's tensor as `[type, id]`, read without consuming it; `null` when it
- * cannot be read without consuming (see `CapsulePayload::peek_device`). Throws as a consume
- * would for a value that is no capsule, a consumed capsule or another capsule ABI.
- */
-export declare function capsuleDevice(value: unknown): Array<number> | null
-
 export declare function capsuleIsConsumed(value: unknown): boolean
 
 /**
@@ -230,6 +223,27 @@ export declare function transferHandle(handle: unknown): number | null
  * refused there).
  */
 export declare function transferProcessKey(): string
+
+/**
+ * A zero-copy view over the same memory (any device): `request.op` with its arguments,
+ * checked against the memory before it is made (see `ops::convert::view`).
+ */
+export declare function viewHandle(handle: unknown, request: ViewRequest): unknown
+
+/**
+ * What `viewHandle` makes (see `Tensor#reshape` and the other views in lib/tensor.ts); the
+ * fields each `op` reads are named in `view_layout_of`.
+ */
+export interface ViewRequest {
+  /** `reshape`, `unsqueeze`, `squeeze`, `flatten`, `slice`, `narrow`, `select` or `expand`. */
+  op: string
+  shape?: Array<number>
+  dim?: number
+  start?: number
+  end?: number
+  step?: number
+  length?: number
+}
 
 /**
  * Wraps JS memory (a Uint8Array over an ArrayBuffer or SharedArrayBuffer) without copying,

@@ -16,7 +16,7 @@ import { instructions, perOperation } from './callgrind.mjs'
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 execFileSync(
   'bash',
-  [join(root, '__test__', 'c-addon', 'build-fixture.sh'), 'lookup-routes', 'benches/lookup-routes/lookup_routes.c', 'lookup_routes.node'],
+  [join(root, '__test__', 'native', 'c-addon', 'build-fixture.sh'), 'lookup-routes', 'benches/lookup-routes/lookup_routes.c', 'lookup_routes.node'],
   { stdio: ['ignore', 'ignore', 'inherit'] },
 )
 const addonPath = join(root, 'target', 'lookup-routes', 'lookup_routes.node')

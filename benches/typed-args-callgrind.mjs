@@ -15,7 +15,7 @@ import { instructions, perOperation } from './callgrind.mjs'
 const here = dirname(fileURLToPath(import.meta.url))
 const root = join(here, '..')
 const addonPath = join(root, 'target', 'consumer-addon', 'consumer_addon.node')
-if (!existsSync(addonPath)) execFileSync('bash', [join(root, '__test__', 'consumer-addon', 'build.sh')], { stdio: 'inherit' })
+if (!existsSync(addonPath)) execFileSync('bash', [join(root, '__test__', 'native', 'consumer-addon', 'build.sh')], { stdio: 'inherit' })
 
 const LOW = 5000
 const HIGH = 25000

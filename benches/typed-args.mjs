@@ -25,7 +25,7 @@ const root = join(here, '..')
 const require = createRequire(import.meta.url)
 const addonPath = join(root, 'target', 'consumer-addon', 'consumer_addon.node')
 try {
-  execFileSync('bash', [join(root, '__test__', 'consumer-addon', 'build.sh')], { stdio: 'inherit' })
+  execFileSync('bash', [join(root, '__test__', 'native', 'consumer-addon', 'build.sh')], { stdio: 'inherit' })
 } catch (error) {
   // A machine without cargo can still run a copied build.
   if (!existsSync(addonPath)) throw error

@@ -13,7 +13,7 @@
 //                      over a large foreign region costs V8 external-memory accounting (GC)
 //
 // Then a pool of 3 workers, each running ONNX Runtime (onnxruntime-node, CPU, one thread each)
-// on one dense layer y = relu(x @ w) (the model of __test__/onnx-model.mjs), 12 jobs per round
+// on one dense layer y = relu(x @ w) (the model of __test__/harness/onnx-model.mjs), 12 jobs per round
 // spread over the pool; the time per job is a round's wall time / 12, median of the rounds:
 //
 //   structured clone   x posted as a Float32Array (copied), y posted back (copied)
@@ -28,7 +28,7 @@
 import { createRequire } from 'node:module'
 import { Worker } from 'node:worker_threads'
 
-import { denseReluModel } from '../__test__/onnx-model.mjs'
+import { denseReluModel } from '../__test__/harness/onnx-model.mjs'
 
 const require = createRequire(import.meta.url)
 const { Tensor, fromDLPack } = require('../dist/index.js')

@@ -76,7 +76,7 @@ export interface TfTensorLike {
   dataSync(): ArrayBufferView | readonly string[]
 }
 
-/** Every library object `fromDLPack` recognises (see README "Interoperability"). */
+/** Every library object `fromDLPack` recognises (see docs/interop.md). */
 export type AdaptedSource = OrtTensorLike | SharpRawLike | ImageLike | ArrowVectorLike | ArrowDataLike | TfTensorLike
 
 /** The options the recognisers read (a subset of `FromDLPackOptions`). */

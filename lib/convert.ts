@@ -1,7 +1,7 @@
 /**
  * Argument checking for the layout and dtype conversions of `Tensor` (`permute`, `transpose`,
  * `contiguous`, `astype`). The kernels are native (`napi_dlpack::convert`, bound in
- * src/convert.rs); the exact formula is documented on `Tensor#astype` and in the README.
+ * src/convert.rs); the exact formula is documented on `Tensor#astype` and in docs/guide.md.
  */
 import { type DType, isDType } from './dtype'
 import { DLPackTypeError } from './errors'
@@ -35,7 +35,7 @@ function invalid(message: string): DLPackTypeError {
   return new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', message)
 }
 
-function checkInteger(value: unknown, what: string): number {
+export function checkInteger(value: unknown, what: string): number {
   if (!Number.isSafeInteger(value)) throw invalid(`${what} must be an integer, got ${String(value)}`)
   return value as number
 }
@@ -44,6 +44,26 @@ function checkInteger(value: unknown, what: string): number {
 export function permuteAxes(args: readonly (number | readonly number[])[]): number[] {
   const axes = args.length === 1 && Array.isArray(args[0]) ? (args[0] as readonly number[]) : args
   return axes.map((axis) => checkInteger(axis, 'an axis'))
+}
+
+/**
+ * What `Tensor`'s view methods ask the addon for (`viewHandle`, src/binding/convert.rs). The
+ * arguments are checked to be integers here (a JS number converts to an integer natively by
+ * truncation, which would hide `1.5`); their ranges and the layout arithmetic are checked
+ * natively (`napi_dlpack::view_layout`), where the view is also checked against the memory.
+ */
+export type ViewRequest = import('../index.js').ViewRequest
+
+/** The sizes of `reshape(...shape)` / `reshape([...shape])` (and `view`, `expand`). */
+export function viewShape(op: string, args: readonly (number | readonly number[])[]): number[] {
+  const sizes = args.length === 1 && Array.isArray(args[0]) ? (args[0] as readonly unknown[]) : (args as readonly unknown[])
+  return sizes.map((size) => checkInteger(size, `a size of ${op}`))
+}
+
+/** An integer argument of a view method; `undefined` (and `null`, for optional ones) stays. */
+export function viewInt(value: unknown, what: string, optional = false): number | undefined {
+  if (optional && (value === undefined || value === null)) return undefined
+  return checkInteger(value, what)
 }
 
 /** The axes of `transpose(dim0, dim1)` as a permutation of `ndim` dimensions. */

@@ -1,7 +1,7 @@
 import { ERROR_CLASS_BY_CODE, type ErrorClassName } from './generated/facts'
 
 /**
- * Errors thrown by napi-dlpack. Every error carries a stable `code` (listed in the README);
+ * Errors thrown by napi-dlpack. Every error carries a stable `code` (listed in docs/api.md);
  * match on `code`, or on the class for a whole family of failures.
  */
 export class DLPackError extends Error {

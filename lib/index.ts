@@ -81,6 +81,7 @@ export {
   type FromArrayOptions,
   Tensor,
   type TensorHandle,
+  type TensorViews,
   type ToOptions,
 } from './tensor'
 export { isTransfer, releaseTransfer, type SharedTransfer, type TensorTransfer, type TokenTransfer } from './transfer'

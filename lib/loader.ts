@@ -5,8 +5,8 @@
  * a generic "Cannot find native binding" whose first cause is the last candidate tried
  * (`napi-dlpack-wasm32-wasi`), which is not the package a user is missing.
  */
-import { existsSync } from 'node:fs'
-import { join } from 'node:path'
+import { existsSync, readFileSync } from 'node:fs'
+import { basename, dirname, join, resolve } from 'node:path'
 
 import { DLPackError } from './errors'
 
@@ -95,21 +95,71 @@ export function bindingError(error: unknown): DLPackError {
   const { version = 'latest', napi } = manifest()
   // The suffixes of the platform packages this version publishes.
   const published = (napi?.targets ?? []).map((target) => SUFFIX_BY_TARGET[target] ?? target)
-  if (published.includes(suffix)) {
+  if (!published.includes(suffix)) {
     return new DLPackError(
       'ERR_DLPACK_ADDON_NOT_INSTALLED',
-      `${PACKAGE}: the native addon for this platform (${suffix}) is not installed; install it with ` +
-        `\`npm install ${platformPackage}@${version}\`. It is an optional dependency of ${PACKAGE}, which npm ` +
-        'leaves out with --omit=optional, or when the lockfile was written on another platform (npm/cli#4828).',
+      `${PACKAGE}: no prebuilt native addon for ${suffix} (prebuilt: ${published.join(', ') || 'none'}); ` +
+        `build it from the repository with \`npm run build\` (needs Rust), or point NAPI_RS_NATIVE_LIBRARY_PATH at a built ${PACKAGE} .node file.`,
+      { cause: error },
+    )
+  }
+  const source = installSource()
+  if (source.kind === 'checkout') {
+    // A clone of the repository (or a link to one): the addon is built there, not installed.
+    return new DLPackError(
+      'ERR_DLPACK_ADDON_NOT_INSTALLED',
+      `${PACKAGE}: the native addon for this platform (${suffix}) is not built in ${packageRoot}; build it there ` +
+        'with `npm run build` (needs Rust and a C compiler), or install the package from the tarballs ' +
+        '`npm run pack:local` writes.',
+      { cause: error },
+    )
+  }
+  if (source.kind === 'tarball') {
+    // Installed from a local tarball: the addon is a second tarball, not a registry package
+    // (before publication none exists there).
+    const platformTarball = join(source.dir, `${platformPackage}-${version}.tgz`)
+    return new DLPackError(
+      'ERR_DLPACK_ADDON_NOT_INSTALLED',
+      `${PACKAGE}: the native addon for this platform (${suffix}) is not installed: ${PACKAGE} came from the tarball ` +
+        `${source.tarball}, and its addon is a second tarball, ${platformTarball}; install both with ` +
+        `\`npm install ${join(source.dir, `${PACKAGE}-*.tgz`)}\` (\`npm run pack:local\` in the ${PACKAGE} repository writes them).`,
       { cause: error },
     )
   }
   return new DLPackError(
     'ERR_DLPACK_ADDON_NOT_INSTALLED',
-    `${PACKAGE}: no prebuilt native addon for ${suffix} (prebuilt: ${published.join(', ') || 'none'}); ` +
-      `build it from the repository with \`npm run build\` (needs Rust), or point NAPI_RS_NATIVE_LIBRARY_PATH at a built ${PACKAGE} .node file.`,
+    `${PACKAGE}: the native addon for this platform (${suffix}) is not installed; install it with ` +
+      `\`npm install ${platformPackage}@${version}\`. It is an optional dependency of ${PACKAGE}, which npm ` +
+      'leaves out with --omit=optional, or when the lockfile was written on another platform (npm/cli#4828).',
     { cause: error },
   )
+}
+
+type InstallSource = { kind: 'registry' } | { kind: 'checkout' } | { kind: 'tarball'; tarball: string; dir: string }
+
+/**
+ * How this copy of the package got here, as far as it can tell: a source checkout (the
+ * repository's own files are next to it), a local tarball (npm's hidden lockfile in the
+ * enclosing node_modules says `resolved: "file:....tgz"`), or else a registry.
+ */
+function installSource(): InstallSource {
+  if (existsSync(join(packageRoot, 'Cargo.toml')) && existsSync(join(packageRoot, 'lib', 'loader.ts'))) return { kind: 'checkout' }
+  const nodeModules = dirname(packageRoot)
+  if (basename(nodeModules) !== 'node_modules') return { kind: 'registry' }
+  try {
+    const lock = JSON.parse(readFileSync(join(nodeModules, '.package-lock.json'), 'utf8')) as {
+      packages?: Record<string, { resolved?: string } | undefined>
+    }
+    const resolved = lock.packages?.[`node_modules/${PACKAGE}`]?.resolved
+    if (resolved?.startsWith('file:') && resolved.endsWith('.tgz')) {
+      // Relative to the project that holds node_modules.
+      const tarball = resolve(dirname(nodeModules), resolved.slice('file:'.length))
+      return { kind: 'tarball', tarball, dir: dirname(tarball) }
+    }
+  } catch {
+    // No hidden lockfile (another package manager, an older npm): say what a registry install needs.
+  }
+  return { kind: 'registry' }
 }
 
 /** The generated loader's exports. */

@@ -206,7 +206,7 @@ export function fromDLPack(source: DLPackSource, options: FromDLPackOptions = {}
         }
         throw new DLPackTypeError(
           'ERR_DLPACK_INVALID_ARGUMENT',
-          'expected a Tensor, a DLPack capsule, an object with __dlpack__, an ArrayBuffer, a TypedArray, an ndarray-like object or a supported library tensor (README "Interoperability")',
+          'expected a Tensor, a DLPack capsule, an object with __dlpack__, an ArrayBuffer, a TypedArray, an ndarray-like object or a supported library tensor (docs/interop.md)',
         )
       }
     }

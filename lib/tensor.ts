@@ -1,6 +1,14 @@
 import { MAX_VIEW_BYTES, native } from './native.js'
 import { Device, type DeviceLike, toDevice } from './device'
-import { type AstypeOptions, astypeArgs, permuteAxes, transposeAxes } from './convert'
+import {
+  type AstypeOptions,
+  astypeArgs,
+  permuteAxes,
+  transposeAxes,
+  type ViewRequest,
+  viewInt,
+  viewShape,
+} from './convert'
 import { type DataArray, DLDeviceType, type DType, DTYPES, dtypeOfArray, isDType } from './dtype'
 import {
   type ArrowModule,
@@ -137,19 +145,36 @@ export interface FromArrayOptions<D extends DType = DType> {
  * `Tensor` (`instanceof` holds); its type is not assignable to `Tensor<'uint8'>`, whose views
  * are `Uint8Array`s.
  */
-export type ClampedTensor = Omit<
-  Tensor<'uint8'>,
-  'clamped' | 'data' | 'getData' | 'toTypedArray' | 'permute' | 'transpose' | 'contiguous'
-> & {
-  readonly clamped: true
-  readonly data: Uint8ClampedArray
-  getData(options?: DataOptions): Uint8ClampedArray
-  toTypedArray(): Uint8ClampedArray
-  /** Views and dense copies of a clamped tensor are clamped too. */
-  permute(...axes: number[]): ClampedTensor
-  permute(axes: readonly number[]): ClampedTensor
-  transpose(dim0: number, dim1: number): ClampedTensor
-  contiguous(): ClampedTensor
+export type ClampedTensor = Omit<Tensor<'uint8'>, 'clamped' | 'data' | 'getData' | 'toTypedArray' | keyof TensorViews<unknown>> &
+  TensorViews<ClampedTensor> & {
+    readonly clamped: true
+    readonly data: Uint8ClampedArray
+    getData(options?: DataOptions): Uint8ClampedArray
+    toTypedArray(): Uint8ClampedArray
+  }
+
+/**
+ * The methods that give a tensor of the same kind: views (zero-copy, same memory, any device)
+ * and `contiguous()`. `T` is `Tensor<D>` for a `Tensor<D>` and `ClampedTensor` for a clamped one
+ * (views and dense copies of a clamped tensor are clamped too). See docs/views.md.
+ */
+export interface TensorViews<T> {
+  permute(...axes: number[]): T
+  permute(axes: readonly number[]): T
+  transpose(dim0: number, dim1: number): T
+  contiguous(): T
+  reshape(...shape: number[]): T
+  reshape(shape: readonly number[]): T
+  view(...shape: number[]): T
+  view(shape: readonly number[]): T
+  unsqueeze(dim: number): T
+  squeeze(dim?: number): T
+  flatten(startDim?: number, endDim?: number): T
+  slice(dim: number, start?: number | null, end?: number | null, step?: number): T
+  narrow(dim: number, start: number, length: number): T
+  select(dim: number, index: number): T
+  expand(...shape: number[]): T
+  expand(shape: readonly number[]): T
 }
 
 /** The dtype of a TypedArray type. */
@@ -374,7 +399,7 @@ export function isSharedArrayBuffer(value: unknown): value is SharedArrayBuffer 
  * with native addons through DLPack. Create one with `Tensor.from`, `Tensor.empty`,
  * `Tensor.zeros` or `fromDLPack`.
  */
-export class Tensor<D extends DType = DType> {
+export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
   #shared: SharedHandle | null
   #data: DataArray<D> | undefined
   #dataWritable = false
@@ -414,7 +439,7 @@ export class Tensor<D extends DType = DType> {
    * The cheapest value to pass to a native function taking a tensor (a `TensorArg` of an addon
    * built on the Rust crate, or any consumer of the exchange table): the tensor's native handle,
    * which the addon borrows with no property lookup (docs/protocol.md §5.2; about 1,000 fewer
-   * instructions per argument than passing the tensor, see the README). Worth it in hot loops
+   * instructions per argument than passing the tensor, see docs/benchmarks.md). Worth it in hot loops
    * of small native calls: `addon.add(a.native, b.native, out.native)`. A tensor that lends no
    * handle of its own (one made by `fromDLPack` from this package's own capsule) gives itself,
    * which is borrowed the ordinary way. The handle lends the same memory as the tensor, for as
@@ -574,6 +599,112 @@ export class Tensor<D extends DType = DType> {
   /** A zero-copy view with dimensions `dim0` and `dim1` swapped (see `permute`). */
   transpose(dim0: number, dim1: number): Tensor<D> {
     return this.permute(transposeAxes(this.ndim, dim0, dim1))
+  }
+
+  /** A view made natively (`viewHandle`): same storage, new layout, clamped if this is. */
+  #view(request: ViewRequest): Tensor<D> {
+    const handle = this.#live().handle
+    return Tensor._fromHandle(call(() => native.viewHandle(handle, request)), true, this.clamped) as Tensor<D>
+  }
+
+  /**
+   * The same elements, in row-major order, under a new shape (one size may be `-1`, inferred
+   * from the others): a zero-copy view, same memory and data pointer, on any device. Never a
+   * copy: where the strides cannot express the new shape (merging dimensions of a permuted or
+   * sliced tensor), it throws `ERR_DLPACK_NOT_CONTIGUOUS`; `contiguous().reshape(...)` is then
+   * the one copy. A size mismatch, two `-1`s or a non-integer throw
+   * `ERR_DLPACK_INVALID_ARGUMENT`. See docs/views.md.
+   */
+  reshape(...shape: number[]): Tensor<D>
+  reshape(shape: readonly number[]): Tensor<D>
+  reshape(...args: (number | readonly number[])[]): Tensor<D> {
+    return this.#view({ op: 'reshape', shape: viewShape('reshape', args) })
+  }
+
+  /** `reshape` under PyTorch's other name: the same zero-copy view, the same errors. */
+  view(...shape: number[]): Tensor<D>
+  view(shape: readonly number[]): Tensor<D>
+  view(...args: (number | readonly number[])[]): Tensor<D> {
+    return this.#view({ op: 'reshape', shape: viewShape('view', args) })
+  }
+
+  /** A zero-copy view with a new dimension of size 1 at `dim` (`-1`: last; `0 ≤ dim ≤ ndim` after wrapping). */
+  unsqueeze(dim: number): Tensor<D> {
+    return this.#view({ op: 'unsqueeze', dim: viewInt(dim, 'unsqueeze dimension') })
+  }
+
+  /**
+   * A zero-copy view without the size-1 dimension `dim`, or without every size-1 dimension when
+   * `dim` is omitted. `dim` of another size throws `ERR_DLPACK_INVALID_ARGUMENT` (PyTorch
+   * ignores it; here a wrong index is not silent).
+   */
+  squeeze(dim?: number): Tensor<D> {
+    return this.#view({ op: 'squeeze', dim: viewInt(dim, 'squeeze dimension', true) })
+  }
+
+  /**
+   * Dimensions `startDim..endDim` (inclusive, negative from the end) merged into one, as a
+   * zero-copy view; `ERR_DLPACK_NOT_CONTIGUOUS` where they are not one contiguous run (see
+   * `reshape`). A 0-d tensor becomes `[1]`.
+   */
+  flatten(startDim = 0, endDim = -1): Tensor<D> {
+    return this.#view({
+      op: 'flatten',
+      start: viewInt(startDim, 'flatten start dimension'),
+      end: viewInt(endDim, 'flatten end dimension'),
+    })
+  }
+
+  /**
+   * Elements `start, start + step, ...` before `end` along `dim`, as a zero-copy view (a Python
+   * slice `t[start:end:step]` along one dimension): bounds are optional (`undefined` or `null`:
+   * the whole dimension in the step's direction), negative bounds count from the end, bounds
+   * past the ends are clamped; `step` is any non-zero integer (negative: reversed, through a
+   * negative stride). `ERR_DLPACK_INVALID_ARGUMENT` for a bad `dim`, step 0 or a non-integer.
+   */
+  slice(dim: number, start?: number | null, end?: number | null, step = 1): Tensor<D> {
+    return this.#view({
+      op: 'slice',
+      dim: viewInt(dim, 'slice dimension'),
+      start: viewInt(start, 'slice start', true),
+      end: viewInt(end, 'slice end', true),
+      step: viewInt(step, 'slice step'),
+    })
+  }
+
+  /**
+   * Elements `start..start + length` along `dim` as a zero-copy view (`start` may be negative,
+   * from the end). Unlike `slice`, out-of-range arguments throw `ERR_DLPACK_INVALID_ARGUMENT`.
+   */
+  narrow(dim: number, start: number, length: number): Tensor<D> {
+    return this.#view({
+      op: 'narrow',
+      dim: viewInt(dim, 'narrow dimension'),
+      start: viewInt(start, 'narrow start'),
+      length: viewInt(length, 'narrow length'),
+    })
+  }
+
+  /**
+   * Index `index` of dimension `dim`, without that dimension, as a zero-copy view (`t[i]` is
+   * `t.select(0, i)`; negative indices count from the end; out of range throws
+   * `ERR_DLPACK_INVALID_ARGUMENT`).
+   */
+  select(dim: number, index: number): Tensor<D> {
+    return this.#view({ op: 'select', dim: viewInt(dim, 'select dimension'), start: viewInt(index, 'select index') })
+  }
+
+  /**
+   * Size-1 dimensions repeated to `shape` (new leading dimensions too; `-1` keeps a size)
+   * through stride 0, as a zero-copy view: no element is copied. A dimension of another size
+   * than 1 cannot change (`ERR_DLPACK_INVALID_ARGUMENT`). A view that repeats elements is
+   * read-only (`readonly`, exported with DLPack's READ_ONLY flag): writing through it would
+   * write one element from several indices. `contiguous()` gives a writable dense copy.
+   */
+  expand(...shape: number[]): Tensor<D>
+  expand(shape: readonly number[]): Tensor<D>
+  expand(...args: (number | readonly number[])[]): Tensor<D> {
+    return this.#view({ op: 'expand', shape: viewShape('expand', args) })
   }
 
   /**
@@ -863,7 +994,7 @@ export class Tensor<D extends DType = DType> {
    * `SharedArrayBuffer` travels with its buffer; memory no JS thread owns (a native producer's,
    * CUDA) travels as a token that one thread claims, once. This tensor stays usable; the memory
    * is released when the last tensor on any thread lets go. A tensor over an `ArrayBuffer`
-   * throws `ERR_DLPACK_COPY_REQUIRED`: use `toShared()`. See README "Worker threads".
+   * throws `ERR_DLPACK_COPY_REQUIRED`: use `toShared()`. See docs/guide.md, "Worker threads".
    */
   transfer(): TensorTransfer<D> {
     const shared = this.#live()

@@ -2,7 +2,7 @@
  * Tensors handed to another JS thread (`worker_threads`) without copying their data: what
  * `Tensor#transfer()` makes, `postMessage` carries and `Tensor.fromTransfer()` rebuilds.
  *
- * Two kinds, chosen by where the memory lives (README "Worker threads"):
+ * Two kinds, chosen by where the memory lives (docs/guide.md, "Worker threads"):
  * - `'shared'`: a tensor over a `SharedArrayBuffer`. The message carries the buffer itself, which
  *   structured cloning shares between threads (V8 keeps the memory alive while any thread holds
  *   it). Rebuilt any number of times.

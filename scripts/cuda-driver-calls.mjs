@@ -1,11 +1,11 @@
 // Counts the CUDA driver calls of each DLPack exchange, using the fake CUDA driver (a TEST
-// DOUBLE in __test__/fake-cuda, which counts every entry point call and every host
+// DOUBLE in __test__/native/fake-cuda, which counts every entry point call and every host
 // synchronisation). Prints the Markdown table of docs/cuda.md.
 //
 //   node scripts/cuda-driver-calls.mjs
 //
 // It builds what it needs (addon, fake driver, peer addon) and restarts itself with the fake
-// on LD_LIBRARY_PATH (read only at process start). __test__/cuda.spec.ts asserts the bounds.
+// on LD_LIBRARY_PATH (read only at process start). __test__/cuda/cuda.spec.ts asserts the bounds.
 import { execFileSync } from 'node:child_process'
 import { createRequire } from 'node:module'
 import { join } from 'node:path'

@@ -7,17 +7,24 @@
 //  3. use it from a CommonJS script, an ES module and `tsc --strict` against the published
 //     types: TypeScript 5.9 and 5.0, `lib: ["es2022"]`, `skipLibCheck: false`, no @types/node,
 //     module nodenext (CJS and ESM files), node10 and bundler;
-//  4. install the main package alone: the error must name the platform package to install;
-//  5. publint and @arethetypeswrong/cli on the main tarball, publint and `npm publish --dry-run`
+//  4. install the main package alone: the error must name what is missing for the way it was
+//     installed (the platform tarball for a tarball install, the registry package otherwise);
+//  5. the README's from-source install, as written: `npm run pack:local`, then in a blank project
+//     `npm install <clone>/napi-dlpack-*.tgz` (offline), then the README's app example run there
+//     (its other dependencies, sharp and onnxruntime-node, linked from this repository's
+//     node_modules: the test is offline);
+//  6. publint and @arethetypeswrong/cli on the main tarball, publint and `npm publish --dry-run`
 //     of every package whose files exist here, and (CI=true only: it compiles the packaged crate, about
 //     two minutes) `cargo publish --dry-run -p napi-dlpack`.
 // Needs the addon and dist/ built (scripts/ensure-built.mjs). Exits 1 when any check fails.
 import { execFileSync } from 'node:child_process'
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { delimiter, join } from 'node:path'
+import { delimiter, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
+import { extractBlocks, writeFixtures } from './doc-test.mjs'
+import { packMain, packPlatform, platformDirs, stagePlatform } from './pack-local.mjs'
 import { isCI } from './test-prerequisites.mjs'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
@@ -76,61 +83,20 @@ const npm = (args, cwd) => run(join(bin, 'npm'), args, { cwd, env: sandboxEnv })
 const node = (args, cwd) => run(join(bin, 'node'), args, { cwd, env: sandboxEnv })
 const toolchain = ['cc', 'gcc', 'g++', 'clang', 'cargo', 'rustc', 'make', 'ld']
 
-// ---- 1. pack ----------------------------------------------------------------------------------
+// ---- 1. pack (scripts/pack-local.mjs, what `npm run pack:local` runs) -------------------------
 const tarballs = join(work, 'tarballs')
 const stage = join(work, 'stage')
 mkdirSync(tarballs)
 mkdirSync(stage)
-const packInto = (dir) => {
-  const [{ filename }] = JSON.parse(run('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', tarballs], { cwd: dir }))
-  return join(tarballs, filename)
-}
-/** The suffix of each declared target, as the loader names platform packages. */
-const targetDirs = readdirSync(join(root, 'npm')).filter((dir) => existsSync(join(root, 'npm', dir, 'package.json')))
+const targetDirs = platformDirs()
 
 let mainTarball
 let platformTarball
 check(`pack ${name} as published (optionalDependencies on ${targetDirs.length} platform packages)`, () => {
-  // npm pack of the repository, unpacked, then given the optionalDependencies that
-  // `napi prepublish` writes before publishing, and packed again.
-  const raw = packInto(root)
-  const dir = join(stage, 'main')
-  mkdirSync(dir)
-  run('tar', ['xzf', raw, '-C', dir, '--strip-components=1'])
-  rmSync(raw)
-  const staged = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'))
-  staged.optionalDependencies = Object.fromEntries(
-    targetDirs.map((target) => [JSON.parse(readFileSync(join(root, 'npm', target, 'package.json'), 'utf8')).name, version]),
-  )
-  writeFileSync(join(dir, 'package.json'), `${JSON.stringify(staged, null, 2)}\n`)
-  for (const required of ['LICENSE', 'README.md', 'dist/index.js', 'dist/index.mjs', 'dist/index.d.ts', 'dist/index.d.mts', 'index.js', 'include/napi_dlpack.h', 'include/index.js']) {
-    if (!existsSync(join(dir, required))) throw new Error(`the packed package lacks ${required}`)
-  }
-  mainTarball = packInto(dir)
+  mainTarball = packMain(tarballs)
 })
-
-/**
- * A platform package staged as `napi artifacts` + `napi prepublish` leave it: its npm/<target>
- * dir, its binary (as `napi build --platform` left it in the root, else as `napi artifacts`
- * moved it into npm/<target>), and LICENSE. Undefined when the binary was not built here.
- */
-function stagePlatform(target) {
-  const platformManifest = JSON.parse(readFileSync(join(root, 'npm', target, 'package.json'), 'utf8'))
-  const binary = platformManifest.main
-  const built = [join(root, binary), join(root, 'npm', target, binary)].find((path) => existsSync(path))
-  if (!built) return undefined
-  const dir = join(stage, target)
-  cpSync(join(root, 'npm', target), dir, { recursive: true })
-  cpSync(built, join(dir, binary))
-  cpSync(join(root, 'LICENSE'), join(dir, 'LICENSE'))
-  return dir
-}
-
 check(`pack ${platformName} (npm/${suffix} with the built addon)`, () => {
-  if (!targetDirs.includes(suffix)) throw new Error(`no npm/${suffix}: ${suffix} is not a declared target`)
-  const dir = stagePlatform(suffix)
-  if (!dir) throw new Error(`the addon for ${suffix} is not built (run scripts/ensure-built.mjs)`)
-  platformTarball = packInto(dir)
+  platformTarball = packPlatform(suffix, tarballs)
 })
 
 // ---- 2. install offline, no toolchain -----------------------------------------------------
@@ -260,8 +226,21 @@ check(`without ${platformName}: the error's first line says to install it; a bro
   const { code, message } = JSON.parse(node(['-e', script], bare))
   const first = message.split('\n')[0]
   if (code !== 'ERR_DLPACK_ADDON_NOT_INSTALLED') throw new Error(`code ${code}: ${first}`)
-  if (!first.includes(`npm install ${platformName}@${version}`)) throw new Error(`first line does not name ${platformName}: ${first}`)
+  // Installed from a tarball: the missing piece is the platform tarball next to it, not a
+  // registry package (none is published yet).
+  const expectedTarball = join(tarballs, `${platformName}-${version}.tgz`)
+  if (!first.includes(expectedTarball)) throw new Error(`first line does not name ${expectedTarball}: ${first}`)
+  if (!first.includes(`npm install ${join(tarballs, `${name}-*.tgz`)}`)) throw new Error(`first line does not say how to install both tarballs: ${first}`)
+  if (first.includes(`${platformName}@`)) throw new Error(`a tarball install is told to install from a registry: ${first}`)
   if (/wasm32|wasi/.test(first)) throw new Error(`first line names a WASI package: ${first}`)
+  // Without npm's record of the tarball (another package manager, a registry install), the
+  // error names the registry package.
+  rmSync(join(bare, 'node_modules', '.package-lock.json'))
+  const registry = JSON.parse(node(['-e', script], bare))
+  const registryFirst = registry.message.split('\n')[0]
+  if (registry.code !== 'ERR_DLPACK_ADDON_NOT_INSTALLED' || !registryFirst.includes(`npm install ${platformName}@${version}`)) {
+    throw new Error(`without the lockfile record: ${registry.code}: ${registryFirst}`)
+  }
 
   // A platform package that is there but cannot load (here: not an ELF file; in the field, a
   // libc too old): the error says so and quotes the OS loader's reason.
@@ -276,7 +255,52 @@ check(`without ${platformName}: the error's first line says to install it; a bro
   if (!reason.includes(platformName) || !reason.includes(platformManifest.main)) throw new Error(`no package or OS reason in: ${reason}`)
 })
 
-// ---- 5. linters and publish dry runs ----------------------------------------------------------
+// ---- 5. the README's from-source install, then its app example ------------------------------
+// The files the README's example reads (image.png, model.onnx), as the doc test writes them.
+const fixtures = join(work, 'fixtures')
+mkdirSync(fixtures)
+await writeFixtures(fixtures)
+check("the README's from-source install (npm run pack:local; npm install <clone>/napi-dlpack-*.tgz, offline) and its app example", () => {
+  const readme = readFileSync(join(root, 'README.md'), 'utf8')
+  const install = /```sh\n([^`]*npm run pack:local[^`]*)```/.exec(readme)?.[1]
+  if (!install) throw new Error('the README shows no install block with npm run pack:local')
+  const installLine = install.split('\n').find((line) => /npm install \S*napi-dlpack-\*\.tgz/.test(line))
+  if (!installLine) throw new Error(`the README's install block installs no napi-dlpack-*.tgz: ${install}`)
+  // `npm run pack:local` as the README says, here with the build already done (the install test
+  // runs after it) and the tarballs written outside the repository.
+  const clone = join(work, 'clone-out')
+  run(process.execPath, [join(root, 'scripts', 'pack-local.mjs'), '--no-build', '--out', clone], { cwd: root })
+  const written = readdirSync(clone).filter((file) => /^napi-dlpack-.*\.tgz$/.test(file))
+  const expected = [`${name}-${version}.tgz`, `${platformName}-${version}.tgz`].sort()
+  if (JSON.stringify(written.sort()) !== JSON.stringify(expected)) throw new Error(`pack:local wrote ${written.join(', ')}`)
+  // A blank project of the user's own, then the README's `npm install .../napi-dlpack-*.tgz`,
+  // the glob expanded as a shell would.
+  const project = join(work, 'my-app')
+  mkdirSync(project)
+  writeFileSync(join(project, 'package.json'), `${JSON.stringify({ name: 'my-app', version: '1.0.0', private: true, type: 'module' }, null, 2)}\n`)
+  npm(['install', '--offline', ...written.map((file) => join(clone, file))], project)
+  if (!existsSync(join(project, 'node_modules', platformName))) throw new Error(`${platformName} not installed`)
+  // The app example: the README's block, its fixtures (the doc test's), its other dependencies.
+  const [example] = extractBlocks('README.md', readme).filter((block) => /onnxruntime-node/.test(block.code) && /sharp/.test(block.code))
+  if (!example) throw new Error('the README has no app example (sharp and onnxruntime-node)')
+  if (example.mode === 'skip') {
+    console.log(`note the README's app example is marked skip (${example.reason}): installed, not run`)
+    return
+  }
+  for (const dependency of ['sharp', 'onnxruntime-node', '@types/node']) {
+    mkdirSync(dirname(join(project, 'node_modules', dependency)), { recursive: true })
+    symlinkSync(join(root, 'node_modules', dependency), join(project, 'node_modules', dependency), 'dir')
+  }
+  for (const fixture of ['image.png', 'model.onnx']) cpSync(join(fixtures, fixture), join(project, fixture))
+  writeFileSync(join(project, 'app.mts'), example.code)
+  const compilerOptions = { strict: true, target: 'es2022', lib: ['es2023'], module: 'nodenext', moduleResolution: 'nodenext', types: ['node'], skipLibCheck: true, outDir: 'out' }
+  writeFileSync(join(project, 'tsconfig.json'), JSON.stringify({ compilerOptions, files: ['app.mts'] }, null, 2))
+  node([join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], project)
+  const output = node([join('out', 'app.mjs')], project)
+  console.log(`     the app example printed: ${output.trim().split('\n').join(' | ')}`)
+})
+
+// ---- 6. linters and publish dry runs ----------------------------------------------------------
 check('publint (--strict) on the main tarball', () => {
   node([join(root, 'node_modules', 'publint', 'src', 'cli.js'), 'run', '--strict', mainTarball], work)
 })
@@ -289,7 +313,7 @@ check(`npm publish --dry-run: ${name}`, () => {
   npm(['publish', '--dry-run', '--offline', '--ignore-scripts', mainTarball], work)
 })
 for (const target of targetDirs) {
-  const dir = target === suffix ? join(stage, target) : stagePlatform(target)
+  const dir = stagePlatform(target, stage)
   if (!dir) {
     console.log(`note npm publish --dry-run: npm/${target} has no built binary here (built on its own platform or by cross-compilation)`)
     continue

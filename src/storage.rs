@@ -21,10 +21,12 @@ pub enum Memory {
   /// V8-owned memory: an ArrayBuffer or SharedArrayBuffer kept alive by a reference. Zero-copy
   /// in every runtime, Electron included.
   /// `buffer` references the ArrayBuffer (or SharedArrayBuffer) itself; `base` is its data
-  /// pointer plus `base_offset`, the byte offset of the wrapped view inside it.
+  /// pointer plus `base_offset`, the byte offset of the wrapped view inside it; `len` is the
+  /// wrapped view's length in bytes (the region a tensor over it may reach).
   Js {
     base: *mut u8,
     base_offset: usize,
+    len: usize,
     buffer: BufferRef,
   },
   /// Producer-owned memory imported through DLPack; the producer's deleter runs when the last
@@ -109,6 +111,24 @@ impl Storage {
     }
   }
 
+  /// Bytes of the region from [`Self::base`] that tensors over this storage may reach: the
+  /// wrapped JS view, a foreign tensor's span, our own allocation.
+  pub fn region_len(&self) -> usize {
+    match &self.memory {
+      Memory::Js { len, .. } => *len,
+      Memory::Foreign(tensor) => tensor.layout().span_bytes(),
+      Memory::Owned(words) => words.len() * std::mem::size_of::<u64>(),
+      Memory::Cuda(buffer) => buffer.len(),
+    }
+  }
+
+  /// Address of the first element of `layout` over this storage, as an integer (host or
+  /// device address, or a handle value plus offset on handle-valued devices): what
+  /// `dataPointer` reports.
+  pub fn first_address(&self, layout: &TensorLayout) -> usize {
+    (self.base() as usize).wrapping_add(layout.first_byte)
+  }
+
   /// Address of the lowest element of `layout` over this storage, as an integer (host or
   /// device address; no pointer arithmetic on device addresses).
   pub fn span_address(&self, layout: &TensorLayout) -> usize {
@@ -154,13 +174,17 @@ impl Storage {
     match &self.memory {
       // Re-exports of address-valued memory point `data` at the first element with
       // byte_offset 0: consumers that ignore byte_offset (torch 1.13's at::fromDLPack, for one)
-      // then still read the right elements.
-      Memory::Foreign(tensor) if tensor.device().device_type.data_is_address() => {
-        (tensor.data_ptr().cast(), 0)
-      }
-      // Handle-valued devices (OpenCL, Metal, ...) keep the producer's handle and offset:
-      // `data` is not an address, so the offset cannot be folded into it.
-      Memory::Foreign(tensor) => (tensor.raw_data(), tensor.byte_offset()),
+      // then still read the right elements. The first element is the layout's, not the
+      // producer's: a view (`slice`, `select`, ...) starts elsewhere in the same span. Derived
+      // from the span start (the producer's pointer) so that it keeps the pointer's provenance;
+      // wrapping, since device addresses are never dereferenced here.
+      Memory::Foreign(tensor) if tensor.device().device_type.data_is_address() => (
+        self.base().wrapping_add(layout.first_byte).cast::<c_void>(),
+        0,
+      ),
+      // Handle-valued devices (OpenCL, Metal, ...) keep the producer's handle and an offset
+      // into it: `data` is not an address, so the offset cannot be folded into it.
+      Memory::Foreign(tensor) => (tensor.raw_data(), self.export_byte_offset(layout)),
       // Our device memory: the first element's device address (integer arithmetic only).
       Memory::Cuda(buffer) => (
         (buffer.device_ptr() as usize).wrapping_add(layout.first_byte) as *mut c_void,
@@ -176,14 +200,29 @@ impl Storage {
     }
   }
 
-  /// The DLPack byte_offset an export of this storage carries (see [`Self::export_address`]):
-  /// only handle-valued devices keep a separate byte_offset.
-  pub fn export_byte_offset(&self) -> u64 {
+  /// The DLPack byte_offset an export of `layout` over this storage carries (see
+  /// [`Self::export_address`]): only handle-valued devices keep a separate byte_offset, the
+  /// producer's moved by as far as the layout's first element lies from the producer's (a
+  /// view starting elsewhere in the span).
+  pub fn export_byte_offset(&self, layout: &TensorLayout) -> u64 {
+    // Views whose offset would be negative are refused when made (`ops::convert::view`).
+    self.byte_offset_of(layout).unwrap_or(0)
+  }
+
+  /// [`Self::export_byte_offset`], or `None` where it would be negative: a view below the
+  /// producer's `data` handle on a handle-valued device (negative strides with a small
+  /// byte_offset), which DLPack's unsigned byte_offset cannot describe.
+  pub fn byte_offset_of(&self, layout: &TensorLayout) -> Option<u64> {
     match &self.memory {
       Memory::Foreign(tensor) if !tensor.device().device_type.data_is_address() => {
-        tensor.byte_offset()
+        let checked = tensor.layout();
+        // The producer's first element, from the span start (what `layout.first_byte` counts
+        // from).
+        let producer_first = (checked.first_element() - checked.span_start()) as i128;
+        let moved = layout.first_byte as i128 - producer_first;
+        u64::try_from(i128::from(tensor.byte_offset()) + moved).ok()
       }
-      _ => 0,
+      _ => Some(0),
     }
   }
 }
@@ -319,7 +358,7 @@ mod tests {
       .map(|word| u32::from_ne_bytes([word[0], word[1], word[2], word[3]]))
       .collect();
     assert_eq!(values, [7, 5, 3, 1]);
-    assert_eq!(storage.export_byte_offset(), 0);
+    assert_eq!(storage.export_byte_offset(&layout), 0);
     let (data, byte_offset) = storage.export_address(&layout);
     assert_eq!((data as usize, byte_offset), (start as usize + 24, 0));
   }

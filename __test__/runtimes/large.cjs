@@ -1,6 +1,6 @@
 // Tensors past the runtime's largest ArrayBuffer, and misaligned JS memory (issue 10, items 1
-// and 2), under Bun and Deno (run by scripts/test.mjs; Node runs __test__/large.spec.ts and
-// __test__/alignment.spec.ts). Plain node:assert, CommonJS. The limit differs by runtime:
+// and 2), under Bun and Deno (run by scripts/test.mjs; Node runs __test__/core/large.spec.ts and
+// __test__/core/alignment.spec.ts). Plain node:assert, CommonJS. The limit differs by runtime:
 // buffer.constants.MAX_LENGTH is 2^32 in Bun (which refuses longer external ArrayBuffers with an
 // exception and never calls their finalizer) and 2^53 - 1 in Deno (where a longer one aborts
 // the process in a V8 CHECK), so it must be known before asking.

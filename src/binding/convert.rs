@@ -5,9 +5,11 @@ use napi::bindgen_prelude::Unknown;
 use napi::Env;
 use napi_derive::napi;
 use napi_dlpack::convert::{normalize_axis, Affine};
+use napi_dlpack::view_layout::{self, ViewLayout};
+use napi_dlpack::ErrorKind;
 
 use crate::binding::parse_dtype;
-use crate::errors::Result;
+use crate::errors::{fail, Result};
 use crate::ops::convert::host_tensor;
 use crate::own_capsule::handle_of;
 
@@ -19,6 +21,94 @@ pub fn permute_handle<'env>(
   axes: Vec<i64>,
 ) -> Result<Unknown<'env>> {
   crate::ops::convert::permute(env, handle_of(env, &handle)?, &axes)
+}
+
+/// What `viewHandle` makes (see `Tensor#reshape` and the other views in lib/tensor.ts); the
+/// fields each `op` reads are named in `view_layout_of`.
+#[napi(object)]
+pub struct ViewRequest {
+  /// `reshape`, `unsqueeze`, `squeeze`, `flatten`, `slice`, `narrow`, `select` or `expand`.
+  pub op: String,
+  pub shape: Option<Vec<i64>>,
+  pub dim: Option<i64>,
+  pub start: Option<i64>,
+  pub end: Option<i64>,
+  pub step: Option<i64>,
+  pub length: Option<i64>,
+}
+
+fn required(value: Option<i64>, op: &str, name: &str) -> Result<i64> {
+  value.ok_or_else(|| {
+    fail(
+      ErrorKind::InvalidArgument,
+      format!("{op} needs an integer {name}"),
+    )
+  })
+}
+
+/// The layout of the view `request` asks for, relative to (`shape`, `strides`).
+fn view_layout_of(shape: &[i64], strides: &[i64], request: &ViewRequest) -> Result<ViewLayout> {
+  let op = request.op.as_str();
+  let dims = || {
+    request
+      .shape
+      .as_deref()
+      .ok_or_else(|| fail(ErrorKind::InvalidArgument, format!("{op} needs a shape")))
+  };
+  let dim = || required(request.dim, op, "dimension");
+  Ok(match op {
+    "reshape" => view_layout::reshape(shape, strides, dims()?)?,
+    "unsqueeze" => view_layout::unsqueeze(shape, strides, dim()?)?,
+    "squeeze" => view_layout::squeeze(shape, strides, request.dim)?,
+    "flatten" => view_layout::flatten(
+      shape,
+      strides,
+      request.start.unwrap_or(0),
+      request.end.unwrap_or(-1),
+    )?,
+    "slice" => view_layout::slice(
+      shape,
+      strides,
+      dim()?,
+      request.start,
+      request.end,
+      request.step.unwrap_or(1),
+    )?,
+    "narrow" => view_layout::narrow(
+      shape,
+      strides,
+      dim()?,
+      required(request.start, op, "start")?,
+      required(request.length, op, "length")?,
+    )?,
+    "select" => view_layout::select(
+      shape,
+      strides,
+      dim()?,
+      required(request.start, op, "index")?,
+    )?,
+    "expand" => view_layout::expand(shape, strides, dims()?)?,
+    _ => {
+      return Err(fail(
+        ErrorKind::InvalidArgument,
+        format!("unknown view operation {op:?}"),
+      ))
+    }
+  })
+}
+
+/// A zero-copy view over the same memory (any device): `request.op` with its arguments,
+/// checked against the memory before it is made (see `ops::convert::view`).
+#[napi(js_name = "viewHandle")]
+pub fn view_handle<'env>(
+  env: &'env Env,
+  handle: Unknown<'env>,
+  request: ViewRequest,
+) -> Result<Unknown<'env>> {
+  let handle = handle_of(env, &handle)?;
+  let layout = &handle.layout;
+  let view = view_layout_of(&layout.shape, &layout.strides, &request)?;
+  crate::ops::convert::view(env, handle, &view)
 }
 
 /// A dense row-major copy of a host tensor in V8 memory.

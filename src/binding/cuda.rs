@@ -22,24 +22,6 @@ pub fn cuda_device_count() -> u32 {
   cuda::device_count() as u32
 }
 
-/// Counters of the CUDA release paths (frees and producer deleters that cannot report errors):
-/// `pending` releases still waiting on the release thread, `errors` driver failures there.
-#[napi(object)]
-pub struct CudaReleaseStats {
-  pub pending: u32,
-  pub errors: u32,
-}
-
-/// What the CUDA release paths did (tests and diagnostics). Never throws.
-#[napi(js_name = "cudaReleaseStats")]
-pub fn cuda_release_stats() -> CudaReleaseStats {
-  let stats = cuda::release_stats();
-  CudaReleaseStats {
-    pending: stats.pending as u32,
-    errors: stats.errors as u32,
-  }
-}
-
 /// Why CUDA is unavailable (`undefined` when it is available).
 #[napi(js_name = "cudaUnavailableReason")]
 pub fn cuda_unavailable_reason() -> Option<String> {

@@ -5,7 +5,7 @@ use napi::bindgen_prelude::{BigInt, Unknown};
 use napi::{Env, JsValue};
 use napi_derive::napi;
 use napi_dlpack::ffi::DLDevice;
-use napi_dlpack::{capsule, DType, Device, ErrorKind};
+use napi_dlpack::{capsule, Device, ErrorKind};
 
 use crate::binding::parse_dtype;
 use crate::errors::{fail, Result};
@@ -15,7 +15,6 @@ use crate::js_memory;
 use crate::ops::negotiation::{self, CopyRequest};
 use crate::ops::view::HostView;
 use crate::own_capsule::handle_of;
-use crate::storage::{Memory, LIVE_STORAGES};
 
 /// Wraps JS memory (a Uint8Array over an ArrayBuffer or SharedArrayBuffer) without copying,
 /// unless it is misaligned (see `ops::import::wrap_js_memory`). `offset` is in elements from
@@ -48,55 +47,6 @@ pub fn copy_handle<'env>(env: &'env Env, handle: Unknown<'env>) -> Result<Unknow
   crate::ops::copy::copy_handle(env, handle_of(env, &handle)?)
 }
 
-/// Layout and flags of a handle, read once per JS tensor (`handleInfoInto` writes the same
-/// facts as numbers: see `TensorLayout::write_slots`).
-#[napi(object, js_name = "TensorLayout")]
-pub struct TensorLayoutObject {
-  pub dtype: String,
-  pub shape: Vec<i64>,
-  pub strides: Vec<i64>,
-  /// DLPack byte_offset an export of this tensor carries.
-  pub byte_offset: i64,
-  pub device_type: u32,
-  pub device_id: i32,
-  /// JS spelling (`TensorLayout::read_only`).
-  pub readonly: bool,
-  /// JS spelling (`TensorLayout::copied`).
-  pub is_copy: bool,
-  pub contiguous: bool,
-  pub numel: i64,
-  /// Element offset of the first element inside the `.data` view (non-zero with negative
-  /// strides).
-  pub view_offset: i64,
-  /// Elements the `.data` view spans (from the lowest to the highest element).
-  pub view_length: i64,
-  pub version: Option<Vec<u32>>,
-  pub flags: i64,
-}
-
-#[napi(js_name = "handleInfo")]
-pub fn handle_info(env: &Env, handle: Unknown<'_>) -> Result<TensorLayoutObject> {
-  let handle = handle_of(env, &handle)?;
-  let storage = handle.storage()?;
-  let layout = &handle.layout;
-  Ok(TensorLayoutObject {
-    dtype: layout.dtype.name().to_string(),
-    shape: layout.shape.to_vec(),
-    strides: layout.strides.to_vec(),
-    byte_offset: storage.export_byte_offset() as i64,
-    device_type: layout.device.device_type as u32,
-    device_id: layout.device.id,
-    readonly: layout.read_only,
-    is_copy: layout.copied,
-    contiguous: layout.contiguous,
-    numel: layout.numel as i64,
-    view_offset: -layout.min_offset,
-    view_length: layout.span_elements() as i64,
-    version: layout.version.map(|(major, minor)| vec![major, minor]),
-    flags: layout.flags as i64,
-  })
-}
-
 /// `handleInfo` for the hot path (a raw call, see `binding::fast`): writes the same facts as
 /// numbers into a caller-owned Float64Array of at least `INFO_SLOTS` elements, in the order of
 /// `TensorLayout::write_slots`.
@@ -107,7 +57,7 @@ pub(crate) fn handle_info_into(env: &Env, handle: Unknown<'_>, out: Unknown<'_>)
   let slots = unsafe { js_memory::float64_array(env.raw(), out.raw(), INFO_SLOTS) }?;
   handle
     .layout
-    .write_slots(storage.export_byte_offset(), slots);
+    .write_slots(storage.export_byte_offset(&handle.layout), slots);
   Ok(())
 }
 
@@ -180,12 +130,6 @@ pub fn set_untransferable_marker(env: &Env, marker: Unknown<'_>) -> Result<()> {
   unsafe { js_memory::set_untransferable_marker(env.raw(), marker.raw()) }
 }
 
-/// The ArrayBuffer limit in force, in bytes (see `setArrayBufferLimit`).
-#[napi(js_name = "arrayBufferLimit")]
-pub fn array_buffer_limit() -> f64 {
-  js_memory::max_arraybuffer_bytes() as f64
-}
-
 /// Releases the handle's storage now (`dispose()`); later calls fail with ERR_TENSOR_DISPOSED.
 /// Memory still referenced by live exports or views stays valid until they go.
 #[napi(js_name = "releaseHandle")]
@@ -198,11 +142,7 @@ pub fn release_handle(env: &Env, handle: Unknown<'_>) -> Result<bool> {
 pub fn data_pointer(env: &Env, handle: Unknown<'_>) -> Result<BigInt> {
   let handle: &Handle = handle_of(env, &handle)?;
   let storage = handle.storage()?;
-  let address = match storage.memory() {
-    Memory::Foreign(tensor) => tensor.data_ptr() as u64,
-    _ => storage.base() as u64 + handle.layout.first_byte as u64,
-  };
-  Ok(BigInt::from(address))
+  Ok(BigInt::from(storage.first_address(&handle.layout) as u64))
 }
 
 #[napi(js_name = "isCapsule")]
@@ -215,16 +155,6 @@ pub fn is_capsule(env: &Env, value: Unknown<'_>) -> bool {
 pub fn capsule_is_consumed(env: &Env, value: Unknown<'_>) -> Result<bool> {
   // SAFETY: live value of this env.
   Ok(unsafe { capsule::is_consumed(env.raw(), value.raw())? })
-}
-
-/// The device of a capsule's tensor as `[type, id]`, read without consuming it; `null` when it
-/// cannot be read without consuming (see `CapsulePayload::peek_device`). Throws as a consume
-/// would for a value that is no capsule, a consumed capsule or another capsule ABI.
-#[napi(js_name = "capsuleDevice")]
-pub fn capsule_device(env: &Env, value: Unknown<'_>) -> Result<Option<Vec<i32>>> {
-  // SAFETY: live value of this env, on its JS thread.
-  let device = unsafe { capsule::peek_device(env.raw(), value.raw())? };
-  Ok(device.map(|device| vec![device.device_type as i32, device.id]))
 }
 
 /// Whether `value` is a `napi_external` (any addon's): `fromDLPack` takes every External for
@@ -252,28 +182,6 @@ pub fn handle_device(env: &Env, handle: Unknown<'_>) -> Result<Vec<i32>> {
     handle.layout.device.device_type as i32,
     handle.layout.device.id,
   ])
-}
-
-/// Process-wide counters for leak checks: storages (memory regions) still alive.
-#[napi(object)]
-pub struct NativeStats {
-  pub live_storages: u32,
-  /// References this thread's exchange-table state holds (2 once installed).
-  pub exchange_references: u32,
-}
-
-#[napi(js_name = "nativeStats")]
-pub fn native_stats() -> NativeStats {
-  NativeStats {
-    live_storages: LIVE_STORAGES.load(std::sync::atomic::Ordering::Relaxed) as u32,
-    exchange_references: crate::exchange::live_references(),
-  }
-}
-
-/// Names of every dtype, in the order of `DType::ALL`.
-#[napi(js_name = "dtypeNames")]
-pub fn dtype_names() -> Vec<&'static str> {
-  DType::ALL.iter().map(|dtype| dtype.name()).collect()
 }
 
 /// `fromDLPack`'s device check for sources that are no capsule (a `Tensor`, JS memory): the

@@ -51,12 +51,6 @@ pub fn release_transfer(id: f64) -> Result<bool> {
   Ok(transfer::release(token_id(id)?))
 }
 
-/// Tokens made and not yet claimed or released, in the whole process (leak checks).
-#[napi(js_name = "pendingTransfers")]
-pub fn pending_transfers() -> u32 {
-  transfer::pending_count() as u32
-}
-
 /// Copies the elements of a host tensor in row-major order into `bytes`, a Uint8Array of exactly
 /// the elements' size that does not overlap the tensor (`toShared()`'s one copy).
 #[napi(js_name = "copyHandleInto")]

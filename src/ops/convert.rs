@@ -8,7 +8,7 @@ use std::sync::Arc;
 use napi::bindgen_prelude::Unknown;
 use napi::Env;
 use napi_dlpack::convert::{self, Affine, Strided};
-use napi_dlpack::layout::layout_of;
+use napi_dlpack::view_layout::ViewLayout;
 use napi_dlpack::{DType, Device, ErrorKind};
 
 use crate::errors::{fail, Result};
@@ -25,28 +25,47 @@ pub(crate) fn permute<'env>(
   handle: &Handle,
   axes: &[i64],
 ) -> Result<Unknown<'env>> {
-  let storage = handle.storage()?.clone();
   let layout = &handle.layout;
   let (shape, strides) = convert::permute(&layout.shape, &layout.strides, axes)?;
-  // Same elements, so the same span and bounds; only contiguity can change. (The address of
-  // the first element is what the input's layout was checked with: with negative strides the
-  // lowest element lies below it.)
-  let first_element = (storage.base() as usize).wrapping_add(layout.first_byte);
-  let contiguous = layout_of(
-    layout.dtype,
-    layout.device,
-    &shape,
-    Some(&strides),
-    first_element,
-  )?
-  .is_c_contiguous();
-  let permuted = TensorLayout {
-    shape: shape.as_slice().into(),
-    strides: strides.as_slice().into(),
-    contiguous,
-    ..(**layout).clone()
-  };
-  new_handle(env, storage, permuted)
+  view(
+    env,
+    handle,
+    &ViewLayout {
+      shape,
+      strides,
+      offset: 0,
+      broadcasts: false,
+    },
+  )
+}
+
+/// A new handle over the same storage with the layout `view` describes relative to this
+/// handle's (the arithmetic of `napi_dlpack::view_layout`), checked against the storage's
+/// region before anything can read through it (`TensorLayout::view`). Any device. A view that
+/// repeats elements (`expand`) is read-only: a writer through it (a kernel given it as its
+/// output, a consumer of its export) would write one element from several indices.
+pub(crate) fn view<'env>(
+  env: &'env Env,
+  handle: &Handle,
+  view: &ViewLayout,
+) -> Result<Unknown<'env>> {
+  let storage = handle.storage()?.clone();
+  let layout = handle.layout.view(
+    &view.shape,
+    &view.strides,
+    view.offset,
+    storage.base() as usize,
+    storage.region_len(),
+    view.broadcasts,
+  )?;
+  if storage.byte_offset_of(&layout).is_none() {
+    return Err(fail(
+      ErrorKind::ByteOffset,
+      "this view would start below the producer's data handle, which a DLPack byte_offset \
+       cannot describe",
+    ));
+  }
+  new_handle(env, storage, layout)
 }
 
 /// The storage and layout of a host tensor whose buffer is still attached: the source (or the
@@ -129,6 +148,7 @@ pub(crate) fn new_dense_handle<'env>(
   let storage = Storage::new(Memory::Js {
     base: data,
     base_offset,
+    len,
     buffer,
   });
   new_handle(env, storage, layout)

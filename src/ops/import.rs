@@ -75,6 +75,7 @@ pub(crate) fn wrap_js_memory<'env>(
   let storage = Storage::new(Memory::Js {
     base,
     base_offset,
+    len,
     buffer,
   });
   new_handle(env, storage, layout)
@@ -280,16 +281,17 @@ pub(crate) fn js_storage_handle<'env>(
   array_buffer: sys::napi_value,
   layout: TensorLayout,
 ) -> Result<Unknown<'env>> {
-  let (mut data, mut _len) = (std::ptr::null_mut(), 0usize);
+  let (mut data, mut len) = (std::ptr::null_mut(), 0usize);
   // SAFETY: a live ArrayBuffer of this env.
   status("napi_get_arraybuffer_info", unsafe {
-    sys::napi_get_arraybuffer_info(env.raw(), array_buffer, &mut data, &mut _len)
+    sys::napi_get_arraybuffer_info(env.raw(), array_buffer, &mut data, &mut len)
   })?;
   // SAFETY: as above; the reference keeps the buffer alive.
   let buffer = unsafe { BufferRef::new(env.raw(), array_buffer)? };
   let storage = Storage::new(Memory::Js {
     base: data.cast(),
     base_offset: 0,
+    len,
     buffer,
   });
   new_handle(env, storage, layout)

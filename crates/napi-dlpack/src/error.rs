@@ -1,5 +1,5 @@
 //! One error type for the whole crate. Every variant has a stable string code that the JS
-//! layer puts on `Error.code`; the README lists them all, so renaming one is a breaking change.
+//! layer puts on `Error.code`; docs/api.md lists them all, so renaming one is a breaking change.
 
 use core::fmt;
 
@@ -125,7 +125,7 @@ impl ErrorKind {
 }
 
 impl ErrorKind {
-  /// Every kind, in declaration order (the error table of the README and of `lib/errors.ts`).
+  /// Every kind, in declaration order (the error table of docs/api.md and of `lib/errors.ts`).
   pub const ALL: [ErrorKind; 34] = [
     ErrorKind::NullTensor,
     ErrorKind::Version,

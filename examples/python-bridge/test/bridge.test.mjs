@@ -1,5 +1,5 @@
 // The Python bridge against the real thing: CPython embedded by node-calls-python, numpy from
-// PyPI, napi-dlpack's Tensor, and the plain C fixture addon (__test__/c-addon, a producer with
+// PyPI, napi-dlpack's Tensor, and the plain C fixture addon (__test__/native/c-addon, a producer with
 // counted deleters). Run by `npm test` (scripts/test.mjs) after build.sh; by hand:
 //   node --expose-gc --test examples/python-bridge/test/
 // Zero-copy is checked by address and by writes seen on the other side; deleters are counted:

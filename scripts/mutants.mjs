@@ -314,6 +314,83 @@ const mutants = [
     crate: null,
     js: ['__test__/abi/typed-args.spec.ts'],
   },
+  // include/napi_dlpack.h: napi_dlpack_tensor_extent, the C consumer's validation, must keep
+  // import's rules (killed by crates/napi-dlpack/tests/fuzz_validation.rs, which compiles the
+  // header and compares every verdict with the Rust validator's)
+  {
+    id: 'header-extent-flags-ignored',
+    file: 'include/napi_dlpack.h',
+    find: 'int padded = (flags & (1ULL << 2)) != 0;',
+    replace: 'int padded = (flags & 0) != 0;',
+  },
+  {
+    id: 'header-extent-lanes-unchecked',
+    file: 'include/napi_dlpack.h',
+    find: '  if (dtype.lanes != 1) return 0;\n',
+    replace: '',
+  },
+  {
+    id: 'header-extent-device-unchecked',
+    file: 'include/napi_dlpack.h',
+    find: 'if (!napi_dlpack_device_type_known((int32_t)t->device.device_type) ||\n      t->device.device_id < 0)',
+    replace: 'if (0)',
+  },
+  {
+    id: 'header-extent-alignment-unchecked',
+    file: 'include/napi_dlpack.h',
+    find: 'if ((uintptr_t)t->shape % offsetof(napi_dlpack_i64_align_probe_, v) != 0)',
+    replace: 'if (0)',
+  },
+  {
+    id: 'header-extent-stride-reach-unchecked',
+    file: 'include/napi_dlpack.h',
+    find: 'if (!napi_dlpack_mul_i64_(t->shape[i] - 1, t->strides[i], &reach))\n          return "ERR_DLPACK_OVERFLOW";',
+    replace: 'reach = (int64_t)((uint64_t)(t->shape[i] - 1) * (uint64_t)t->strides[i]);',
+  },
+  {
+    id: 'header-extent-address-below-zero-accepted',
+    file: 'include/napi_dlpack.h',
+    find: 'if (first < below || from_first > (uint64_t)UINTPTR_MAX - first)',
+    replace: 'if (from_first > (uint64_t)UINTPTR_MAX - first)',
+  },
+  {
+    id: 'header-extent-address-past-end-accepted',
+    file: 'include/napi_dlpack.h',
+    find: 'if (first < below || from_first > (uint64_t)UINTPTR_MAX - first)',
+    replace: 'if (first < below || (from_first > (uint64_t)UINTPTR_MAX - first && 0))',
+  },
+  {
+    id: 'header-extent-size1-stride-read',
+    file: 'include/napi_dlpack.h',
+    find: '        if (t->shape[i] == 1) continue;\n',
+    replace: '',
+  },
+  // src/exchange.rs: a borrow says what its memory holds (sub-byte elements padded to a byte)
+  {
+    id: 'exchange-subbyte-flag-dropped',
+    file: `${addon}/exchange.rs`,
+    find: '  } | if layout.dtype.is_subbyte() {',
+    replace: '  } | if false {',
+    crate: null,
+    js: ['__test__/abi/exchange.spec.ts', '__test__/abi/typed-args.spec.ts'],
+  },
+  // arg.rs: what reading a typed argument threw keeps a code, and the user's exception as cause
+  {
+    id: 'arg-getter-exception-lost-to-status',
+    file: `${crate}/node/arg.rs`,
+    find: 'if let Some(found) = unsafe { coded_lookup(env, exchange::find_in_object(env, value))? } {',
+    replace: 'if let Some(found) = unsafe { coded(env, exchange::find_in_object(env, value))? } {',
+    crate: null,
+    js: ['__test__/core/hostile-input.spec.ts'],
+  },
+  {
+    id: 'arg-uncoded-exception-passed-without-code',
+    file: `${crate}/node/arg.rs`,
+    find: 'if unsafe { has_string_code(env, exception) } {',
+    replace: 'if unsafe { has_string_code(env, exception) } || exception != ptr::null_mut() {',
+    crate: null,
+    js: ['__test__/core/hostile-input.spec.ts'],
+  },
   // The addon: JS memory wrapped in place, host copies of foreign spans, import negotiation
   {
     // The addon's call of the crate's fits-in check, for JS memory wrapped in place.
@@ -360,6 +437,25 @@ const mutants = [
     replace: 'storage.check_attached(env)?;',
     crate: null,
     js: ['__test__/core/tensor.spec.ts'],
+  },
+  {
+    // A resizable ArrayBuffer wrapped in place: resize() then takes the memory away under the
+    // tensor, its capsules and typed arguments (a segfault, or stale values).
+    id: 'addon-resizable-buffer-wrapped-in-place',
+    file: `${addon}/ops/import.rs`,
+    find: 'if resizable || !is_aligned(base as usize + first_byte, dtype) {',
+    replace: 'if !is_aligned(base as usize + first_byte, dtype) {',
+    crate: null,
+    js: ['__test__/core/resizable.spec.ts'],
+  },
+  {
+    // An empty tensor starting past the end of its buffer: views of it throw RangeErrors.
+    id: 'addon-empty-tensor-past-buffer-end',
+    file: `${addon}/layout.rs`,
+    find: 'if first_byte > len {',
+    replace: 'if false {',
+    crate: addonCrate,
+    js: ['__test__/core/hostile-input.spec.ts'],
   },
   {
     id: 'addon-requested-device-ignored',

@@ -285,7 +285,9 @@ pub fn host_source<'a>(storage: &'a Storage, layout: &'a TensorLayout) -> Result
 /// (`layout.packed_bytes()` long, not overlapping the tensor), with the crate's one dense-copy
 /// engine.
 pub fn copy_row_major(storage: &Storage, layout: &TensorLayout, out: &mut [u8]) -> Result<()> {
-  Ok(convert::copy_dense(&host_source(storage, layout)?, out)?)
+  // SAFETY: same layout; the copy only stores initialised bytes through it.
+  let out = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast(), out.len()) };
+  copy_row_major_uninit(storage, layout, out)
 }
 
 /// [`copy_row_major`] into memory that may be uninitialised (a fresh allocation): on success
@@ -295,10 +297,26 @@ pub fn copy_row_major_uninit(
   layout: &TensorLayout,
   out: &mut [MaybeUninit<u8>],
 ) -> Result<()> {
-  Ok(convert::copy_dense_uninit(
-    &host_source(storage, layout)?,
-    out,
-  )?)
+  let source = host_source(storage, layout)?;
+  if layout.contiguous && out.len() == layout.packed_bytes() && !out.is_empty() {
+    let (start, end) = source.address_range();
+    let target = out.as_ptr() as usize;
+    if target >= end || target + out.len() <= start {
+      // Already row-major: one memcpy, without the engine's set-up (a small copy's cost is
+      // mostly that set-up).
+      // SAFETY: a contiguous layout's `packed_bytes` elements start at its first element
+      // (validated against the storage, which stays alive), and `out` does not overlap them.
+      unsafe {
+        std::ptr::copy_nonoverlapping(
+          storage.base().add(layout.first_byte),
+          out.as_mut_ptr().cast::<u8>(),
+          out.len(),
+        )
+      };
+      return Ok(());
+    }
+  }
+  Ok(convert::copy_dense_uninit(&source, out)?)
 }
 
 /// A row-major copy of a host tensor in new Rust memory of `T` words (`u64`: 8-byte aligned

@@ -103,6 +103,9 @@ fn strided((storage, layout): &HostTensor) -> Strided<'_> {
   }
 }
 
+/// Below this size, dense results go to a zeroed ArrayBuffer (see [`new_dense_handle`]).
+const UNINIT_MIN_BYTES: usize = 64 << 10;
+
 /// Runs `write` over a new V8 ArrayBuffer for a row-major CPU tensor of `dtype` with `shape`,
 /// and wraps it in a handle. The buffer is not zero-filled first: `write` (a conversion
 /// kernel) stores every byte, and on error the buffer is dropped unseen. Zero-filling 25 MB
@@ -125,6 +128,15 @@ pub(crate) fn new_dense_handle<'env>(
     // SAFETY: our env, on its thread.
     let (array_buffer, _data) = unsafe { js_memory::arraybuffer_new(env.raw(), 0)? };
     write(&mut [])?;
+    return js_storage_handle(env, array_buffer, layout);
+  }
+  if len < UNINIT_MIN_BYTES {
+    // Small: a zeroed ArrayBuffer costs fewer Node-API calls than an uninitialised Buffer, and
+    // zeroing a few KiB is nothing.
+    // SAFETY: our env, on its thread.
+    let (array_buffer, data) = unsafe { js_memory::arraybuffer_new(env.raw(), len)? };
+    // SAFETY: V8 gave us `len` writable bytes at `data`, referenced by nothing else yet.
+    write(unsafe { std::slice::from_raw_parts_mut(data.cast(), len) })?;
     return js_storage_handle(env, array_buffer, layout);
   }
   // SAFETY: our env, on its thread; every byte is written (below) before JS sees the buffer.

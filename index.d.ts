@@ -96,6 +96,15 @@ export declare function dataPointer(handle: unknown): bigint
 export declare function dtypeNames(): Array<string>
 
 /**
+ * `fromDLPack`'s route for an object that lends only through an exchange table (another
+ * addon's tensor class; protocol §1.3): a capsule holding the producer's owning export
+ * (`managed_tensor_from_value`), which `fromDLPack` imports like any capsule, its options
+ * applied there. `undefined` when `value` exposes no table with an owning export (a table of an
+ * unknown major is `ERR_DLPACK_VERSION`). The producer's exception, if it threw, is passed on.
+ */
+export declare function exchangeCapsule(value: unknown): unknown
+
+/**
  * Whether this runtime lets us create external ArrayBuffers (false in Electron, or with
  * `NAPI_DLPACK_NO_EXTERNAL_BUFFERS=1`).
  */
@@ -248,7 +257,8 @@ export interface ViewRequest {
 
 /**
  * Wraps JS memory (a Uint8Array over an ArrayBuffer or SharedArrayBuffer) without copying,
- * unless it is misaligned (see `ops::import::wrap_js_memory`). `offset` is in elements from
- * the start of `bytes`; strides in elements (null: row-major).
+ * unless it is misaligned or `resizable` (a resizable ArrayBuffer: see
+ * `ops::import::wrap_js_memory`). `offset` is in elements from the start of `bytes`; strides
+ * in elements (null: row-major).
  */
-export declare function wrapBuffer(bytes: unknown, dtype: string, shape: Array<number>, strides: Array<number> | undefined | null, offset: number, readonly: boolean): unknown
+export declare function wrapBuffer(bytes: unknown, dtype: string, shape: Array<number>, strides: Array<number> | undefined | null, offset: number, readonly: boolean, resizable: boolean): unknown

@@ -85,6 +85,9 @@ for (const entry of readdirSync(join(root, '__test__', 'native'), { withFileType
 // The header alone, as C99, C11 (also with NAPI_EXPERIMENTAL) and C++ with -Werror: what a C or
 // C++ addon author compiles, whichever standard and Node-API options they pick.
 step('header check: include/napi_dlpack.h in C and C++ builds', 'bash', [join(root, '__test__', 'native', 'c-addon', 'header-check.sh')])
+// The header with official dlpack.h headers (libtorch's, Debian's, the 1.2 and 1.3 ones in PyPI's
+// apache-tvm-ffi wheels, stand-ins for 0.8/1.0/1.1), in both include orders.
+step('header coexistence: include/napi_dlpack.h with every dlpack.h version, either order', 'bash', [join(root, '__test__', 'native', 'c-addon', 'dlpack-coexist.sh')])
 
 // The mutation script's snippets (scripts/mutants.mjs --check): a moved or edited guard fails
 // here, not at the next (slow, manual) mutation run.
@@ -102,6 +105,8 @@ step('tsc type-check of the tests (the TypeScript API contract)', process.execPa
 // package (ts blocks type-checked with tsc --strict first); it prints how many ran and how many
 // were type-checked.
 step('doc test: the code blocks of README.md and docs/ (scripts/doc-test.mjs)', process.execPath, [join(root, 'scripts', 'doc-test.mjs')])
+// The addon guide followed as written: cargo new, its files, napi build, its JavaScript run.
+step('addon guide test: docs/addons.md from cargo new (scripts/addon-guide-test.mjs)', process.execPath, [join(root, 'scripts', 'addon-guide-test.mjs')])
 
 const ava = join(root, 'node_modules', 'ava', 'entrypoints', 'cli.mjs')
 step(`ava (node ${process.versions.node})`, process.execPath, [ava])

@@ -1,5 +1,26 @@
 import type { OwnedTensorArg, TensorArg, TensorResult } from 'napi-dlpack'
 
+// Hot functions (src/hot.rs, napi_dlpack::hot_function!): raw Node-API callbacks, for which
+// napi-rs generates no declarations. `napi build` puts this file (the `dtsHeaderFile` of
+// package.json) at the top of index.d.ts.
+
+/** `x *= factor` element by element through a mutable strided view, float32 or float64. */
+export declare function scaleHot(x: TensorArg, factor: number): void
+/** `target += source` (contiguous float32, same length); returns `target`'s new values. */
+export declare function addIntoHot(target: TensorArg, source: TensorArg): Array<number>
+/** Metadata of any tensor argument, and whether it was borrowed. */
+export declare function inspectHot(x: TensorArg): Inspection
+/** Borrows `x`, lends its elements (for writing when `write`), and panics (tests). */
+export declare function panicHot(x: TensorArg, write: boolean): void
+/** Benchmarks: 1, 3 and 8 tensor arguments converted and dropped. */
+export declare function benchHot1(a: TensorArg): void
+export declare function benchHot3(a: TensorArg, b: TensorArg, c: TensorArg): void
+export declare function benchHot8(a: TensorArg, b: TensorArg, c: TensorArg, d: TensorArg, e: TensorArg, f: TensorArg, g: TensorArg, h: TensorArg): void
+/** Benchmarks: the hot call of 1, 3 and 8 arguments, not converted. */
+export declare function benchHotEmpty1(a: unknown): void
+export declare function benchHotEmpty3(a: unknown, b: unknown, c: unknown): void
+export declare function benchHotEmpty8(a: unknown, b: unknown, c: unknown, d: unknown, e: unknown, f: unknown, g: unknown, h: unknown): void
+
 /**
  * `target += source` for two contiguous float32 tensors of the same length; returns `target`'s
  * new values. `target` is converted first, so whatever JS `source`'s conversion runs (its
@@ -14,11 +35,17 @@ export declare function benchFloor1(a: unknown): number
 /** The floor for three arguments. */
 export declare function benchFloor3(a: unknown, b: unknown, c: unknown): number
 
+/** The floor for eight arguments. */
+export declare function benchFloor8(a: unknown, b: unknown, c: unknown, d: unknown, e: unknown, f: unknown, g: unknown, h: unknown): number
+
 /** One tensor argument, converted (borrowed, or consumed for a capsule) and dropped. */
 export declare function benchTensorArg1(a: TensorArg): number
 
 /** Three tensor arguments. */
 export declare function benchTensorArg3(a: TensorArg, b: TensorArg, c: TensorArg): number
+
+/** Eight tensor arguments. */
+export declare function benchTensorArg8(a: TensorArg, b: TensorArg, c: TensorArg, d: TensorArg, e: TensorArg, f: TensorArg, g: TensorArg, h: TensorArg): number
 
 /**
  * Reads a capsule's metadata natively. Capsules are consume-once, and there is no way to read
@@ -94,6 +121,18 @@ export declare function matrix(rows: number, cols: number, dtype: string): Tenso
 export declare function matrixCapsule(rows: number, cols: number, dtype: string): TensorResult
 
 /**
+ * A new tensor, returned to JS as a napi-dlpack `Tensor` over this Rust memory (a capsule if
+ * napi-dlpack is not loaded). The Vec is freed when the last JS user lets go.
+ */
+export declare function ramp(n: number): TensorResult
+
+/**
+ * `x *= factor` in place, for any strides (transposed, sliced, broadcast views). A napi-dlpack
+ * `Tensor` is borrowed for the call (no capsule); a capsule or any `__dlpack__` object works too.
+ */
+export declare function scale(x: TensorArg, factor: number): void
+
+/**
  * `x *= factor`, element by element, through a mutable strided view: transposed, sliced and
  * broadcast tensors included. Refused for READ_ONLY tensors (`ERR_DLPACK_READ_ONLY`).
  */
@@ -104,6 +143,14 @@ export declare function scaleInPlace(x: TensorArg, factor: number): void
  * dispose its own handle meanwhile; the memory stays until the task is dropped.
  */
 export declare function sumAsync(x: OwnedTensorArg): Promise<number>
+
+/**
+ * Contiguous data as a slice: `as_slice` / `as_mut_slice` check dtype, device, alignment and
+ * contiguity (`ERR_DLPACK_NOT_CONTIGUOUS`), and READ_ONLY for writes.
+ */
+export declare function total(x: TensorArg): number
+
+export declare function totalAsync(x: OwnedTensorArg): Promise<number>
 
 /** What `describe` reports. */
 export interface TensorDescription {

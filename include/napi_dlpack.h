@@ -636,7 +636,8 @@ static inline const char* napi_dlpack_status_code(napi_dlpack_status status) {
  * object, without a capsule:
  *
  *  - dltensor_from_value: fill a caller-provided DLTensor that BORROWS the
- *    object's tensor, plus its DLPack flags (READ_ONLY, IS_COPIED: a bare
+ *    object's tensor, plus its DLPack flags (READ_ONLY, IS_COPIED,
+ *    IS_SUBBYTE_TYPE_PADDED: those its owning export would carry; a bare
  *    DLTensor cannot carry them), plus an opaque keep-alive token. No
  *    finalizer, no stream synchronisation, and no allocation per call. The
  *    producer keeps everything the DLTensor points to (data, shape, strides)
@@ -993,7 +994,8 @@ static inline napi_dlpack_status napi_dlpack_exchange_api_find(
  * napi_dlpack_exchange_release ends. */
 typedef struct napi_dlpack_borrow {
   DLTensor tensor;
-  uint64_t flags;                /* DLPACK_FLAG_BITMASK_READ_ONLY, ..IS_COPIED */
+  uint64_t flags; /* DLPACK_FLAG_BITMASK_READ_ONLY, ..IS_COPIED, ..IS_SUBBYTE_TYPE_PADDED:
+                     pass them to napi_dlpack_tensor_extent */
   const napi_dlpack_exchange_api* api; /* whose release_borrow ends it */
   void* keep_alive;              /* the producer's token */
 } napi_dlpack_borrow;
@@ -1097,11 +1099,14 @@ static inline napi_dlpack_status napi_dlpack_exchange_to_value(
 /* ---- validation of a borrowed or imported DLTensor ----------------------
  * What a consumer must check before reading a tensor it did not make, with
  * every multiplication and addition checked for overflow, so that C authors
- * do not re-derive it. */
+ * do not re-derive it. The rules, their order and the codes are exactly those
+ * of napi-dlpack's own import (crates/napi-dlpack/src/validation.rs); a test
+ * drives both with the same random descriptors and compares every verdict
+ * (crates/napi-dlpack/tests/fuzz_validation.rs). */
 
 typedef struct napi_dlpack_extent {
   int64_t numel;       /* product of the shape */
-  int64_t itemsize;    /* bytes per element: bits * lanes / 8 */
+  int64_t itemsize;    /* bytes per element (1 for padded sub-byte types) */
   int64_t min_offset;  /* lowest element offset, in elements, <= 0 */
   int64_t max_offset;  /* highest element offset, in elements, >= 0 */
   uint64_t span_bytes; /* lowest element to end of highest; 0 when empty */
@@ -1110,9 +1115,13 @@ typedef struct napi_dlpack_extent {
 
 #define NAPI_DLPACK_MAX_NDIM 64
 
-/* a * b into *out, or 0 on int64 overflow (a, b >= 0). */
+/* a * b into *out, or 0 on int64 overflow (any signs). */
 static inline int napi_dlpack_mul_i64_(int64_t a, int64_t b, int64_t* out) {
-  if (a != 0 && b > INT64_MAX / a) return 0;
+  if (a > 0) {
+    if (b > 0 ? a > INT64_MAX / b : b < INT64_MIN / a) return 0;
+  } else if (a < 0) {
+    if (b > 0 ? a < INT64_MIN / b : (b != 0 && a < INT64_MAX / b)) return 0;
+  }
   *out = a * b;
   return 1;
 }
@@ -1124,95 +1133,180 @@ static inline int napi_dlpack_add_i64_(int64_t a, int64_t b, int64_t* out) {
   return 1;
 }
 
+/* a - b into *out, or 0 on int64 overflow. */
+static inline int napi_dlpack_sub_i64_(int64_t a, int64_t b, int64_t* out) {
+  if ((b < 0 && a > INT64_MAX + b) || (b > 0 && a < INT64_MIN + b)) return 0;
+  *out = a - b;
+  return 1;
+}
+
+/* Bytes per element of a dtype napi-dlpack imports, or 0 for one it refuses
+ * (ERR_DLPACK_DTYPE): scalars only (lanes 1), the (code, bits) pairs of
+ * DLPack 1.3, and sub-byte floats only with
+ * DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED (one element per byte; packed
+ * ones are not supported). Codes by value: a dlpack.h of an older version may
+ * lack the names. */
+static inline int64_t napi_dlpack_dtype_itemsize(DLDataType dtype,
+                                                 uint64_t flags) {
+  unsigned bits = dtype.bits;
+  int padded = (flags & (1ULL << 2)) != 0; /* IS_SUBBYTE_TYPE_PADDED */
+  if (dtype.lanes != 1) return 0;
+  switch (dtype.code) {
+    case 0: /* kDLInt */
+    case 1: /* kDLUInt */
+      return bits == 8 || bits == 16 || bits == 32 || bits == 64 ? bits / 8 : 0;
+    case 2: /* kDLFloat */
+      return bits == 16 || bits == 32 || bits == 64 ? bits / 8 : 0;
+    case 4: /* kDLBfloat */
+      return bits == 16 ? 2 : 0;
+    case 5: /* kDLComplex */
+      return bits == 64 || bits == 128 ? bits / 8 : 0;
+    case 6:  /* kDLBool */
+    case 7:  /* kDLFloat8_e3m4 ... */
+    case 8:
+    case 9:
+    case 10:
+    case 11:
+    case 12:
+    case 13:
+    case 14: /* ... kDLFloat8_e8m0fnu */
+      return bits == 8 ? 1 : 0;
+    case 15: /* kDLFloat6_e2m3fn */
+    case 16: /* kDLFloat6_e3m2fn */
+      return bits == 6 && padded ? 1 : 0;
+    case 17: /* kDLFloat4_e2m1fn */
+      return bits == 4 && padded ? 1 : 0;
+    default:
+      return 0;
+  }
+}
+
+/* Whether a device type is one of DLPack 1.3's (by value, as above). */
+static inline int napi_dlpack_device_type_known(int32_t type) {
+  return (type >= 1 && type <= 4) || (type >= 7 && type <= 18);
+}
+
+/* Whether `data` of this device type is an address in the process's virtual
+ * address space (CPU, CUDA, CUDA host, ROCm, ROCm host, CUDA managed, oneAPI),
+ * so that data + byte_offset and the element span are address arithmetic;
+ * for the others (OpenCL, Metal, Vulkan, WebGPU, ...) it is an opaque handle. */
+static inline int napi_dlpack_device_is_address(int32_t type) {
+  return type == 1 || type == 2 || type == 3 || type == 10 || type == 11 ||
+         type == 13 || type == 14;
+}
+
+/* int64_t's alignment, for the shape and strides pointers. */
+typedef struct {
+  char c;
+  int64_t v;
+} napi_dlpack_i64_align_probe_;
+
 /*
- * Checks `t` (with its DLPack `flags`, 0 for legacy tensors) and computes its
- * extent. Returns NULL when the tensor is well-formed, else the stable error
- * code napi-dlpack would throw ("ERR_DLPACK_NDIM", "ERR_DLPACK_SHAPE",
- * "ERR_DLPACK_OVERFLOW", "ERR_DLPACK_NULL_SHAPE", "ERR_DLPACK_NULL_DATA",
- * "ERR_DLPACK_DTYPE", "ERR_DLPACK_BYTE_OFFSET"). Strides NULL means
- * row-major. For host memory (kDLCPU, kDLCUDAHost, kDLROCMHost, kDLCUDAManaged)
- * it also checks that the whole span lies inside the address space: then the
- * elements are the bytes [data + byte_offset + min_offset * itemsize,
- * + span_bytes). It cannot check that the memory is really there.
+ * Checks `t` (with its DLPack `flags`, 0 for legacy tensors) as napi-dlpack's
+ * import does and computes its extent. Returns NULL when the tensor is
+ * well-formed, else the stable code napi-dlpack would throw, the first that
+ * applies in this order:
+ *   ERR_DLPACK_DEVICE         unknown device type, negative device id
+ *   ERR_DLPACK_DTYPE          lanes != 1, an unknown (code, bits), a sub-byte
+ *                             type without IS_SUBBYTE_TYPE_PADDED in `flags`
+ *   ERR_DLPACK_NDIM           ndim outside 0..64
+ *   ERR_DLPACK_NULL_SHAPE     shape NULL with ndim > 0
+ *   ERR_DLPACK_INVALID_LAYOUT shape or strides not aligned for int64_t
+ *   ERR_DLPACK_BYTE_OFFSET    data + byte_offset past the address space
+ *   ERR_DLPACK_SHAPE          a negative dimension (dims left to right,
+ *   ERR_DLPACK_OVERFLOW         each checked, then multiplied in: an element
+ *                             count, stride extent or byte span past int64 /
+ *                             INTPTR_MAX)
+ *   ERR_DLPACK_BYTE_OFFSET    for address devices (see
+ *                             napi_dlpack_device_is_address), elements below
+ *                             address 0 or past the end of the address space
+ *   ERR_DLPACK_NULL_DATA      data NULL with elements
+ * Strides NULL means row-major. Strides of an empty tensor, and of size-1
+ * dimensions, address nothing and are not checked (INT64_MIN included).
+ * For address devices, the elements then are the bytes
+ * [data + byte_offset + min_offset * itemsize, + span_bytes). It cannot check
+ * that the memory is really there. NULL `t` or `out`:
+ * "ERR_DLPACK_INVALID_ARGUMENT".
  */
 static inline const char* napi_dlpack_tensor_extent(const DLTensor* t,
                                                     uint64_t flags,
                                                     napi_dlpack_extent* out) {
-  int64_t numel = 1, itemsize, min_off = 0, max_off = 0, expected = 1, span;
-  int32_t i;
-  int contiguous = 1, host;
-  uint64_t bits;
-  (void)flags;
+  int64_t numel = 1, itemsize, min_off = 0, max_off = 0, span = 0;
+  int32_t i, ndim;
+  int contiguous = 1;
+  uint64_t first;
   if (t == NULL || out == NULL) return "ERR_DLPACK_INVALID_ARGUMENT";
-  if (t->ndim < 0 || t->ndim > NAPI_DLPACK_MAX_NDIM) return "ERR_DLPACK_NDIM";
-  if (t->ndim > 0 && t->shape == NULL) return "ERR_DLPACK_NULL_SHAPE";
-  bits = (uint64_t)t->dtype.bits * (uint64_t)t->dtype.lanes;
-  if (bits == 0 || bits % 8 != 0) return "ERR_DLPACK_DTYPE";
-  itemsize = (int64_t)(bits / 8);
-  for (i = 0; i < t->ndim; i++) {
+  if (!napi_dlpack_device_type_known((int32_t)t->device.device_type) ||
+      t->device.device_id < 0)
+    return "ERR_DLPACK_DEVICE";
+  itemsize = napi_dlpack_dtype_itemsize(t->dtype, flags);
+  if (itemsize == 0) return "ERR_DLPACK_DTYPE";
+  ndim = t->ndim;
+  if (ndim < 0 || ndim > NAPI_DLPACK_MAX_NDIM) return "ERR_DLPACK_NDIM";
+  if (ndim > 0) {
+    if (t->shape == NULL) return "ERR_DLPACK_NULL_SHAPE";
+    if ((uintptr_t)t->shape % offsetof(napi_dlpack_i64_align_probe_, v) != 0)
+      return "ERR_DLPACK_INVALID_LAYOUT";
+    if (t->strides != NULL &&
+        (uintptr_t)t->strides % offsetof(napi_dlpack_i64_align_probe_, v) != 0)
+      return "ERR_DLPACK_INVALID_LAYOUT";
+  }
+  first = (uint64_t)(uintptr_t)t->data;
+  if (t->byte_offset > UINT64_MAX - first ||
+      first + t->byte_offset > (uint64_t)UINTPTR_MAX)
+    return "ERR_DLPACK_BYTE_OFFSET";
+  first += t->byte_offset;
+  for (i = 0; i < ndim; i++) {
     if (t->shape[i] < 0) return "ERR_DLPACK_SHAPE";
     if (!napi_dlpack_mul_i64_(numel, t->shape[i], &numel))
       return "ERR_DLPACK_OVERFLOW";
   }
-  /* Row-major check and offsets, last axis first. */
-  for (i = t->ndim - 1; i >= 0; i--) {
-    int64_t dim = t->shape[i];
-    int64_t stride = t->strides != NULL ? t->strides[i] : expected;
-    int64_t reach;
-    if (dim > 1 && stride != expected) contiguous = 0;
-    if (dim > 0) {
-      if (stride == INT64_MIN) return "ERR_DLPACK_OVERFLOW";
-      if (!napi_dlpack_mul_i64_(dim - 1, stride < 0 ? -stride : stride, &reach))
-        return "ERR_DLPACK_OVERFLOW";
-      if (stride < 0) {
-        if (!napi_dlpack_add_i64_(min_off, -reach, &min_off))
-          return "ERR_DLPACK_OVERFLOW";
-      } else if (!napi_dlpack_add_i64_(max_off, reach, &max_off)) {
-        return "ERR_DLPACK_OVERFLOW";
+  if (numel > 0) {
+    if (t->strides != NULL) {
+      /* Row-major, ignoring size-1 dims: the running product stays <= numel. */
+      int64_t expected = 1;
+      for (i = ndim - 1; i >= 0; i--) {
+        if (t->shape[i] == 1) continue;
+        if (t->strides[i] != expected) {
+          contiguous = 0;
+          break;
+        }
+        expected *= t->shape[i];
       }
     }
-    if (!napi_dlpack_mul_i64_(expected, dim > 1 ? dim : 1, &expected))
-      expected = INT64_MAX; /* only compared with strides of larger dims */
-  }
-  if (numel == 0) {
-    min_off = 0;
-    max_off = 0;
-    span = 0;
-  } else {
-    if (!napi_dlpack_add_i64_(max_off, -min_off, &span) ||
+    if (contiguous) {
+      max_off = numel - 1;
+    } else {
+      for (i = 0; i < ndim; i++) {
+        int64_t reach;
+        if (!napi_dlpack_mul_i64_(t->shape[i] - 1, t->strides[i], &reach))
+          return "ERR_DLPACK_OVERFLOW";
+        if (!napi_dlpack_add_i64_(reach < 0 ? min_off : max_off, reach,
+                                  reach < 0 ? &min_off : &max_off))
+          return "ERR_DLPACK_OVERFLOW";
+      }
+    }
+    if (!napi_dlpack_sub_i64_(max_off, min_off, &span) ||
         !napi_dlpack_add_i64_(span, 1, &span) ||
-        !napi_dlpack_mul_i64_(span, itemsize, &span))
+        !napi_dlpack_mul_i64_(span, itemsize, &span) ||
+        (uint64_t)span > (uint64_t)INTPTR_MAX)
       return "ERR_DLPACK_OVERFLOW";
+    if (napi_dlpack_device_is_address((int32_t)t->device.device_type)) {
+      /* Every byte from the lowest element to the end of the highest is an
+       * address: none below 0, none past the end. `below` <= span. */
+      uint64_t below = ((uint64_t)0 - (uint64_t)min_off) * (uint64_t)itemsize;
+      uint64_t from_first = (uint64_t)span - below;
+      if (first < below || from_first > (uint64_t)UINTPTR_MAX - first)
+        return "ERR_DLPACK_BYTE_OFFSET";
+    }
+    if (t->data == NULL) return "ERR_DLPACK_NULL_DATA";
   }
-  /* kDLCPU, kDLCUDAHost, kDLROCMHost, kDLCUDAManaged, by value: a dlpack.h
-   * brought with NAPI_DLPACK_NO_DLPACK_TYPES may predate some names. */
-  host = (int)t->device.device_type == 1 || (int)t->device.device_type == 3 ||
-         (int)t->device.device_type == 11 || (int)t->device.device_type == 13;
-  if (numel > 0 && t->data == NULL) return "ERR_DLPACK_NULL_DATA";
-  if (host && numel > 0) {
-    /* first = data + byte_offset; [first + min_off*itemsize, + span) must
-     * not wrap around the address space. */
-    uintptr_t first, low, low_bytes;
-    int64_t low_delta;
-    if (t->byte_offset > (uint64_t)(UINTPTR_MAX - (uintptr_t)t->data))
-      return "ERR_DLPACK_BYTE_OFFSET";
-    first = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
-    if (!napi_dlpack_mul_i64_(-min_off, itemsize, &low_delta))
-      return "ERR_DLPACK_OVERFLOW";
-    low_bytes = (uintptr_t)low_delta;
-    if ((uint64_t)low_delta > (uint64_t)UINTPTR_MAX || low_bytes > first)
-      return "ERR_DLPACK_OVERFLOW";
-    low = first - low_bytes;
-    if ((uint64_t)span > (uint64_t)(UINTPTR_MAX - low))
-      return "ERR_DLPACK_OVERFLOW";
-  }
-  if (numel <= 1) contiguous = 1;
   out->numel = numel;
   out->itemsize = itemsize;
   out->min_offset = min_off;
   out->max_offset = max_off;
   out->span_bytes = (uint64_t)span;
-  out->c_contiguous = contiguous;
+  out->c_contiguous = numel <= 1 || contiguous;
   return NULL;
 }
 

@@ -3,6 +3,7 @@
  * C function table on `Tensor.prototype` and `globalThis` for this environment, so native
  * addons can borrow a `Tensor` for a call without a capsule and return tensors as `Tensor`s.
  */
+import { dlpackError } from './errors'
 import { native } from './native.js'
 import { EXCHANGE_API_PROPERTY, Tensor, exchangeHandle } from './tensor'
 import type { AdaptedSource } from './adapters'
@@ -10,7 +11,9 @@ import type { DType } from './dtype'
 import type { CanDLPack, NDArrayLike } from './protocol'
 import type { DLPackCapsule, TensorHandle } from './tensor'
 
-native.installExchangeApi(Tensor.prototype, exchangeHandle, (handle: unknown) => Tensor._fromHandle(handle))
+// `dlpackError`: errors thrown to a native consumer through the table are the DLPackError
+// subclasses the JS API throws (docs/protocol.md §1.4).
+native.installExchangeApi(Tensor.prototype, exchangeHandle, (handle: unknown) => Tensor._fromHandle(handle), dlpackError)
 
 export { EXCHANGE_API_PROPERTY }
 

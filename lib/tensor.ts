@@ -285,6 +285,22 @@ const internal = Symbol('napi-dlpack.internal')
  */
 export const exchangeHandle = Symbol('napi-dlpack.exchangeHandle')
 
+/**
+ * The property descriptors of a tensor's two handle slots, reused (their `value` set for one
+ * call, then cleared) so that a tensor costs no descriptor objects. Both are non-enumerable, so
+ * `Object.assign({}, t)` and spreads copy neither; the exchange slot is also read-only (a
+ * consumer's lookup lands on it: `t[EXCHANGE_API_PROPERTY] = x` must not make a live tensor
+ * unborrowable or lend other memory) and configurable, so that `dispose()` deletes it.
+ */
+const handleSlot: PropertyDescriptor = { value: undefined, writable: true, enumerable: false, configurable: false }
+const exchangeSlot: PropertyDescriptor = { value: undefined, writable: false, enumerable: false, configurable: true }
+
+function defineSlot(tensor: object, key: symbol, descriptor: PropertyDescriptor, value: unknown): void {
+  descriptor.value = value
+  Object.defineProperty(tensor, key, descriptor)
+  descriptor.value = undefined
+}
+
 function setExchangeHandle(tensor: object, handle: unknown): void {
   ;(tensor as Record<symbol, unknown>)[exchangeHandle] = handle
 }
@@ -419,9 +435,9 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
       )
     }
     this.#shared = shared
-    setExchangeHandle(this, shared.handle)
-    // Shadows the prototype's table (a writable property) with the handle itself.
-    if (shared.lendable) (this as Record<symbol, unknown>)[EXCHANGE_API_PROPERTY] = shared.handle
+    defineSlot(this, exchangeHandle, handleSlot, shared.handle)
+    // Shadows the prototype's table with the handle itself (docs/protocol.md §5.2).
+    if (shared.lendable) defineSlot(this, EXCHANGE_API_PROPERTY, exchangeSlot, shared.handle)
   }
 
   /**

@@ -13,6 +13,10 @@
 //   model.onnx  an image model: x float32 [1, 3, H, W] -> y float32 [1, 3], the softmax of the
 //               channel means
 //   dense.onnx  y = relu(x @ w): x [n, k], w [k, m] -> y [n, m]
+// The addon guide's app code imports 'my-addon': the guide's Rust (docs/addons.md) is
+// examples/consumer-addon/src/guide.rs verbatim (checked here), so 'my-addon' is that addon as
+// built by __test__/native/consumer-addon/build.sh, with a loader like the one `napi build`
+// generates and the example's index.d.ts.
 // A marker on the line before a block changes what is done with it:
 //   <!-- doctest: typecheck-only (reason) -->   type-checked, not run (needs a GPU, a network...)
 //   <!-- doctest: skip (reason) -->             neither (a fragment that cannot stand alone)
@@ -20,7 +24,7 @@
 // Prints one line per block and the counts; exits 1 if any block fails.
 import { execFileSync, spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
-import { basename, join, relative } from 'node:path'
+import { basename, dirname, join, relative } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
@@ -98,6 +102,106 @@ export async function writeFixtures(dir) {
   writeFileSync(join(dir, 'dense.onnx'), denseReluModel())
 }
 
+/**
+ * node_modules/my-addon: the example addon (which holds the addon guide's functions) as an
+ * installed package: its index.d.ts, and an index.js that re-exports the binding's functions
+ * one by one as napi-rs's generated loader does (so ES modules can import them by name).
+ */
+function linkGuideAddon() {
+  const example = join(root, 'examples', 'consumer-addon')
+  const binary = join(root, 'target', 'consumer-addon', 'consumer_addon.node')
+  const dir = join(work, 'node_modules', 'my-addon')
+  mkdirSync(dir, { recursive: true })
+  const types = readFileSync(join(example, 'index.d.ts'), 'utf8')
+  const names = [...types.matchAll(/^export declare function (\w+)/gm)].map(([, name]) => name)
+  writeFileSync(join(dir, 'package.json'), `${JSON.stringify({ name: 'my-addon', version: '0.0.0', main: 'index.js', types: 'index.d.ts' }, null, 2)}\n`)
+  writeFileSync(join(dir, 'index.d.ts'), types)
+  writeFileSync(
+    join(dir, 'index.js'),
+    `// Built by __test__/native/consumer-addon/build.sh (a step of npm test before the doc test).\n` +
+      `const binding = require(${JSON.stringify(binary)})\n${names.map((name) => `module.exports.${name} = binding.${name}\n`).join('')}`,
+  )
+}
+
+/** The guide's src/lib.rs block must be examples/consumer-addon/src/guide.rs below its header. */
+function checkGuideSource() {
+  const guide = readFileSync(join(root, 'docs', 'addons.md'), 'utf8')
+  const at = guide.indexOf('**src/lib.rs**')
+  const block = /```rust\n([\s\S]*?)```\n/.exec(guide.slice(at))?.[1]
+  const source = readFileSync(join(root, 'examples', 'consumer-addon', 'src', 'guide.rs'), 'utf8').replace(/^(\/\/!.*\n)+\n/, '')
+  if (at < 0 || block === undefined) return 'docs/addons.md: no src/lib.rs block after **src/lib.rs**'
+  if (block !== source) return 'docs/addons.md: the src/lib.rs block differs from examples/consumer-addon/src/guide.rs (copy one onto the other)'
+  return undefined
+}
+
+/** The text with the lines of fenced code blocks (and their fences) blanked, lines kept. */
+function blankFences(text) {
+  let fence
+  return text
+    .split('\n')
+    .map((line) => {
+      const open = /^\s*(`{3,}|~{3,})/.exec(line)
+      if (fence) {
+        if (open && open[1][0] === fence[0] && open[1].length >= fence.length && line.trim() === open[1]) fence = undefined
+        return ''
+      }
+      if (open) {
+        fence = open[1]
+        return ''
+      }
+      return line
+    })
+    .join('\n')
+}
+
+/** GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens. */
+const slug = (heading) =>
+  heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+    .replace(/\s/g, '-')
+
+/**
+ * What the docs point at must exist: every relative link (and its #anchor, in a markdown file)
+ * and every repository path written in backticks (`__test__/...`, `scripts/...`), which moves
+ * of files would otherwise leave behind. Returns the broken ones.
+ */
+export function checkReferences(files) {
+  const anchors = new Map()
+  const anchorsOf = (path) => {
+    if (!anchors.has(path)) {
+      const text = existsSync(path) ? blankFences(readFileSync(path, 'utf8')) : ''
+      anchors.set(path, new Set([...text.matchAll(/^#{1,6}\s+(.*)$/gm)].map(([, heading]) => slug(heading))))
+    }
+    return anchors.get(path)
+  }
+  const broken = []
+  for (const file of files) {
+    const full = join(root, file)
+    const text = readFileSync(full, 'utf8')
+    const prose = blankFences(text)
+    const lineOf = (index) => prose.slice(0, index).split('\n').length
+    for (const match of prose.matchAll(/\]\(([^)\s]+)\)/g)) {
+      const target = match[1]
+      if (/^[a-z]+:/.test(target)) continue
+      const [path, anchor] = target.split('#')
+      const resolved = path ? join(dirname(full), path) : full
+      if (path && !existsSync(resolved)) broken.push(`${file}:${lineOf(match.index)}: link to a missing file: ${target}`)
+      else if (anchor && resolved.endsWith('.md') && !anchorsOf(resolved).has(anchor)) {
+        broken.push(`${file}:${lineOf(match.index)}: link to a missing heading: ${target}`)
+      }
+    }
+    // Repository paths in backticks, in the files written from the repository root.
+    if (dirname(file) === '.' || dirname(file) === 'docs') {
+      for (const match of prose.matchAll(/`((?:__test__|src|lib|crates|scripts|examples|benches|include|docs|npm|\.ci|\.github)\/[\w./-]*)`/g)) {
+        if (!existsSync(join(root, match[1]))) broken.push(`${file}:${lineOf(match.index)}: names a missing path: ${match[1]}`)
+      }
+    }
+  }
+  return broken
+}
+
 /** A file name for a block: where it comes from, readable in a stack trace. */
 const blockName = (block) => `${block.file.replace(/[^\w]+/g, '_')}_L${block.line}`
 
@@ -112,8 +216,20 @@ async function main() {
   symlinkSync(root, join(work, 'node_modules', 'napi-dlpack'), 'dir')
   if (!existsSync(join(root, 'dist', 'index.mjs'))) throw new Error('dist/ is not built: run node scripts/ensure-built.mjs')
   await writeFixtures(work)
+  linkGuideAddon()
 
   const failures = []
+  // References: the checked files, plus the other docs a reader reaches from them.
+  const referenceFiles = [...new Set([...files, 'CONTRIBUTING.md', 'ARCHITECTURE.md', 'CHANGELOG.md', 'examples/consumer-addon/README.md'])]
+  for (const reference of checkReferences(referenceFiles.filter((file) => existsSync(join(root, file))))) {
+    failures.push(reference)
+    console.log(`FAIL ${reference}`)
+  }
+  const guideDrift = checkGuideSource()
+  if (guideDrift) {
+    failures.push('docs/addons.md')
+    console.log(`FAIL ${guideDrift}`)
+  }
   const tsBlocks = blocks.filter((block) => block.lang === 'ts' && block.mode !== 'skip')
   for (const block of blocks) {
     if (block.mode === 'skip') continue

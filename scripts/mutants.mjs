@@ -314,6 +314,66 @@ const mutants = [
     crate: null,
     js: ['__test__/abi/typed-args.spec.ts'],
   },
+  // include/napi_dlpack.h: napi_dlpack_tensor_extent, the C consumer's validation, must keep
+  // import's rules (killed by crates/napi-dlpack/tests/fuzz_validation.rs, which compiles the
+  // header and compares every verdict with the Rust validator's)
+  {
+    id: 'header-extent-flags-ignored',
+    file: 'include/napi_dlpack.h',
+    find: 'int padded = (flags & (1ULL << 2)) != 0;',
+    replace: 'int padded = (flags & 0) != 0;',
+  },
+  {
+    id: 'header-extent-lanes-unchecked',
+    file: 'include/napi_dlpack.h',
+    find: '  if (dtype.lanes != 1) return 0;\n',
+    replace: '',
+  },
+  {
+    id: 'header-extent-device-unchecked',
+    file: 'include/napi_dlpack.h',
+    find: 'if (!napi_dlpack_device_type_known((int32_t)t->device.device_type) ||\n      t->device.device_id < 0)',
+    replace: 'if (0)',
+  },
+  {
+    id: 'header-extent-alignment-unchecked',
+    file: 'include/napi_dlpack.h',
+    find: 'if ((uintptr_t)t->shape % offsetof(napi_dlpack_i64_align_probe_, v) != 0)',
+    replace: 'if (0)',
+  },
+  {
+    id: 'header-extent-stride-reach-unchecked',
+    file: 'include/napi_dlpack.h',
+    find: 'if (!napi_dlpack_mul_i64_(t->shape[i] - 1, t->strides[i], &reach))\n          return "ERR_DLPACK_OVERFLOW";',
+    replace: 'reach = (int64_t)((uint64_t)(t->shape[i] - 1) * (uint64_t)t->strides[i]);',
+  },
+  {
+    id: 'header-extent-address-below-zero-accepted',
+    file: 'include/napi_dlpack.h',
+    find: 'if (first < below || from_first > (uint64_t)UINTPTR_MAX - first)',
+    replace: 'if (from_first > (uint64_t)UINTPTR_MAX - first)',
+  },
+  {
+    id: 'header-extent-address-past-end-accepted',
+    file: 'include/napi_dlpack.h',
+    find: 'if (first < below || from_first > (uint64_t)UINTPTR_MAX - first)',
+    replace: 'if (first < below || (from_first > (uint64_t)UINTPTR_MAX - first && 0))',
+  },
+  {
+    id: 'header-extent-size1-stride-read',
+    file: 'include/napi_dlpack.h',
+    find: '        if (t->shape[i] == 1) continue;\n',
+    replace: '',
+  },
+  // src/exchange.rs: a borrow says what its memory holds (sub-byte elements padded to a byte)
+  {
+    id: 'exchange-subbyte-flag-dropped',
+    file: `${addon}/exchange.rs`,
+    find: '  } | if layout.dtype.is_subbyte() {',
+    replace: '  } | if false {',
+    crate: null,
+    js: ['__test__/abi/exchange.spec.ts', '__test__/abi/typed-args.spec.ts'],
+  },
   // The addon: JS memory wrapped in place, host copies of foreign spans, import negotiation
   {
     // The addon's call of the crate's fits-in check, for JS memory wrapped in place.

@@ -27,9 +27,10 @@ use napi::{sys, Env, JsValue};
 use napi_derive::napi;
 use napi_dlpack::exchange::{self, ExchangeApi};
 use napi_dlpack::ffi::{
-  DLManagedTensorVersioned, DLTensor, DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY,
+  DLDevice, DLManagedTensorVersioned, DLTensor, DLPACK_FLAG_BITMASK_IS_COPIED,
+  DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED, DLPACK_FLAG_BITMASK_READ_ONLY,
 };
-use napi_dlpack::{export, DeviceType, ErrorKind, ExportFormat, ForeignTensor};
+use napi_dlpack::{export, Device, DeviceType, ErrorKind, ExportFormat, ForeignTensor};
 
 use crate::errors::{fail, status, Result};
 use crate::handle::{BorrowPin, Handle};
@@ -63,6 +64,9 @@ struct EnvExchange {
   env: sys::napi_env,
   handle_key: sys::napi_ref,
   make_tensor: sys::napi_ref,
+  /// `dlpackError(code, message)` of lib/errors.ts: the `DLPackError` subclass of a code, so
+  /// that errors thrown through the table are the classes §1.4 promises.
+  make_error: sys::napi_ref,
 }
 
 thread_local! {
@@ -76,7 +80,14 @@ unsafe extern "C" fn forget_env(_arg: *mut c_void) {
   // Node (20 at least) does not free a module's references when a Worker's environment ends
   // (valgrind showed them lost), so delete them here: cleanup hooks run while the env is alive.
   if let Some(exchange) = ENV_EXCHANGE.with(|state| state.borrow_mut().take()) {
-    delete_references(exchange.env, &[exchange.handle_key, exchange.make_tensor]);
+    delete_references(
+      exchange.env,
+      &[
+        exchange.handle_key,
+        exchange.make_tensor,
+        exchange.make_error,
+      ],
+    );
   }
   LIVE_REFERENCES.with(|live| live.set(0));
 }
@@ -99,52 +110,64 @@ fn delete_references(env: sys::napi_env, references: &[sys::napi_ref]) {
 }
 
 /// Installs the exchange table for this environment (called once by `lib/exchange.ts`):
-/// `prototype` (`Tensor.prototype`) and `globalThis` get the table, `handleKey` is the symbol
-/// under which each tensor keeps its handle, `makeTensor(handle)` wraps a handle in a `Tensor`.
-/// A later install in the same environment (the module loaded twice) replaces the handle key
-/// and factory, deleting the references to the previous ones.
+/// `prototype` (`Tensor.prototype`) and `globalThis` get the table (one table object for both),
+/// `handleKey` is the symbol under which each tensor keeps its handle, `makeTensor(handle)`
+/// wraps a handle in a `Tensor`, `makeError(code, message)` makes the `DLPackError` subclass of
+/// a code. A later install in the same environment (the module loaded twice) replaces the
+/// handle key and factories, deleting the references to the previous ones.
 #[napi(js_name = "installExchangeApi")]
 pub fn install_exchange_api(
   env: &Env,
   prototype: Object,
   handle_key: Unknown,
   make_tensor: Unknown,
+  make_error: Unknown,
 ) -> Result<()> {
   let raw = env.raw();
-  if value_type(env, make_tensor.raw())? != sys::ValueType::napi_function {
-    return Err(fail(
-      ErrorKind::InvalidArgument,
-      "makeTensor must be a function",
-    ));
+  for (value, what) in [(&make_tensor, "makeTensor"), (&make_error, "makeError")] {
+    if value_type(env, value.raw())? != sys::ValueType::napi_function {
+      return Err(fail(
+        ErrorKind::InvalidArgument,
+        format!("{what} must be a function"),
+      ));
+    }
   }
 
+  // One table object for the prototype and globalThis (each costs the environment memory it
+  // keeps until it ends).
+  // SAFETY: our env.
+  let table = unsafe { exchange::api_value(raw, &EXCHANGE_API)? };
   // SAFETY: a live object of this env. First, so that a refused install changes nothing.
-  unsafe { exchange::install(raw, prototype.raw(), &EXCHANGE_API)? };
-  let (mut key_ref, mut factory_ref) = (ptr::null_mut(), ptr::null_mut());
-  // SAFETY: live values of this env.
-  status("napi_create_reference", unsafe {
-    sys::napi_create_reference(raw, handle_key.raw(), 1, &mut key_ref)
-  })?;
-  LIVE_REFERENCES.with(|live| live.set(live.get() + 1));
-  // SAFETY: as above.
-  let made = status("napi_create_reference", unsafe {
-    sys::napi_create_reference(raw, make_tensor.raw(), 1, &mut factory_ref)
-  });
-  if let Err(error) = made {
-    delete_references(raw, &[key_ref]);
-    return Err(error);
+  unsafe { exchange::install_value(raw, prototype.raw(), table)? };
+  let mut references = [ptr::null_mut(); 3];
+  for (index, value) in [&handle_key, &make_tensor, &make_error]
+    .into_iter()
+    .enumerate()
+  {
+    // SAFETY: live values of this env.
+    let made = status("napi_create_reference", unsafe {
+      sys::napi_create_reference(raw, value.raw(), 1, &mut references[index])
+    });
+    if let Err(error) = made {
+      delete_references(raw, &references[..index]);
+      return Err(error);
+    }
+    LIVE_REFERENCES.with(|live| live.set(live.get() + 1));
   }
-  LIVE_REFERENCES.with(|live| live.set(live.get() + 1));
+  let [key_ref, factory_ref, error_ref] = references;
   let previous = ENV_EXCHANGE.with(|state| {
     state.borrow_mut().replace(EnvExchange {
       env: raw,
       handle_key: key_ref,
       make_tensor: factory_ref,
+      make_error: error_ref,
     })
   });
   match previous {
     // A second install in this env: its references are ours to delete (else they leak).
-    Some(old) if old.env == raw => delete_references(raw, &[old.handle_key, old.make_tensor]),
+    Some(old) if old.env == raw => {
+      delete_references(raw, &[old.handle_key, old.make_tensor, old.make_error])
+    }
     Some(_) => {}
     None => {
       // SAFETY: our env; the hook only clears this thread's state.
@@ -161,8 +184,8 @@ pub fn install_exchange_api(
   // Another copy of napi-dlpack loaded first in this environment keeps the default importer.
   // SAFETY: the global object of this env.
   if unsafe { exchange::find_api(raw, global)? }.is_none() {
-    // SAFETY: as above.
-    unsafe { exchange::install(raw, global, &EXCHANGE_API)? };
+    // SAFETY: as above; `table` is this env's.
+    unsafe { exchange::install_value(raw, global, table)? };
   }
   Ok(())
 }
@@ -174,32 +197,85 @@ fn run(caller: sys::napi_env, body: impl FnOnce(&Env, &EnvExchange) -> Result<()
   let outcome = ENV_EXCHANGE.with(|state| {
     let state = state.borrow();
     let Some(exchange) = state.as_ref() else {
-      return Err(fail(
-        ErrorKind::Napi,
-        "napi-dlpack is not loaded on this thread",
+      return Err((
+        fail(ErrorKind::Napi, "napi-dlpack is not loaded on this thread"),
+        None,
       ));
     };
     let ours = Env::from_raw(exchange.env);
     catch_unwind(AssertUnwindSafe(|| body(&ours, exchange)))
       .unwrap_or_else(|_| Err(fail(ErrorKind::Napi, "internal panic in napi-dlpack")))
       .inspect_err(|_| move_exception(exchange.env, caller))
+      .map_err(|error| {
+        let made = classed_error(exchange, &error);
+        (error, made)
+      })
   });
   match outcome {
     Ok(()) => 0,
-    Err(error) => {
+    Err((error, made)) => {
       let mut pending = false;
       // SAFETY: the caller's env, on its thread.
       unsafe { sys::napi_is_exception_pending(caller, &mut pending) };
       if !pending {
-        // The addon's errors carry the stable code as their status (see `errors`).
-        let code = CString::new(error.status).unwrap_or_default();
-        let message = CString::new(error.reason.replace('\0', " ")).unwrap_or_default();
-        // SAFETY: the caller's env, on its thread; NUL-terminated strings.
-        unsafe { sys::napi_throw_error(caller, code.as_ptr(), message.as_ptr()) };
+        // SAFETY: the caller's env, on its thread; a value of its isolate.
+        let thrown = made
+          .is_some_and(|value| unsafe { sys::napi_throw(caller, value) } == sys::Status::napi_ok);
+        if !thrown {
+          // The addon's errors carry the stable code as their status (see `errors`).
+          let code = CString::new(error.status).unwrap_or_default();
+          let message = CString::new(error.reason.replace('\0', " ")).unwrap_or_default();
+          // SAFETY: the caller's env, on its thread; NUL-terminated strings.
+          unsafe { sys::napi_throw_error(caller, code.as_ptr(), message.as_ptr()) };
+        }
       }
       -1
     }
   }
+}
+
+/// The `DLPackError` subclass instance for one of our errors (lib/errors.ts `dlpackError`, as
+/// the JS layer throws it), made on our env; `None` when a JS exception is already pending (it
+/// is passed on as it is) or the factory fails (a plain coded `Error` is thrown instead).
+fn classed_error(exchange: &EnvExchange, error: &crate::errors::Error) -> Option<sys::napi_value> {
+  let env = exchange.env;
+  let mut pending = false;
+  // SAFETY: our env, on its thread.
+  unsafe { sys::napi_is_exception_pending(env, &mut pending) };
+  if pending {
+    return None;
+  }
+  let code: &str = error.status;
+  let message = error.reason.as_str();
+  let (mut factory, mut global, mut result) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+  let mut arguments = [ptr::null_mut(); 2];
+  // SAFETY: our env and its reference; string pointers with their lengths.
+  let made = unsafe {
+    sys::napi_get_reference_value(env, exchange.make_error, &mut factory) == sys::Status::napi_ok
+      && sys::napi_get_global(env, &mut global) == sys::Status::napi_ok
+      && sys::napi_create_string_utf8(
+        env,
+        code.as_ptr().cast(),
+        code.len() as isize,
+        &mut arguments[0],
+      ) == sys::Status::napi_ok
+      && sys::napi_create_string_utf8(
+        env,
+        message.as_ptr().cast(),
+        message.len() as isize,
+        &mut arguments[1],
+      ) == sys::Status::napi_ok
+      && sys::napi_call_function(env, global, factory, 2, arguments.as_ptr(), &mut result)
+        == sys::Status::napi_ok
+  };
+  if made {
+    return Some(result);
+  }
+  // A factory that threw: leave our env clean; the caller gets the plain coded error.
+  let mut ignored = ptr::null_mut();
+  // SAFETY: our env.
+  unsafe { sys::napi_get_and_clear_last_exception(env, &mut ignored) };
+  None
 }
 
 /// Moves an exception JS code threw during one of our Node-API calls (recorded on our env)
@@ -347,6 +423,13 @@ fn lend(
     DLPACK_FLAG_BITMASK_IS_COPIED
   } else {
     0
+  } | if layout.dtype.is_subbyte() {
+    // Our sub-byte tensors (float4, float6) hold one element per byte: without the flag a
+    // `bits < 8` dtype means packed elements (DLPack), which the memory is not. Capsules and
+    // owning exports say the same (`ExportInfo::flags`).
+    DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED
+  } else {
+    0
   };
   // SAFETY: non-NULL out pointers (checked) that the caller provides for this call.
   unsafe {
@@ -449,13 +532,18 @@ const CU_STREAM_LEGACY: usize = 0x1;
 unsafe extern "C" fn current_work_stream(
   env: sys::napi_env,
   device_type: i32,
-  _device_id: i32,
+  device_id: i32,
   out_stream: *mut *mut c_void,
 ) -> i32 {
   run(env, |_, _| {
     if out_stream.is_null() {
       return Err(fail(ErrorKind::InvalidArgument, "NULL output pointer"));
     }
+    // The device rules of import: a DLPack 1.3 device type and a non-negative id.
+    Device::from_dl(DLDevice {
+      device_type: device_type as u32,
+      device_id,
+    })?;
     let stream = if device_type == DeviceType::Cuda as i32 {
       // A handle value, not a pointer to anything (the driver's CU_STREAM_LEGACY).
       ptr::without_provenance_mut::<c_void>(CU_STREAM_LEGACY)

@@ -14,7 +14,16 @@ import { Worker } from 'node:worker_threads'
 import test from 'ava'
 
 import { native } from '../../dist/native.js'
-import { EXCHANGE_API_PROPERTY, Tensor, externalBuffersAllowed, fromDLPack } from '../../dist/index.js'
+import {
+  BufferError,
+  DLPackError,
+  EXCHANGE_API_PROPERTY,
+  InvalidTensorError,
+  Tensor,
+  TensorDisposedError,
+  externalBuffersAllowed,
+  fromDLPack,
+} from '../../dist/index.js'
 import { addressOf, codeOf, drainGarbage, gcUntil } from '../harness/helpers.js'
 
 interface BorrowedSum {
@@ -36,9 +45,27 @@ interface ExchangeC {
   borrowSum(value: unknown): BorrowedSum
   borrowScale(value: unknown, factor: number): void
   borrowStatus(value: unknown): { code: string; status: number }
+  borrowInspect(value: unknown): {
+    flags: number
+    code: number
+    bits: number
+    extent: string | { numel: number; itemsize: number; spanBytes: number }
+  }
   borrowKeep(value: unknown): void
   keptSum(): number
-  extentOf(spec: { shape: bigint[]; strides?: bigint[] | null; data?: bigint; byteOffset?: bigint; bits?: number }):
+  extentOf(spec: {
+    shape: bigint[]
+    strides?: bigint[] | null
+    data?: bigint
+    byteOffset?: bigint
+    bits?: number
+    code?: number
+    lanes?: number
+    flags?: number
+    deviceType?: number
+    deviceId?: number
+    misaligned?: 'shape' | 'strides'
+  }):
     | string
     | { numel: bigint; minOffset: bigint; maxOffset: bigint; spanBytes: bigint; contiguous: boolean }
   exportHold(value: unknown): bigint
@@ -48,7 +75,7 @@ interface ExchangeC {
   makeBadTensor(): Tensor
   deleterCalls(): number
   lastMadePointer(): bigint
-  currentStream(value: unknown, deviceType: number): bigint | null
+  currentStream(value: unknown, deviceType: number, deviceId?: number): bigint | null
   liveCTensors(): number
   forgedObject(kind: 'future' | 'empty' | 'untagged'): object
   lendingPath(value: unknown): string
@@ -67,6 +94,7 @@ const c = createRequire(import.meta.url)(addonPath) as ExchangeC
 
 const zeroCopy = externalBuffersAllowed()
 const READ_ONLY = 1
+const SUBBYTE_PADDED = 4
 // napi_dlpack_status (include/napi_dlpack.h).
 const NAPI_DLPACK_OK = 0
 const NAPI_DLPACK_ERR_VERSION = 7
@@ -184,6 +212,27 @@ test('borrowing a Tensor: same memory, values, strides, no storage made or kept'
   t.is(c.borrowSum(tail).pointer, tensor.dataPointer + 16n)
 })
 
+test.serial('sub-byte dtypes lend IS_SUBBYTE_TYPE_PADDED (one element per byte), as their capsules do; the header helper accepts them', (t) => {
+  for (const [dtype, code, bits] of [
+    ['float4_e2m1fn', 17, 4],
+    ['float6_e2m3fn', 15, 6],
+    ['float6_e3m2fn', 16, 6],
+  ] as const) {
+    const tensor = Tensor.zeros([4], dtype)
+    const seen = c.borrowInspect(tensor)
+    t.is(seen.code, code, dtype)
+    t.is(seen.bits, bits, dtype)
+    t.is(seen.flags & SUBBYTE_PADDED, SUBBYTE_PADDED, `${dtype}: a borrow says padded, like its capsule`)
+    t.deepEqual(seen.extent, { numel: 4, itemsize: 1, spanBytes: 4 }, dtype)
+    t.is(c.borrowInspect(tensor.native).flags & SUBBYTE_PADDED, SUBBYTE_PADDED, `${dtype} by handle`)
+    // The owning export says the same.
+    c.exportHold(tensor)
+    t.is(c.heldFlags(0) & SUBBYTE_PADDED, SUBBYTE_PADDED, `${dtype}: owning export`)
+    c.releaseHeld()
+  }
+  t.is(c.borrowInspect(Tensor.zeros([4], 'uint8')).flags & SUBBYTE_PADDED, 0, 'whole-byte dtypes are not flagged')
+})
+
 test('writes through a borrowed tensor are seen in JS, strided included', (t) => {
   const data = new Float32Array([1, 2, 3, 4, 5, 6])
   const transposed = Tensor.from(data, [3, 2], { strides: [1, 3] })
@@ -254,19 +303,19 @@ test('a third-party class lends through its per-object data; deleting it falls b
 })
 
 test('a second installExchangeApi in one environment deletes the first one\'s references (node -e)', (t) => {
-  // In a child: the install replaces this environment's handle key and factory.
+  // In a child: the install replaces this environment's handle key and factories.
   const dist = join(here, '..', '..', 'dist')
   const script = `
     const { native } = require(${JSON.stringify(join(dist, 'native.js'))})
     require(${JSON.stringify(join(dist, 'index.js'))})
     const counts = [native.nativeStats().exchangeReferences]
     for (let i = 0; i < 3; i++) {
-      native.installExchangeApi(Object.create(null), Symbol('h' + i), () => null)
+      native.installExchangeApi(Object.create(null), Symbol('h' + i), () => null, () => null)
       counts.push(native.nativeStats().exchangeReferences)
     }
     process.stdout.write(JSON.stringify(counts))`
   const counts = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' })) as number[]
-  t.deepEqual(counts, [2, 2, 2, 2], 'each install holds its two references and releases the previous two')
+  t.deepEqual(counts, [3, 3, 3, 3], 'each install holds its three references and releases the previous three')
 })
 
 test('values without a table: NO_EXCHANGE (the consumer falls back to capsules)', (t) => {
@@ -388,7 +437,67 @@ test('current_work_stream: NULL on the CPU, the legacy default stream for CUDA',
   const tensor = Tensor.from(new Float32Array(1))
   t.is(c.currentStream(tensor, 1), null)
   t.is(c.currentStream(tensor, 2), 1n)
+  t.is(c.currentStream(tensor, 2, 3), 1n)
   t.is(c.currentStream(new c.CTensor(), 1), null)
+})
+
+test('current_work_stream validates its device: unknown types and negative ids are ERR_DLPACK_DEVICE (BufferError)', (t) => {
+  const tensor = Tensor.from(new Float32Array(1))
+  for (const [type, id] of [
+    [0, 0],
+    [5, 0],
+    [19, 0],
+    [-1, 0],
+    [2, -1],
+  ]) {
+    const error = t.throws(() => c.currentStream(tensor, type, id), undefined, `device [${type}, ${id}]`)
+    t.is((error as { code?: string } | undefined)?.code, 'ERR_DLPACK_DEVICE', `device [${type}, ${id}]`)
+    t.true(error instanceof BufferError, `device [${type}, ${id}]: a BufferError, as §1.4 promises`)
+  }
+})
+
+test('errors through the table are DLPackError subclasses with their code, as §1.4 promises', (t) => {
+  const tensor = Tensor.from(new Float32Array([1]))
+  tensor.dispose()
+  const disposed = t.throws(() => c.borrowSum(tensor))
+  t.true(disposed instanceof TensorDisposedError)
+  t.true(disposed instanceof DLPackError)
+  t.is((disposed as DLPackError).code, 'ERR_TENSOR_DISPOSED')
+  const bad = t.throws(() => c.makeBadTensor())
+  t.true(bad instanceof InvalidTensorError, 'managed_tensor_to_value refusing the tensor')
+  t.is((bad as DLPackError).code, 'ERR_DLPACK_NDIM')
+  const buffer = new ArrayBuffer(8)
+  const over = Tensor.from(buffer, [2], { dtype: 'float32' })
+  structuredClone(buffer, { transfer: [buffer] })
+  const detached = t.throws(() => c.borrowSum(over))
+  t.true(detached instanceof DLPackError)
+  t.is((detached as DLPackError).code, 'ERR_TENSOR_DETACHED')
+})
+
+test("a tensor's own exchange property is non-enumerable and read-only: copies lend nothing, writes change nothing", (t) => {
+  const tensor = Tensor.from(new Float32Array([1, 2]))
+  t.like(Object.getOwnPropertyDescriptor(tensor, EXCHANGE_API_PROPERTY), { enumerable: false, writable: false, configurable: true })
+  // Object.assign and spreads copy own enumerable properties, symbols included: nothing here.
+  const copy = Object.assign({}, tensor)
+  t.deepEqual(Object.getOwnPropertySymbols(copy), [], 'Object.assign copies no handle')
+  t.deepEqual(Object.getOwnPropertySymbols({ ...tensor }), [], 'a spread copies no handle')
+  t.deepEqual(c.borrowStatus(copy), { code: 'ERR_DLPACK_INVALID_ARGUMENT', status: NAPI_DLPACK_ERR_NO_EXCHANGE })
+  t.throws(
+    () => {
+      ;(tensor as unknown as Record<symbol, unknown>)[EXCHANGE_API_PROPERTY] = undefined
+    },
+    { instanceOf: TypeError },
+  )
+  t.is(c.borrowSum(tensor).sum, 3, 'the tensor still lends')
+  tensor.dispose()
+  t.is(Object.getOwnPropertyDescriptor(tensor, EXCHANGE_API_PROPERTY), undefined, 'dispose() still removes it')
+})
+
+test('one table object per environment: Tensor.prototype and globalThis share it', (t) => {
+  const onPrototype = Object.getOwnPropertyDescriptor(Tensor.prototype, EXCHANGE_API_PROPERTY)?.value
+  const onGlobal = Object.getOwnPropertyDescriptor(globalThis, EXCHANGE_API_PROPERTY)?.value
+  t.is(typeof onPrototype, 'object')
+  t.is(onPrototype, onGlobal)
 })
 
 test.serial('a third-party class exposing its own table lends to C; its owning exports keep it alive', async (t) => {
@@ -426,12 +535,32 @@ test('the header validation helper: extent, overflow and shape checks', (t) => {
   t.is(c.extentOf({ shape: [1n << 62n, 4n] }), 'ERR_DLPACK_OVERFLOW', 'numel overflows int64')
   t.is(c.extentOf({ shape: [2n], strides: [1n << 62n] }), 'ERR_DLPACK_OVERFLOW', 'span bytes overflow')
   t.is(c.extentOf({ shape: [2n], strides: [-(1n << 63n)] }), 'ERR_DLPACK_OVERFLOW', 'INT64_MIN stride')
-  t.is(c.extentOf({ shape: [4n], strides: [-1n], data: 0x4n }), 'ERR_DLPACK_OVERFLOW', 'below address 0')
-  t.is(c.extentOf({ shape: [4n], data: 0xffff_ffff_ffff_fff0n }), 'ERR_DLPACK_OVERFLOW', 'past the address space')
+  // Import's codes (crates/napi-dlpack/tests/fuzz_validation.rs compares every verdict).
+  t.is(c.extentOf({ shape: [4n], strides: [-1n], data: 0x4n }), 'ERR_DLPACK_BYTE_OFFSET', 'below address 0')
+  t.is(c.extentOf({ shape: [4n], data: 0xffff_ffff_ffff_fff0n }), 'ERR_DLPACK_BYTE_OFFSET', 'past the address space')
   t.is(c.extentOf({ shape: [1n], data: 0x10n, byteOffset: 0xffff_ffff_ffff_fff8n }), 'ERR_DLPACK_BYTE_OFFSET')
+  t.is(c.extentOf({ shape: [0n], data: 0x10n, byteOffset: 0xffff_ffff_ffff_fff8n }), 'ERR_DLPACK_BYTE_OFFSET', 'even when empty, as import')
   t.is(c.extentOf({ shape: [1n], data: 0n }), 'ERR_DLPACK_NULL_DATA')
   t.is(c.extentOf({ shape: [2n], bits: 4 }), 'ERR_DLPACK_DTYPE')
   t.is(c.extentOf({ shape: new Array(65).fill(1n) }), 'ERR_DLPACK_NDIM')
+  // A size-1 dimension addresses nothing whatever its stride (import accepts it).
+  t.deepEqual(c.extentOf({ shape: [1n], strides: [-(1n << 63n)] }), { numel: 1n, minOffset: 0n, maxOffset: 0n, spanBytes: 4n, contiguous: true })
+  // Flags are honoured: padded sub-byte floats are one byte per element.
+  t.deepEqual(c.extentOf({ shape: [3n], code: 17, bits: 4, flags: 4 }), { numel: 3n, minOffset: 0n, maxOffset: 2n, spanBytes: 3n, contiguous: true })
+  t.deepEqual(c.extentOf({ shape: [3n], code: 15, bits: 6, flags: 4 }), { numel: 3n, minOffset: 0n, maxOffset: 2n, spanBytes: 3n, contiguous: true })
+  t.is(c.extentOf({ shape: [3n], code: 17, bits: 4 }), 'ERR_DLPACK_DTYPE', 'packed fp4 is refused')
+  // The dtype code, lanes and device checks of import.
+  t.is(c.extentOf({ shape: [2n], lanes: 2 }), 'ERR_DLPACK_DTYPE', 'vector lanes')
+  t.is(c.extentOf({ shape: [2n], code: 3, bits: 64 }), 'ERR_DLPACK_DTYPE', 'opaque handles')
+  t.is(c.extentOf({ shape: [2n], code: 2, bits: 8 }), 'ERR_DLPACK_DTYPE', 'no 8-bit kDLFloat')
+  t.is(c.extentOf({ shape: [2n], code: 99, bits: 8 }), 'ERR_DLPACK_DTYPE', 'unknown code')
+  t.is(c.extentOf({ shape: [2n], deviceType: 5 }), 'ERR_DLPACK_DEVICE', 'unassigned device type')
+  t.is(c.extentOf({ shape: [2n], deviceType: 2, deviceId: -1 }), 'ERR_DLPACK_DEVICE', 'negative device id')
+  t.is(c.extentOf({ shape: [2n], misaligned: 'shape' }), 'ERR_DLPACK_INVALID_LAYOUT')
+  t.is(c.extentOf({ shape: [2n], strides: [1n], misaligned: 'strides' }), 'ERR_DLPACK_INVALID_LAYOUT')
+  // CUDA pointers are addresses too; OpenCL's data is a handle (no address arithmetic).
+  t.is(c.extentOf({ shape: [4n], strides: [-1n], data: 0x4n, deviceType: 2 }), 'ERR_DLPACK_BYTE_OFFSET')
+  t.like(c.extentOf({ shape: [4n], strides: [-1n], data: 0x4n, deviceType: 4 }), { numel: 4n, minOffset: -3n })
 })
 
 test('workers: each thread installs its own table; borrowing, returning and typed arguments work there and at exit', async (t) => {

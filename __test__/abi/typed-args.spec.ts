@@ -71,6 +71,19 @@ test('a Tensor argument is borrowed: same memory, no capsule, no storage', (t) =
   t.is(live(), before, 'nothing was exported')
 })
 
+test('sub-byte dtypes (float4, float6) are borrowed as typed arguments, as their capsules are imported', (t) => {
+  for (const dtype of ['float4_e2m1fn', 'float6_e2m3fn', 'float6_e3m2fn'] as const) {
+    const tensor = Tensor.zeros([2, 3], dtype)
+    const seen = addon.inspect(tensor)
+    t.true(seen.borrowed, dtype)
+    t.is(seen.dtype, dtype)
+    t.is(seen.dataPointer, tensor.dataPointer)
+    t.deepEqual(seen.shape, [2, 3])
+    t.is(addon.inspect(tensor.native).dtype, dtype, `${dtype} by handle`)
+    t.is(addon.inspect(tensor.__dlpack__()).dtype, dtype, `${dtype} through a capsule`)
+  }
+})
+
 test.serial('Tensor.native is borrowed with no lookup: same memory, writes seen; owned, it outlives dispose()', async (t) => {
   await drainGarbage()
   const data = new Float32Array([1, 2, 3, 4, 5, 6])

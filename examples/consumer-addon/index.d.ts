@@ -108,6 +108,18 @@ export declare function matrix<D extends 'float32' | 'float64'>(rows: number, co
 export declare function matrixCapsule(rows: number, cols: number, dtype: 'float32' | 'float64'): DLPackCapsule
 
 /**
+ * A new tensor, returned to JS as a napi-dlpack `Tensor` over this Rust memory (a capsule if
+ * napi-dlpack is not loaded). The Vec is freed when the last JS user lets go.
+ */
+export declare function ramp(n: number): TensorResult
+
+/**
+ * `x *= factor` in place, for any strides (transposed, sliced, broadcast views). A napi-dlpack
+ * `Tensor` is borrowed for the call (no capsule); a capsule or any `__dlpack__` object works too.
+ */
+export declare function scale(x: TensorArg, factor: number): void
+
+/**
  * `x *= factor`, element by element, through a mutable strided view: transposed, sliced and
  * broadcast tensors included. Refused for READ_ONLY tensors (`ERR_DLPACK_READ_ONLY`).
  */
@@ -118,6 +130,14 @@ export declare function scaleInPlace(x: TensorArg, factor: number): void
  * dispose its own handle meanwhile; the memory stays until the task is dropped.
  */
 export declare function sumAsync(x: OwnedTensorArg): Promise<number>
+
+/**
+ * Contiguous data as a slice: `as_slice` / `as_mut_slice` check dtype, device, alignment and
+ * contiguity (`ERR_DLPACK_NOT_CONTIGUOUS`), and READ_ONLY for writes.
+ */
+export declare function total(x: TensorArg): number
+
+export declare function totalAsync(x: OwnedTensorArg): Promise<number>
 
 /** What `describe` reports. */
 export interface TensorDescription {

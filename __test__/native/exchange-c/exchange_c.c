@@ -212,6 +212,42 @@ static napi_value borrow_status(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/* borrowInspect(value) -> { flags, code, bits, extent }: borrows any tensor,
+ * reports its DLPack flags and dtype, and what napi_dlpack_tensor_extent says
+ * of it WITH those flags (an error code, or { numel, itemsize, spanBytes }). */
+static napi_value borrow_inspect(napi_env env, napi_callback_info info) {
+  napi_value argv[1], result, field, extent_value;
+  napi_dlpack_borrow borrow;
+  napi_dlpack_extent extent;
+  napi_dlpack_status st;
+  const char* code;
+  get_args(env, info, 1, argv);
+  st = napi_dlpack_exchange_borrow(env, argv[0], &borrow);
+  if (st != NAPI_DLPACK_OK) return fail_status(env, st);
+  code = napi_dlpack_tensor_extent(&borrow.tensor, borrow.flags, &extent);
+  napi_dlpack_exchange_release(env, &borrow); /* borrow.tensor's fields are copies */
+  CHECK_NAPI(env, napi_create_object(env, &result));
+  CHECK_NAPI(env, napi_create_uint32(env, (uint32_t)borrow.flags, &field));
+  CHECK_NAPI(env, napi_set_named_property(env, result, "flags", field));
+  CHECK_NAPI(env, napi_create_uint32(env, borrow.tensor.dtype.code, &field));
+  CHECK_NAPI(env, napi_set_named_property(env, result, "code", field));
+  CHECK_NAPI(env, napi_create_uint32(env, borrow.tensor.dtype.bits, &field));
+  CHECK_NAPI(env, napi_set_named_property(env, result, "bits", field));
+  if (code != NULL) {
+    CHECK_NAPI(env, napi_create_string_utf8(env, code, NAPI_AUTO_LENGTH, &extent_value));
+  } else {
+    CHECK_NAPI(env, napi_create_object(env, &extent_value));
+    CHECK_NAPI(env, napi_create_int64(env, extent.numel, &field));
+    CHECK_NAPI(env, napi_set_named_property(env, extent_value, "numel", field));
+    CHECK_NAPI(env, napi_create_int64(env, extent.itemsize, &field));
+    CHECK_NAPI(env, napi_set_named_property(env, extent_value, "itemsize", field));
+    CHECK_NAPI(env, napi_create_int64(env, (int64_t)extent.span_bytes, &field));
+    CHECK_NAPI(env, napi_set_named_property(env, extent_value, "spanBytes", field));
+  }
+  CHECK_NAPI(env, napi_set_named_property(env, result, "extent", extent_value));
+  return result;
+}
+
 /* Whether object[name] exists with the given type (its value in *out). */
 static int has_type(napi_env env, napi_value object, const char* name, napi_valuetype want,
                     napi_value* out) {
@@ -220,12 +256,15 @@ static int has_type(napi_env env, napi_value object, const char* name, napi_valu
          napi_typeof(env, *out, &type) == napi_ok && type == want;
 }
 
-/* extentOf({ shape, strides, byteOffset, data, bits }) -> code or extent:
+/* extentOf({ shape, strides, byteOffset, data, bits, code, lanes, flags,
+ * deviceType, deviceId, misaligned: 'shape' | 'strides' }) -> code or extent:
  * napi_dlpack_tensor_extent on a hand-made DLTensor (no memory behind it). */
 static napi_value extent_of(napi_env env, napi_callback_info info) {
   napi_value argv[1], field, result;
   int64_t shape[NAPI_DLPACK_MAX_NDIM + 2], strides[NAPI_DLPACK_MAX_NDIM + 2];
-  uint32_t ndim = 0, i, bits = 32;
+  uint32_t ndim = 0, i, bits = 32, dtype_code = kDLFloat, lanes = 1, flags = 0;
+  int32_t device_type = kDLCPU, device_id = 0;
+  char misaligned[16] = "";
   bool has_strides = false, lossless;
   uint64_t data = 0x1000, byte_offset = 0;
   DLTensor t;
@@ -255,17 +294,33 @@ static napi_value extent_of(napi_env env, napi_callback_info info) {
     napi_get_value_bigint_uint64(env, field, &byte_offset, &lossless);
   if (has_type(env, argv[0], "bits", napi_number, &field))
     napi_get_value_uint32(env, field, &bits);
+  if (has_type(env, argv[0], "code", napi_number, &field))
+    napi_get_value_uint32(env, field, &dtype_code);
+  if (has_type(env, argv[0], "lanes", napi_number, &field))
+    napi_get_value_uint32(env, field, &lanes);
+  if (has_type(env, argv[0], "flags", napi_number, &field))
+    napi_get_value_uint32(env, field, &flags);
+  if (has_type(env, argv[0], "deviceType", napi_number, &field))
+    napi_get_value_int32(env, field, &device_type);
+  if (has_type(env, argv[0], "deviceId", napi_number, &field))
+    napi_get_value_int32(env, field, &device_id);
+  if (has_type(env, argv[0], "misaligned", napi_string, &field))
+    napi_get_value_string_utf8(env, field, misaligned, sizeof misaligned, NULL);
   memset(&t, 0, sizeof t);
   t.data = (void*)(uintptr_t)data;
-  t.device.device_type = kDLCPU;
+  t.device.device_type = (DLDeviceType)device_type;
+  t.device.device_id = device_id;
   t.ndim = (int32_t)ndim;
-  t.dtype.code = kDLFloat;
+  t.dtype.code = (uint8_t)dtype_code;
   t.dtype.bits = (uint8_t)bits;
-  t.dtype.lanes = 1;
+  t.dtype.lanes = (uint16_t)lanes;
   t.shape = shape;
   t.strides = has_strides ? strides : NULL;
+  /* A pointer one byte off: the helper must refuse it before reading through it. */
+  if (strcmp(misaligned, "shape") == 0) t.shape = (int64_t*)((char*)shape + 1);
+  if (strcmp(misaligned, "strides") == 0) t.strides = (int64_t*)((char*)strides + 1);
   t.byte_offset = byte_offset;
-  code = napi_dlpack_tensor_extent(&t, 0, &extent);
+  code = napi_dlpack_tensor_extent(&t, flags, &extent);
   if (code != NULL) {
     CHECK_NAPI(env, napi_create_string_utf8(env, code, NAPI_AUTO_LENGTH, &result));
     return result;
@@ -417,17 +472,20 @@ static napi_value last_made_pointer(napi_env env, napi_callback_info info) {
 
 /* currentStream(value, deviceType) -> bigint, or null for NULL. */
 static napi_value current_stream(napi_env env, napi_callback_info info) {
-  napi_value argv[2], result;
+  napi_value argv[3], result;
   const napi_dlpack_exchange_api* api = NULL;
-  int32_t device_type = kDLCPU;
+  int32_t device_type = kDLCPU, device_id = 0;
   void* stream = (void*)0xdead;
   napi_dlpack_status st;
-  get_args(env, info, 2, argv);
+  napi_valuetype id_type;
+  get_args(env, info, 3, argv);
   CHECK_NAPI(env, napi_get_value_int32(env, argv[1], &device_type));
+  CHECK_NAPI(env, napi_typeof(env, argv[2], &id_type));
+  if (id_type == napi_number) CHECK_NAPI(env, napi_get_value_int32(env, argv[2], &device_id));
   st = napi_dlpack_exchange_api_find(env, argv[0], &api);
   if (st != NAPI_DLPACK_OK) return fail_status(env, st);
   if (api->current_work_stream == NULL) THROW(env, "ERR_DLPACK_INVALID_ARGUMENT", "no current_work_stream");
-  if (api->current_work_stream(env, device_type, 0, &stream) != 0) return NULL;
+  if (api->current_work_stream(env, device_type, device_id, &stream) != 0) return NULL;
   if (stream == NULL) {
     CHECK_NAPI(env, napi_get_null(env, &result));
     return result;
@@ -758,6 +816,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"borrowSum", NULL, borrow_sum, NULL, NULL, NULL, napi_default, NULL},
       {"borrowScale", NULL, borrow_scale, NULL, NULL, NULL, napi_default, NULL},
       {"borrowStatus", NULL, borrow_status, NULL, NULL, NULL, napi_default, NULL},
+      {"borrowInspect", NULL, borrow_inspect, NULL, NULL, NULL, napi_default, NULL},
       {"borrowKeep", NULL, borrow_keep, NULL, NULL, NULL, napi_default, NULL},
       {"keptSum", NULL, kept_sum, NULL, NULL, NULL, napi_default, NULL},
       {"extentOf", NULL, extent_of, NULL, NULL, NULL, napi_default, NULL},

@@ -7,6 +7,10 @@
 
 mod common;
 
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
 use common::{count, import_versioned, Spec};
 use napi_dlpack::ffi::{
   DLDataType, DLDevice, DLTensor, DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED,
@@ -131,6 +135,75 @@ impl Rng {
   }
 }
 
+/// A random descriptor: its `DLTensor` (shape and strides pointers only say NULL or not: the
+/// caller points them at `shape` and `strides`), the values, and the versioned flags.
+struct Case {
+  tensor: DLTensor,
+  shape: Vec<i64>,
+  strides: Vec<i64>,
+  flags: u64,
+}
+
+/// The hostile descriptors both fuzz tests feed their validators.
+fn random_case(rng: &mut Rng) -> Case {
+  let ndim = match rng.below(8) {
+    0 => rng.below(70) as i32,
+    1 => -(rng.below(3) as i32) - 1,
+    _ => rng.below(5) as i32,
+  };
+  let len = ndim.clamp(0, 70) as usize;
+  let mut shape: Vec<i64> = (0..len).map(|_| rng.dim_or_stride()).collect();
+  let mut strides: Vec<i64> = (0..len).map(|_| rng.dim_or_stride()).collect();
+  if len > 0 && rng.below(4) == 0 {
+    let axis = rng.below(len as u64) as usize;
+    (shape[axis], strides[axis]) = rng.wrapping_pair();
+  }
+  let data = match rng.below(4) {
+    0 => 0usize,
+    1 => usize::MAX - rng.below(64) as usize,
+    _ => 0x1000_0000 + rng.below(1 << 20) as usize,
+  };
+  let tensor = DLTensor {
+    data: data as *mut _,
+    device: DLDevice {
+      device_type: rng.below(20) as u32,
+      device_id: rng.below(4) as i32 - 1,
+    },
+    ndim,
+    dtype: DLDataType {
+      code: rng.below(19) as u8,
+      bits: [1, 4, 6, 8, 16, 32, 64, 128, 255][rng.below(9) as usize],
+      lanes: if rng.below(8) == 0 { 2 } else { 1 },
+    },
+    shape: if rng.below(16) == 0 {
+      std::ptr::null_mut()
+    } else {
+      std::ptr::NonNull::dangling().as_ptr()
+    },
+    strides: if rng.below(4) == 0 {
+      std::ptr::null_mut()
+    } else {
+      std::ptr::NonNull::dangling().as_ptr()
+    },
+    byte_offset: match rng.below(4) {
+      0 => u64::MAX - rng.below(8),
+      1 => rng.below(1 << 40),
+      _ => rng.below(64),
+    },
+  };
+  let flags = if rng.below(2) == 0 {
+    DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED
+  } else {
+    0
+  };
+  Case {
+    tensor,
+    shape,
+    strides,
+    flags,
+  }
+}
+
 #[test]
 fn hostile_descriptors_never_panic_and_accepted_ones_are_consistent() {
   let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
@@ -139,55 +212,26 @@ fn hostile_descriptors_never_panic_and_accepted_ones_are_consistent() {
   // Under Miri (about 10 000 times slower) a smaller sample still checks the unsafe reads.
   let cases = if cfg!(miri) { 6_000 } else { 300_000 };
   for _ in 0..cases {
-    let ndim = match rng.below(8) {
-      0 => rng.below(70) as i32,
-      1 => -(rng.below(3) as i32) - 1,
-      _ => rng.below(5) as i32,
-    };
-    let len = ndim.clamp(0, 70) as usize;
-    let mut shape: Vec<i64> = (0..len).map(|_| rng.dim_or_stride()).collect();
-    let mut strides: Vec<i64> = (0..len).map(|_| rng.dim_or_stride()).collect();
-    if len > 0 && rng.below(4) == 0 {
-      let axis = rng.below(len as u64) as usize;
-      (shape[axis], strides[axis]) = rng.wrapping_pair();
-    }
-    let data = match rng.below(4) {
-      0 => 0usize,
-      1 => usize::MAX - rng.below(64) as usize,
-      _ => 0x1000_0000 + rng.below(1 << 20) as usize,
-    };
+    let Case {
+      tensor,
+      mut shape,
+      mut strides,
+      flags,
+    } = random_case(&mut rng);
+    let ndim = tensor.ndim;
+    let data = tensor.data as usize;
     let tensor = DLTensor {
-      data: data as *mut _,
-      device: DLDevice {
-        device_type: rng.below(20) as u32,
-        device_id: rng.below(4) as i32 - 1,
-      },
-      ndim,
-      dtype: DLDataType {
-        code: rng.below(19) as u8,
-        bits: [1, 4, 6, 8, 16, 32, 64, 128, 255][rng.below(9) as usize],
-        lanes: if rng.below(8) == 0 { 2 } else { 1 },
-      },
-      shape: if rng.below(16) == 0 {
+      shape: if tensor.shape.is_null() {
         std::ptr::null_mut()
       } else {
         shape.as_mut_ptr()
       },
-      strides: if rng.below(4) == 0 {
+      strides: if tensor.strides.is_null() {
         std::ptr::null_mut()
       } else {
         strides.as_mut_ptr()
       },
-      byte_offset: match rng.below(4) {
-        0 => u64::MAX - rng.below(8),
-        1 => rng.below(1 << 40),
-        _ => rng.below(64),
-      },
-    };
-    let flags = if rng.below(2) == 0 {
-      DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED
-    } else {
-      0
+      ..tensor
     };
     // SAFETY: shape and strides point at `len` readable i64s (or are NULL); `len >= ndim` when
     // ndim > 0. Validation reads nothing else.
@@ -395,4 +439,217 @@ fn strided_reads_match_a_reference_on_random_layouts() {
     drop(tensor);
     assert_eq!(count(&calls), 1);
   }
+}
+
+/// The directory holding Node's `node_api.h` (the header includes it): `NODE_INCLUDE_DIR`,
+/// else the system's, else the running `node`'s own `include/node`.
+fn node_include_dir() -> PathBuf {
+  let has_header = |dir: &Path| dir.join("node_api.h").is_file();
+  if let Some(dir) = std::env::var_os("NODE_INCLUDE_DIR").map(PathBuf::from) {
+    assert!(has_header(&dir), "NODE_INCLUDE_DIR has no node_api.h");
+    return dir;
+  }
+  let system = PathBuf::from("/usr/include/node");
+  if has_header(&system) {
+    return system;
+  }
+  let exec_path = Command::new("node")
+    .args(["-p", "process.execPath"])
+    .output()
+    .expect("node_api.h: set NODE_INCLUDE_DIR, or put node on PATH");
+  let node = PathBuf::from(String::from_utf8_lossy(&exec_path.stdout).trim());
+  let dir = node
+    .parent()
+    .and_then(Path::parent)
+    .map(|prefix| prefix.join("include").join("node"))
+    .filter(|dir| has_header(dir))
+    .expect("node_api.h: set NODE_INCLUDE_DIR");
+  dir
+}
+
+/// Compiles `tests/header/extent_oracle.c` (the header's `napi_dlpack_tensor_extent` as a
+/// filter) with `$CC` (default `cc`), with undefined-behaviour checks where the compiler has
+/// them, so a signed overflow inside the helper fails the test too.
+fn build_extent_oracle() -> PathBuf {
+  let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+  let source = manifest
+    .join("tests")
+    .join("header")
+    .join("extent_oracle.c");
+  let include = manifest.join("..").join("..").join("include");
+  let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("extent_oracle");
+  let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
+  let compile = |sanitize: bool| {
+    let mut command = Command::new(&compiler);
+    command.args([
+      "-std=c99",
+      "-O1",
+      "-Wall",
+      "-Wextra",
+      "-Werror",
+      "-DNAPI_VERSION=8",
+    ]);
+    if sanitize {
+      command.args(["-fsanitize=undefined", "-fno-sanitize-recover=all"]);
+    }
+    command
+      .arg("-I")
+      .arg(&include)
+      .arg("-I")
+      .arg(node_include_dir())
+      .arg("-o")
+      .arg(&out)
+      .arg(&source)
+      .output()
+      .expect("the C compiler ($CC, default cc) runs")
+  };
+  let built = compile(true);
+  if !built.status.success() {
+    // Without a UB runtime the verdicts are still compared.
+    let plain = compile(false);
+    assert!(
+      plain.status.success(),
+      "extent_oracle.c does not compile:\n{}",
+      String::from_utf8_lossy(&plain.stderr)
+    );
+  }
+  out
+}
+
+/// Where the header helper's `shape` / `strides` pointer goes: NULL, a real array, or one byte
+/// past its start (misaligned: both validators must refuse it before reading).
+fn pointer_mode(rng: &mut Rng, null: bool) -> u8 {
+  match (null, rng.below(16)) {
+    (true, _) => 0,
+    (false, 0) => 2,
+    (false, _) => 1,
+  }
+}
+
+/// The same descriptors through `napi_dlpack_tensor_extent` (include/napi_dlpack.h, what C
+/// consumers of the exchange table validate a borrow with, protocol §5.4) and through the
+/// crate's import validation: the same verdict on every one, the same error code when both
+/// refuse, and the same extent when both accept. One set of rules in two languages.
+#[test]
+fn the_header_extent_helper_agrees_with_import_validation() {
+  if cfg!(miri) {
+    return; // runs a C program
+  }
+  let oracle = build_extent_oracle();
+  let mut rng = Rng(0x6a09_e667_f3bc_c908);
+  let cases = 200_000;
+  let mut input = String::new();
+  let mut expected = Vec::with_capacity(cases);
+  let mut descriptors = Vec::with_capacity(cases);
+  for _ in 0..cases {
+    let Case {
+      tensor,
+      shape,
+      strides,
+      flags,
+    } = random_case(&mut rng);
+    let shape_mode = pointer_mode(&mut rng, tensor.shape.is_null());
+    let strides_mode = pointer_mode(&mut rng, tensor.strides.is_null());
+    // One spare element, so a pointer one byte in stays inside the allocation.
+    let mut shape_store = shape.clone();
+    shape_store.push(0);
+    let mut strides_store = strides.clone();
+    strides_store.push(0);
+    let place = |store: &mut Vec<i64>, mode: u8| match mode {
+      0 => std::ptr::null_mut(),
+      1 => store.as_mut_ptr(),
+      _ => store
+        .as_mut_ptr()
+        .cast::<u8>()
+        .wrapping_add(1)
+        .cast::<i64>(),
+    };
+    let tensor = DLTensor {
+      shape: place(&mut shape_store, shape_mode),
+      strides: place(&mut strides_store, strides_mode),
+      ..tensor
+    };
+    // SAFETY: shape and strides are NULL, misaligned (refused before any read), or point at
+    // `len >= ndim` readable i64s. The data pointer is never read.
+    let verdict = match unsafe { validate(&tensor, flags) } {
+      Err(error) => format!("E {}", error.code()),
+      Ok(layout) => format!(
+        "OK {} {} {} {} {} {}",
+        layout.numel(),
+        layout.dtype().itemsize(),
+        layout.min_offset(),
+        layout.max_offset(),
+        layout.span_bytes(),
+        u8::from(layout.is_c_contiguous())
+      ),
+    };
+    expected.push(verdict);
+    let values = |values: &[i64]| {
+      values
+        .iter()
+        .map(i64::to_string)
+        .collect::<Vec<_>>()
+        .join(" ")
+    };
+    let line = format!(
+      "{} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+      tensor.data as usize,
+      tensor.byte_offset,
+      tensor.device.device_type,
+      tensor.device.device_id,
+      tensor.ndim,
+      tensor.dtype.code,
+      tensor.dtype.bits,
+      tensor.dtype.lanes,
+      flags,
+      shape_mode,
+      strides_mode,
+      shape.len(),
+      values(&shape),
+      values(&strides),
+    );
+    input.push_str(&line);
+    input.push('\n');
+    descriptors.push(line);
+  }
+  let mut child = Command::new(&oracle)
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("the oracle runs");
+  let mut stdin = child.stdin.take().expect("piped stdin");
+  let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+  let output = child.wait_with_output().expect("the oracle finishes");
+  let written = writer.join().expect("the writer thread");
+  let answers = String::from_utf8(output.stdout).expect("ASCII answers");
+  let answers: Vec<&str> = answers.lines().collect();
+  // A crash or a sanitizer report: name the descriptor it stopped at.
+  assert!(
+    output.status.success() && written.is_ok(),
+    "the header helper failed ({:?}) at descriptor {}: {}\n{}",
+    output.status,
+    answers.len(),
+    descriptors.get(answers.len()).map_or("", String::as_str),
+    String::from_utf8_lossy(&output.stderr)
+  );
+  assert_eq!(answers.len(), cases, "one answer per descriptor");
+  let (mut accepted, mut disagreements) = (0, Vec::new());
+  for ((answer, expected), descriptor) in answers.iter().zip(&expected).zip(&descriptors) {
+    if answer.starts_with("OK") {
+      accepted += 1;
+    }
+    if answer != expected {
+      disagreements.push(format!(
+        "header {answer:?}, import {expected:?}: {descriptor}"
+      ));
+    }
+  }
+  assert!(
+    disagreements.is_empty(),
+    "{} of {cases} verdicts differ, e.g.\n{}",
+    disagreements.len(),
+    disagreements[..disagreements.len().min(8)].join("\n")
+  );
+  assert!(accepted > cases / 300, "only {accepted} accepted");
 }

@@ -15,6 +15,7 @@ use std::ffi::c_void;
 use std::ops::{Add, Sub};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+pub mod guide;
 pub mod typed;
 
 use napi::bindgen_prelude::{BigInt, Unknown};

@@ -288,6 +288,21 @@ pub unsafe fn install(
   // SAFETY: forwarded contract.
   let value = unsafe { api_value(env, api)? };
   // SAFETY: forwarded contract.
+  unsafe { install_value(env, target, value) }
+}
+
+/// [`install`] with a table value [`api_value`] made: one value can serve several targets of an
+/// environment (a prototype and `globalThis`), so that the environment holds one table object.
+///
+/// # Safety
+/// `env` must be the current, live environment, `target` a live object of it and `value` a
+/// value [`api_value`] returned for it.
+pub unsafe fn install_value(
+  env: sys::napi_env,
+  target: sys::napi_value,
+  value: sys::napi_value,
+) -> Result<(), DLPackError> {
+  // SAFETY: forwarded contract.
   let key = unsafe { property_key(env)? };
   let descriptor = sys::napi_property_descriptor {
     utf8name: ptr::null(),

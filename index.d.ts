@@ -248,7 +248,8 @@ export interface ViewRequest {
 
 /**
  * Wraps JS memory (a Uint8Array over an ArrayBuffer or SharedArrayBuffer) without copying,
- * unless it is misaligned (see `ops::import::wrap_js_memory`). `offset` is in elements from
- * the start of `bytes`; strides in elements (null: row-major).
+ * unless it is misaligned or `resizable` (a resizable ArrayBuffer: see
+ * `ops::import::wrap_js_memory`). `offset` is in elements from the start of `bytes`; strides
+ * in elements (null: row-major).
  */
-export declare function wrapBuffer(bytes: unknown, dtype: string, shape: Array<number>, strides: Array<number> | undefined | null, offset: number, readonly: boolean): unknown
+export declare function wrapBuffer(bytes: unknown, dtype: string, shape: Array<number>, strides: Array<number> | undefined | null, offset: number, readonly: boolean, resizable: boolean): unknown

@@ -9,6 +9,7 @@
  */
 import { type DType, DTYPES, dtypeOfArray, isDType } from './dtype'
 import { BufferError, DLPackTypeError, TensorDisposedError } from './errors'
+import { MAX_NDIM } from './generated/facts'
 import { createFromMemory, type Tensor } from './tensor'
 
 /** onnxruntime-common's `Tensor` (onnxruntime-node/-web) and transformers.js's `Tensor`. */
@@ -130,6 +131,14 @@ function isOrtTensor(value: Fields): boolean {
   return typeof value.type === 'string' && Array.isArray(value.dims)
 }
 
+/**
+ * Whether `value` looks like an ONNX Runtime or transformers.js tensor (`type` and `dims`; its
+ * `data` is not read: a getter that throws where the data is not on the CPU).
+ */
+export function isOrtTensorLike(value: object): boolean {
+  return isOrtTensor(value as Fields)
+}
+
 function fromOrt(source: OrtTensorLike): Tensor {
   const location = source.location ?? 'cpu'
   if (location !== 'cpu' && location !== 'cpu-pinned') {
@@ -239,17 +248,27 @@ interface ArrowLeaf {
   hasNulls: boolean
 }
 
+/** The error for an Arrow type or chunk nested deeper than a tensor has dimensions (a cycle). */
+function tooDeep(what: string): DLPackTypeError {
+  return invalid(`Arrow ${what} nests FixedSizeLists deeper than ${MAX_NDIM - 1} levels (a tensor has at most ${MAX_NDIM} dimensions)`)
+}
+
 function arrowLeaf(chunk: ArrowDataLike): ArrowLeaf {
   let data = chunk
+  if (!isDim(chunk.length)) throw invalid(`Arrow chunk length must be a non-negative integer, got ${String(chunk.length)}`)
   let elements = chunk.length
   let hasNulls = chunk.nullCount > 0
-  while (data.type.typeId === ArrowType.FixedSizeList) {
+  // Bounded: a hostile (or cyclic) chunk whose child is itself must not loop forever.
+  for (let depth = 1; data.type.typeId === ArrowType.FixedSizeList; depth++) {
+    if (depth >= MAX_NDIM) throw tooDeep('data')
     const child = data.children[0]
-    if (child === undefined || data.type.listSize === undefined) throw invalid('Arrow FixedSizeList without a child')
+    if (child === undefined || !isDim(data.type.listSize)) throw invalid('Arrow FixedSizeList without a child or list size')
     elements *= data.type.listSize
     data = child
+    if (!isObject(data) || !isArrowType(data.type)) throw invalid('Arrow FixedSizeList child without a type')
     hasNulls ||= data.nullCount > 0
   }
+  if (!Number.isSafeInteger(elements)) throw invalid(`Arrow chunk of ${elements} elements`)
   return { data, elements, hasNulls }
 }
 
@@ -258,10 +277,13 @@ function arrowLayout(type: ArrowTypeLike, rows: number): { shape: number[]; leaf
   const shape = [rows]
   let leafType = type
   while (leafType.typeId === ArrowType.FixedSizeList) {
+    // Bounded: a cyclic type (its child's type is itself) would grow `shape` until V8 aborts.
+    if (shape.length >= MAX_NDIM) throw tooDeep('type')
     const child = leafType.children?.[0]
     if (child === undefined || !isDim(leafType.listSize)) throw invalid('Arrow FixedSizeList type without a child or list size')
     shape.push(leafType.listSize)
     leafType = child.type
+    if (!isArrowType(leafType)) throw invalid('Arrow FixedSizeList child without a type')
   }
   return { shape, leafType }
 }
@@ -269,14 +291,22 @@ function arrowLayout(type: ArrowTypeLike, rows: number): { shape: number[]; leaf
 /** The leaf elements of one chunk, as a TypedArray over Arrow's memory (or bytes for booleans). */
 function leafValues(leaf: ArrowLeaf, dtype: DType): ArrayBufferView {
   const values = leaf.data.values
-  if (!ArrayBuffer.isView(values)) throw invalid('Arrow data without a values buffer')
+  // A TypedArray (a DataView or anything else has no elements to count).
+  if (!ArrayBuffer.isView(values) || dtypeOfArray(values) === undefined) throw invalid('Arrow data without a TypedArray of values')
   if (dtype === 'bool') {
     // Bit-packed, and arrow-js keeps the bit offset in `offset`: unpack to one byte per element.
-    const bits = values as Uint8Array
+    const bits = new Uint8Array(values.buffer, values.byteOffset, values.byteLength)
+    const offset = leaf.data.offset
+    // Checked against the bits there are first: a short buffer is not padded with false, and a
+    // huge `length` is refused before anything is allocated.
+    if (!isDim(offset) || offset + leaf.elements > bits.length * 8) {
+      throw invalid(`Arrow booleans: ${bits.length * 8} bits hold no ${leaf.elements} values from bit ${String(offset)}`)
+    }
     const bytes = new Uint8Array(leaf.elements)
     for (let i = 0; i < leaf.elements; i++) {
-      const bit = leaf.data.offset + i
-      bytes[i] = ((bits[bit >> 3] as number) >> (bit & 7)) & 1
+      const bit = offset + i
+      // Division, not `>> 3`: bit indices may pass 2^31.
+      bytes[i] = ((bits[Math.floor(bit / 8)] as number) >> bit % 8) & 1
     }
     return bytes
   }

@@ -4,7 +4,8 @@
  * src/convert.rs); the exact formula is documented on `Tensor#astype` and in docs/guide.md.
  */
 import { type DType, isDType } from './dtype'
-import { DLPackTypeError } from './errors'
+import { DLPackTypeError, describe, dlpackError } from './errors'
+import { MAX_NDIM } from './generated/facts'
 import type { AstypeArgs } from '../index.js'
 
 /** One value for every element, or one per index along `axis`. */
@@ -36,13 +37,26 @@ function invalid(message: string): DLPackTypeError {
 }
 
 export function checkInteger(value: unknown, what: string): number {
-  if (!Number.isSafeInteger(value)) throw invalid(`${what} must be an integer, got ${String(value)}`)
+  if (!Number.isSafeInteger(value)) throw invalid(`${what} must be an integer, got ${describe(value)}`)
   return value as number
+}
+
+/**
+ * The values of `list` (an array), each read once by index into a plain array: holes are
+ * `undefined` (and refused by the caller's check), not skipped as `map` and `every` skip them,
+ * and an own iterator or getter cannot show the checks one value and the addon another.
+ */
+export function readList(list: readonly unknown[], max = MAX_NDIM, what = 'the list', tooLong = 'ERR_DLPACK_INVALID_ARGUMENT'): unknown[] {
+  const length = list.length
+  if (length > max) throw dlpackError(tooLong, `${what} has ${length} entries, more than ${max}`)
+  const values = new Array<unknown>(length)
+  for (let i = 0; i < length; i++) values[i] = list[i]
+  return values
 }
 
 /** The axes of `permute(...axes)` or `permute([...axes])`, checked to be integers. */
 export function permuteAxes(args: readonly (number | readonly number[])[]): number[] {
-  const axes = args.length === 1 && Array.isArray(args[0]) ? (args[0] as readonly number[]) : args
+  const axes = args.length === 1 && Array.isArray(args[0]) ? readList(args[0] as readonly number[], MAX_NDIM, 'axes') : readList(args, MAX_NDIM, 'axes')
   return axes.map((axis) => checkInteger(axis, 'an axis'))
 }
 
@@ -56,8 +70,9 @@ export type ViewRequest = import('../index.js').ViewRequest
 
 /** The sizes of `reshape(...shape)` / `reshape([...shape])` (and `view`, `expand`). */
 export function viewShape(op: string, args: readonly (number | readonly number[])[]): number[] {
-  const sizes = args.length === 1 && Array.isArray(args[0]) ? (args[0] as readonly unknown[]) : (args as readonly unknown[])
-  return sizes.map((size) => checkInteger(size, `a size of ${op}`))
+  // Read once, by index (holes are refused, not skipped): see `readList`.
+  const list = args.length === 1 && Array.isArray(args[0]) ? (args[0] as readonly unknown[]) : (args as readonly unknown[])
+  return readList(list, MAX_NDIM, `the shape of ${op}`, 'ERR_DLPACK_NDIM').map((size) => checkInteger(size, `a size of ${op}`))
 }
 
 /** An integer argument of a view method; `undefined` (and `null`, for optional ones) stays. */
@@ -85,8 +100,8 @@ export function transposeAxes(ndim: number, dim0: number, dim1: number): number[
 
 function perChannel(value: unknown, name: string): number[] | undefined {
   if (value === undefined) return undefined
-  const values = typeof value === 'number' ? [value] : value
-  if (!Array.isArray(values) || !values.every((v) => typeof v === 'number')) {
+  const values = typeof value === 'number' ? [value] : Array.isArray(value) ? readList(value, 2 ** 32 - 1, name) : undefined
+  if (values === undefined || !values.every((v) => typeof v === 'number')) {
     throw invalid(`${name} must be a number or an array of numbers`)
   }
   return values as number[]
@@ -94,7 +109,7 @@ function perChannel(value: unknown, name: string): number[] | undefined {
 
 /** The native arguments of `astype`; `out` is passed separately as a handle. */
 export function astypeArgs(dtype: unknown, options: AstypeOptions): { dtype: DType; args: AstypeArgs } {
-  if (!isDType(dtype)) throw invalid(`unknown dtype ${JSON.stringify(dtype)}`)
+  if (!isDType(dtype)) throw invalid(`unknown dtype ${describe(dtype)}`)
   if (typeof options !== 'object' || options === null) throw invalid('astype options must be an object')
   const args: AstypeArgs = {
     scale: perChannel(options.scale, 'scale'),

@@ -1,6 +1,6 @@
 import { DLDeviceType } from './dtype'
 import { DEVICE_NAMES } from './generated/facts'
-import { DLPackTypeError } from './errors'
+import { DLPackTypeError, describe } from './errors'
 
 /** Device-string names by device type (defined in Rust: lib/generated/facts.ts). */
 const NAMES: Readonly<Record<number, string>> = DEVICE_NAMES
@@ -54,15 +54,19 @@ export function toDevice(value: DeviceLike): Device {
     const type = match ? BY_NAME.get(match[1] as string) : undefined
     const id = match?.[2] === undefined ? 0 : Number(match[2])
     if (type === undefined || (type === DLDeviceType.CPU && id !== 0)) {
-      throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `invalid device string ${JSON.stringify(value)}`)
+      throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `invalid device string ${describe(value)}`)
     }
     return type === DLDeviceType.CPU ? Device.CPU : new Device(type, id)
   }
-  const [type, id] = Array.isArray(value)
-    ? value
-    : [(value as { type: number }).type, (value as { id: number }).id]
-  if (!Number.isInteger(type) || !Number.isInteger(id) || NAMES[type] === undefined || id < 0) {
-    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `invalid device ${JSON.stringify(value)}`)
+  if (typeof value !== 'object' || value === null) {
+    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `invalid device ${describe(value)}: expected 'cpu', 'cuda:N', [type, id] or { type, id }`)
   }
-  return type === DLDeviceType.CPU && id === 0 ? Device.CPU : new Device(type as DLDeviceType, id)
+  // Each field read once: what is checked is what is used.
+  const [type, id]: unknown[] = Array.isArray(value)
+    ? [value[0], value[1]]
+    : [(value as { type: unknown }).type, (value as { id: unknown }).id]
+  if (!Number.isSafeInteger(type) || !Number.isSafeInteger(id) || NAMES[type as number] === undefined || (id as number) < 0) {
+    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `invalid device ${describe(value)}`)
+  }
+  return type === DLDeviceType.CPU && id === 0 ? Device.CPU : new Device(type as DLDeviceType, id as number)
 }

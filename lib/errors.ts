@@ -76,6 +76,26 @@ export function dlpackError(code: string, message: string, cause?: unknown): DLP
   return new ErrorClass(code, message, cause === undefined ? undefined : { cause })
 }
 
+/**
+ * napi-rs's own codes for an argument of the wrong JS type (its `Status` names), thrown by the
+ * generated argument conversion before our code runs. The JS layer checks what it passes, so
+ * these are a last net: they surface as `ERR_DLPACK_INVALID_ARGUMENT`, never uncoded.
+ */
+const NAPI_ARGUMENT_STATUSES: ReadonlySet<unknown> = new Set([
+  'InvalidArg',
+  'ObjectExpected',
+  'StringExpected',
+  'NameExpected',
+  'FunctionExpected',
+  'NumberExpected',
+  'BooleanExpected',
+  'ArrayExpected',
+  'BigintExpected',
+  'DateExpected',
+  'ArrayBufferExpected',
+  'DetachableArraybufferExpected',
+])
+
 /** Re-throws an error from the native addon as the matching DLPackError subclass. */
 export function rethrow(error: unknown): never {
   if (error instanceof DLPackError) throw error
@@ -84,6 +104,39 @@ export function rethrow(error: unknown): never {
     if (typeof code === 'string' && code.startsWith('ERR_')) {
       throw dlpackError(code, error.message)
     }
+    if (NAPI_ARGUMENT_STATUSES.has(code)) {
+      throw dlpackError('ERR_DLPACK_INVALID_ARGUMENT', `invalid argument: ${error.message}`, error)
+    }
   }
   throw error
+}
+
+/**
+ * `value` for an error message, whatever it is. Never throws: describing bad input (a BigInt,
+ * a Symbol, an object without a prototype, a cyclic object, a throwing `toJSON`, a revoked
+ * Proxy) must not replace the coded error with a TypeError of its own.
+ */
+export function describe(value: unknown): string {
+  try {
+    switch (typeof value) {
+      case 'string':
+        return JSON.stringify(value)
+      case 'bigint':
+        return `${value}n`
+      case 'symbol':
+        return value.toString()
+      case 'function':
+        return `function ${value.name || '(anonymous)'}`
+      case 'object': {
+        if (value === null) return 'null'
+        const text = JSON.stringify(value, (_key, item: unknown) => (typeof item === 'bigint' ? `${item}n` : item))
+        if (text === undefined) return Object.prototype.toString.call(value)
+        return text.length > 80 ? `${text.slice(0, 77)}...` : text
+      }
+      default:
+        return String(value)
+    }
+  } catch {
+    return `a value of type ${typeof value}`
+  }
 }

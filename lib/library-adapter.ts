@@ -15,13 +15,16 @@ export const ADAPTER_PROPERTY: unique symbol = Symbol.for(ADAPTER_SYMBOL_NAME)
 
 /**
  * A capsule over `value`'s memory if it is a library object `fromDLPack` recognises (zero-copy;
- * with `fromDLPack`'s coded error where that would need a copy), else `undefined`. The
+ * with `fromDLPack(value, { copy: false })`'s coded error where that would need a copy), else
+ * `undefined`. The
  * intermediate Tensor is disposed at once: the capsule alone keeps the memory (and the library's
  * array) alive, until the consumer's deleter runs, so nothing waits for a garbage collection.
  */
 function adaptArgument(value: unknown): DLPackCapsule | undefined {
   if (typeof value !== 'object' || value === null) return undefined
-  const tensor = fromLibraryObject(value, {})
+  // `copy: false`: a typed argument is the library's own memory (an addon may write to it), so
+  // what would need a copy is refused with fromDLPack's codes instead of handing over a copy.
+  const tensor = fromLibraryObject(value, { copy: false })
   if (tensor === undefined) return undefined
   try {
     // Versioned, so READ_ONLY (a tfjs tensor's default) travels with the tensor.

@@ -1,8 +1,8 @@
 import { native } from './native.js'
 import { type Device, type DeviceLike, toDevice } from './device'
 import { DLDeviceType, type DType, DTYPES, dtypeOfArray, isDType } from './dtype'
-import { type AdaptedSource, type AdaptOptions, adapt } from './adapters'
-import { BufferError, CapsuleError, DLPackTypeError } from './errors'
+import { type AdaptedSource, type AdaptOptions, adapt, isOrtTensorLike } from './adapters'
+import { BufferError, CapsuleError, DLPackTypeError, describe } from './errors'
 import { COPY_MODE, DLPACK_VERSION } from './generated/facts'
 import {
   type ArrayDType,
@@ -103,6 +103,9 @@ interface CheckedOptions {
 }
 
 function checkOptions(options: FromDLPackOptions): CheckedOptions {
+  if (typeof options !== 'object' || options === null) {
+    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `fromDLPack options must be an object, got ${describe(options)}`)
+  }
   if (options.dtype !== undefined && !isDType(options.dtype)) {
     throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `unknown dtype ${JSON.stringify(options.dtype)}`)
   }
@@ -176,13 +179,14 @@ export function fromDLPack(
 export function fromDLPack<D extends DType>(source: DLPackSource, options: FromDLPackOptions<D> & { dtype: D }): Tensor<D>
 export function fromDLPack<A extends ArrayBufferView>(source: A, options?: FromDLPackOptions): Tensor<ArrayDType<A>>
 export function fromDLPack(source: DLPackSource, options?: FromDLPackOptions): Tensor
-export function fromDLPack(source: DLPackSource, options: FromDLPackOptions = {}): Tensor | ClampedTensor {
+export function fromDLPack(source: DLPackSource, optionsArg: FromDLPackOptions | null = {}): Tensor | ClampedTensor {
+  const options = optionsArg ?? {}
+  // Every option is checked first: a bad one leaves a capsule unconsumed and asks no producer.
   const checked = checkOptions(options)
   return withDType(importSource(source, options, checked), checked)
 }
 
 function importSource(source: DLPackSource, options: FromDLPackOptions, checked: CheckedOptions): Tensor | ClampedTensor {
-  // Every option is checked first: a bad one leaves a capsule unconsumed and asks no producer.
   if (source instanceof Tensor) {
     if (checked.dtype !== undefined) checkExpectedDType(source.dtype, checked.dtype, 'the source')
     checkDevice(checked, source.__dlpack_device__())
@@ -199,12 +203,14 @@ function importSource(source: DLPackSource, options: FromDLPackOptions, checked:
     throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `cannot import ${source === null ? 'null' : typeof source} through DLPack`)
   }
   const producer = source as Partial<CanDLPack & CanDLPackDevice>
-  if (typeof producer.__dlpack__ === 'function') {
-    const device = typeof producer.__dlpack_device__ === 'function' ? producer.__dlpack_device__() : undefined
+  const exportFn = userCode(() => producer.__dlpack__, 'reading __dlpack__')
+  if (typeof exportFn === 'function') {
+    const deviceFn = userCode(() => producer.__dlpack_device__, 'reading __dlpack_device__')
+    const device = typeof deviceFn === 'function' ? reportedDevice(userCode(() => deviceFn.call(producer), '__dlpack_device__()')) : undefined
     const request: DLPackOptions = { maxVersion: MAX_VERSION, copy: options.copy ?? null }
     if (checked.device !== undefined) request.dlDevice = checked.device.toDLPack()
     if (options.stream !== undefined) request.stream = options.stream
-    const capsule = producer.__dlpack__(request)
+    const capsule = userCode(() => exportFn.call(producer, request), '__dlpack__()')
     // The native import checks the capsule type tag itself: whatever `__dlpack__` returned,
     // anything but a capsule is ERR_DLPACK_NOT_A_CAPSULE.
     const tensor = fromCapsule(capsule, checked, true)
@@ -221,7 +227,8 @@ function importSource(source: DLPackSource, options: FromDLPackOptions, checked:
   if (ArrayBuffer.isView(source) || source instanceof ArrayBuffer || isSharedArrayBuffer(source)) {
     checkDevice(checked, [DLDeviceType.CPU, 0])
     const dtype = ArrayBuffer.isView(source) ? (dtypeOfArray(source) ?? 'uint8') : 'uint8'
-    tensor = Tensor.from(source as ArrayBufferView, undefined, { dtype })
+    // Zero-copy unless the memory cannot be kept (a resizable ArrayBuffer: see Tensor.from).
+    tensor = refuseCopy(Tensor.from(source as ArrayBufferView, undefined, { dtype }), options)
   } else {
     const adapted = fromLibraryObject(source, options)
     if (adapted === undefined) {
@@ -257,6 +264,55 @@ function importSource(source: DLPackSource, options: FromDLPackOptions, checked:
   return tensor
 }
 
+/**
+ * `fn()`, which runs code of the caller's object (a getter, `__dlpack__`): an exception with a
+ * string `code` (napi-dlpack's own errors, a producer's coded ones) passes as it is; any other
+ * becomes the `cause` of an `ERR_DLPACK_INVALID_ARGUMENT` error, so every failure has a code.
+ */
+function userCode<T>(fn: () => T, what: string): T {
+  try {
+    return fn()
+  } catch (error) {
+    const code = typeof error === 'object' && error !== null ? codeOf(error) : undefined
+    if (typeof code === 'string') throw error
+    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `${what} threw (the exception is this error's cause)`, { cause: error })
+  }
+}
+
+/** `error.code`, or undefined where reading it throws. */
+function codeOf(error: object): unknown {
+  try {
+    return (error as { code?: unknown }).code
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * The `[deviceType, deviceId]` a producer's `__dlpack_device__` returned, checked (a coded
+ * error for anything else, not a TypeError from reading it).
+ */
+function reportedDevice(value: unknown): readonly [number, number] {
+  if (Array.isArray(value)) {
+    const [type, id] = [value[0] as unknown, value[1] as unknown]
+    if (Number.isSafeInteger(type) && Number.isSafeInteger(id)) return [type as number, id as number]
+  }
+  throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `__dlpack_device__ returned ${describe(value)}, not [deviceType, deviceId]`)
+}
+
+/**
+ * `tensor`, unless `copy: false` was asked and it is a copy (memory that cannot be shared in
+ * place: misaligned, or of a resizable ArrayBuffer): then it is released and
+ * `ERR_DLPACK_COPY_REQUIRED` thrown, as for every other source.
+ */
+function refuseCopy(tensor: Tensor, options: AdaptOptions): Tensor {
+  if (options.copy === false && tensor.isCopy) {
+    tensor.dispose()
+    throw new BufferError('ERR_DLPACK_COPY_REQUIRED', 'copy: false, but this memory cannot be shared in place (misaligned, or a resizable ArrayBuffer)')
+  }
+  return tensor
+}
+
 /** A tensor over an ndarray-like's data, with its strides and offset. */
 function fromNDArray(source: NDArrayLike): Tensor {
   const natural = dtypeOfArray(source.data) ?? 'uint8'
@@ -286,7 +342,14 @@ function fromNDArray(source: NDArrayLike): Tensor {
  * addons call (lib/library-adapter.ts), so both accept the same objects by the same rules.
  */
 export function fromLibraryObject(source: object, options: AdaptOptions): Tensor | undefined {
-  if (isNDArrayLike(source)) return fromNDArray(source)
+  const tensor = userCode(() => libraryTensor(source, options), 'reading the library object')
+  return tensor === undefined ? undefined : refuseCopy(tensor, options)
+}
+
+function libraryTensor(source: object, options: AdaptOptions): Tensor | undefined {
+  // An ONNX Runtime / transformers.js tensor is never read as an ndarray-like: its `data` is a
+  // getter that throws for GPU locations, and `adapt` checks the location before reading it.
+  if (!isOrtTensorLike(source) && isNDArrayLike(source)) return fromNDArray(source)
   // Library tensors and images (lib/adapters.ts) have a prototype; capsules (Externals) have
   // none in Node and Deno, so the capsule hot path pays one prototype read and a library
   // object no failed capsule import. (Bun gives Externals a bare prototype: there a capsule

@@ -4,6 +4,7 @@ import {
   type AstypeOptions,
   astypeArgs,
   permuteAxes,
+  readList,
   transposeAxes,
   type ViewRequest,
   viewInt,
@@ -31,6 +32,8 @@ import {
   DLPackTypeError,
   ReadOnlyError,
   TensorDisposedError,
+  describe,
+  dlpackError,
   rethrow,
 } from './errors'
 import {
@@ -38,6 +41,7 @@ import {
   EXCHANGE_API_SYMBOL_NAME,
   HOST_ACCESSIBLE_DEVICE_TYPES,
   INFO_BIT,
+  MAX_NDIM,
   INFO_SLOT,
   INFO_SLOTS,
 } from './generated/facts'
@@ -321,16 +325,42 @@ function call<T>(fn: () => T): T {
   }
 }
 
+/**
+ * `shape` (or strides) read once, by index, into a plain array of checked integers: what is
+ * checked is what the addon gets, whatever the array's own iterator or getters do.
+ */
 function checkShape(shape: readonly number[], what = 'shape'): number[] {
   if (!Array.isArray(shape)) {
     throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `${what} must be an array of integers`)
   }
-  for (const dim of shape) {
+  if (shape.length > MAX_NDIM) {
+    throw dlpackError('ERR_DLPACK_NDIM', `${what} has ${shape.length} entries, more than ${MAX_NDIM}`)
+  }
+  const dims = readList(shape, MAX_NDIM, what)
+  for (const dim of dims) {
     if (!Number.isSafeInteger(dim)) {
-      throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `${what} must hold integers, got ${String(dim)}`)
+      throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `${what} must hold integers, got ${describe(dim)}`)
     }
   }
-  return shape as number[]
+  return dims as number[]
+}
+
+/** `value` if it is a boolean or absent (`fallback`), else a coded error naming `what`. */
+function checkFlag(value: unknown, what: string, fallback = false): boolean {
+  if (value === undefined) return fallback
+  if (typeof value !== 'boolean') {
+    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `${what} must be a boolean, got ${describe(value)}`)
+  }
+  return value
+}
+
+/** The options object of a method: `{}` when absent (undefined or null), else an object. */
+function checkOptions<T extends object>(options: T | null | undefined, what: string): Partial<T> {
+  if (options === undefined || options === null) return {}
+  if (typeof options !== 'object') {
+    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `${what} options must be an object, got ${describe(options)}`)
+  }
+  return options
 }
 
 /** A DLPack stream value as a bigint (`null` when unset). */
@@ -346,7 +376,7 @@ export function streamValue(stream: unknown): bigint | null {
 
 function checkDType(dtype: unknown): DType {
   if (!isDType(dtype)) {
-    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `unknown dtype ${JSON.stringify(dtype)}`)
+    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `unknown dtype ${describe(dtype)}`)
   }
   return dtype
 }
@@ -365,7 +395,7 @@ function wrapMemory(
   readonly: boolean,
 ): unknown {
   const buffer = ArrayBuffer.isView(memory) ? memory.buffer : memory
-  if (!(buffer instanceof ArrayBuffer) && !isSharedArrayBuffer(buffer)) {
+  if (!isBuffer(buffer)) {
     throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', 'expected an ArrayBuffer, SharedArrayBuffer or TypedArray')
   }
   if (isDetached(buffer)) {
@@ -379,9 +409,22 @@ function wrapMemory(
   if (!Number.isSafeInteger(offset) || offset < 0) {
     throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `offset must be a non-negative integer, got ${String(offset)}`)
   }
-  return call(() =>
-    native.wrapBuffer(bytes, dtype, checkShape(shape), strides ? checkShape(strides, 'strides') : null, offset, readonly),
-  )
+  const dims = checkShape(shape)
+  const steps = strides ? checkShape(strides, 'strides') : null
+  return call(() => native.wrapBuffer(bytes, dtype, dims, steps, offset, readonly, canShrink(buffer)))
+}
+
+/** `ArrayBuffer.prototype.resizable`'s getter, kept at load (undefined where the runtime has none). */
+const resizableGetter = Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, 'resizable')?.get
+
+/**
+ * Whether `buffer` can shrink under a pointer into it: a resizable ArrayBuffer. The addon then
+ * copies the span (`isCopy`) instead of keeping a pointer into memory that `resize()` may take
+ * away (README "Resizable buffers"). A growable SharedArrayBuffer cannot shrink, and grows in
+ * place, so it is shared zero-copy like any other.
+ */
+function canShrink(buffer: ArrayBuffer | SharedArrayBuffer): boolean {
+  return resizableGetter !== undefined && !isSharedArrayBuffer(buffer) && resizableGetter.call(buffer) === true
 }
 
 /** The error for JS memory (a view, or a new buffer) larger than the runtime can view. */
@@ -411,8 +454,38 @@ function isClampedArray(value: unknown): value is Uint8ClampedArray {
 
 type ViewConstructor = ReturnType<(typeof DTYPES)[DType]['view']> | Uint8ClampedArrayConstructor
 
+/** The `byteLength` getters, kept at load: calling one is the brand check of its buffer type. */
+const arrayBufferLength = Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, 'byteLength')?.get
+const sharedBufferLength =
+  typeof SharedArrayBuffer === 'function' ? Object.getOwnPropertyDescriptor(SharedArrayBuffer.prototype, 'byteLength')?.get : undefined
+
+/** Whether `getter` accepts `value` as its receiver (the internal-slot check `instanceof` is not). */
+function hasBrand(getter: (() => unknown) | undefined, value: unknown): boolean {
+  if (getter === undefined || typeof value !== 'object' || value === null) return false
+  try {
+    getter.call(value)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Whether `value` is a real SharedArrayBuffer. A Proxy of one, or an object inheriting from its
+ * prototype, passes `instanceof` but is none: reading it as one throws TypeErrors of the runtime.
+ */
 export function isSharedArrayBuffer(value: unknown): value is SharedArrayBuffer {
-  return typeof SharedArrayBuffer === 'function' && value instanceof SharedArrayBuffer
+  return typeof SharedArrayBuffer === 'function' && value instanceof SharedArrayBuffer && hasBrand(sharedBufferLength, value)
+}
+
+/** Whether `value` is a real ArrayBuffer (see `isSharedArrayBuffer`). */
+export function isArrayBuffer(value: unknown): value is ArrayBuffer {
+  return value instanceof ArrayBuffer && hasBrand(arrayBufferLength, value)
+}
+
+/** Whether `value` is a real ArrayBuffer or SharedArrayBuffer. */
+export function isBuffer(value: unknown): value is ArrayBuffer | SharedArrayBuffer {
+  return isArrayBuffer(value) || isSharedArrayBuffer(value)
 }
 
 /**
@@ -496,6 +569,9 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
    * Memory not aligned to the elements' size (e.g. `uint16` over a Buffer at an odd byte
    * offset) cannot be viewed by a TypedArray or handed to typed consumers: the tensor is then a
    * copy of it, `isCopy === true` (later writes to `array` are not seen), as for foreign memory.
+   * So is memory of a resizable `ArrayBuffer` (`resizable === true`): `resize()` can take it
+   * away under any pointer kept into it, and nothing can pin its length (a growable
+   * `SharedArrayBuffer` cannot shrink, and is shared zero-copy).
    */
   static from(
     array: Uint8ClampedArray,
@@ -522,22 +598,32 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
     shape?: readonly number[],
     options: FromArrayOptions = {},
   ): Tensor | ClampedTensor {
-    const natural = ArrayBuffer.isView(array) ? (dtypeOfArray(array) ?? 'uint8') : 'uint8'
-    const dtype = checkDType(options.dtype ?? natural)
-    const byteLength = ArrayBuffer.isView(array) ? array.byteLength : (array as ArrayBuffer).byteLength
+    const opts = checkOptions(options, 'Tensor.from')
+    const isView = ArrayBuffer.isView(array)
+    if (!isView && !isBuffer(array)) {
+      throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `expected an ArrayBuffer, SharedArrayBuffer or ArrayBufferView, got ${describe(array)}`)
+    }
+    const natural = isView ? (dtypeOfArray(array) ?? 'uint8') : 'uint8'
+    const dtype = checkDType(opts.dtype ?? natural)
+    const offset = opts.offset ?? 0
+    if (!Number.isSafeInteger(offset) || offset < 0) {
+      throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `offset must be a non-negative integer, got ${describe(offset)}`)
+    }
+    const readonly = checkFlag(opts.readonly, 'readonly')
+    const byteLength = array.byteLength
     const itemsize = DTYPES[dtype].itemsize
     if (shape === undefined) {
       if (byteLength % itemsize !== 0) {
         throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `${byteLength} bytes is not a whole number of ${dtype}`)
       }
-      shape = [byteLength / itemsize - (options.offset ?? 0)]
+      shape = [byteLength / itemsize - offset]
     }
     // A Uint8ClampedArray reinterpreted as another dtype (e.g. 'bool') is not clamped.
-    const clamped = options.clamped ?? (dtype === 'uint8' && isClampedArray(array))
+    const clamped = checkFlag(opts.clamped, 'clamped', dtype === 'uint8' && isClampedArray(array))
     if (clamped && dtype !== 'uint8') {
       throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `clamped views are uint8 only, not ${dtype}`)
     }
-    const handle = wrapMemory(array, dtype, shape, options.strides, options.offset ?? 0, options.readonly ?? false)
+    const handle = wrapMemory(array, dtype, shape, opts.strides, offset, readonly)
     return Tensor._fromHandle(handle, true, clamped)
   }
 
@@ -563,10 +649,12 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
     return Tensor.#create(shape, dtype, options, true)
   }
 
-  static #create<D extends DType>(shape: readonly number[], dtype: D, options: CreateOptions, zeroed: boolean): Tensor<D> {
-    checkShape(shape)
+  static #create<D extends DType>(shapeArg: readonly number[], dtype: D, optionsArg: CreateOptions, zeroed: boolean): Tensor<D> {
+    const shape = checkShape(shapeArg)
+    const options = checkOptions(optionsArg, 'Tensor.empty/zeros')
     const { itemsize } = DTYPES[checkDType(dtype)]
-    const device = toDevice(options?.device ?? Device.CPU)
+    const shared = checkFlag(options.shared, 'shared')
+    const device = toDevice(options.device ?? Device.CPU)
     let numel = 1
     for (const dim of shape) numel *= dim
     const negative = numel < 0 || shape.some((dim) => dim < 0)
@@ -576,16 +664,16 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
     if (!Number.isSafeInteger(numel * itemsize) || negative) {
       throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `shape [${shape.join(', ')}] is too large or negative`)
     }
-    if (options?.shared === true && device.type !== DLDeviceType.CPU) {
+    if (shared && device.type !== DLDeviceType.CPU) {
       throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `shared: true allocates CPU memory, not ${String(device)}`)
     }
     if (device.type === DLDeviceType.CUDA) {
-      return Tensor._fromHandle(call(() => native.cudaEmpty(dtype, shape as number[], device.id, zeroed))) as Tensor<D>
+      return Tensor._fromHandle(call(() => native.cudaEmpty(dtype, shape, device.id, zeroed))) as Tensor<D>
     }
     if (device.type !== DLDeviceType.CPU) {
       throw new BufferError('ERR_DLPACK_DEVICE', `cannot allocate tensors on ${String(device)} (cpu and cuda are supported)`)
     }
-    const buffer = options?.shared === true ? new SharedArrayBuffer(numel * itemsize) : new ArrayBuffer(numel * itemsize)
+    const buffer = shared ? new SharedArrayBuffer(numel * itemsize) : new ArrayBuffer(numel * itemsize)
     return Tensor._fromHandle(wrapMemory(buffer, dtype, shape, undefined, 0, false)) as Tensor<D>
   }
 
@@ -598,7 +686,8 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
   to(device: DeviceLike, options: ToOptions = {}): Tensor<D> {
     const handle = this.#live().handle
     const target = toDevice(device)
-    if (target.equals(this.device) && options?.copy !== true) return this._share()
+    const copy = checkFlag(checkOptions(options, 'to').copy, 'copy')
+    if (target.equals(this.device) && !copy) return this._share()
     return Tensor._fromHandle(call(() => native.toDevice(handle, target.type, target.id))) as Tensor<D>
   }
 
@@ -866,7 +955,8 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
    */
   get data(): DataArray<D> {
     const data = this.#data
-    if (data !== undefined && this.#dataWritable && this.#shared !== null) return data
+    // An empty cached view may be one whose buffer was detached since: `getData` checks.
+    if (data !== undefined && this.#dataWritable && this.#shared !== null && data.byteLength !== 0) return data
     return this.getData()
   }
 
@@ -879,7 +969,8 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
    * collected; `dispose()` cannot empty it). Where external buffers are refused (Electron),
    * windows of such tensors are copies.
    */
-  getData(options: DataOptions = {}): DataArray<D> {
+  getData(optionsArg: DataOptions = {}): DataArray<D> {
+    const options = checkOptions(optionsArg, 'getData')
     const meta = this.#meta()
     if (meta.readonly && options.allowReadOnly !== true) {
       throw new ReadOnlyError(
@@ -900,8 +991,17 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
       const spec = DTYPES[meta.dtype as DType]
       return new (this.#viewType())(window.buffer as ArrayBuffer, window.byteOffset, length * spec.lanes) as DataArray<D>
     }
+    if (this.#data !== undefined && this.#data.byteLength === 0 && meta.viewLength !== 0) {
+      // The buffer was detached (transferred away) after the view was cached: the native view
+      // below reports it (ERR_TENSOR_DETACHED) instead of serving the emptied view.
+      this.#data = undefined
+    }
     if (this.#data === undefined) {
       const view = call(() => native.handleView(this.#live().handle))
+      if (isDetached(view.buffer as ArrayBuffer)) {
+        // A view of foreign memory kept by the handle, whose ArrayBuffer was transferred away.
+        throw new TensorDisposedError('ERR_TENSOR_DETACHED', "the tensor's view was detached (transferred)")
+      }
       const spec = DTYPES[meta.dtype as DType]
       const View = this.#viewType()
       this.#data = new View(view.buffer as ArrayBuffer, view.byteOffset, meta.viewLength * spec.lanes) as DataArray<D>
@@ -997,10 +1097,19 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
 
   /** Nested arrays of the elements (bool as booleans, 64-bit integers as bigints, complex as [re, im]). */
   toArray(): unknown[] | unknown {
-    if (this.numel > MAX_ARRAY_LENGTH) {
+    // Every value toArray() makes counts: the elements and the nested arrays holding them (a
+    // shape like [2 ** 32, 0] has no elements but would be 2 ** 32 empty arrays).
+    const shape = this.shape
+    let values = this.numel
+    let arrays = 1
+    for (let axis = 0; axis + 1 < shape.length; axis++) {
+      arrays *= shape[axis] as number
+      values += arrays
+    }
+    if (values > MAX_ARRAY_LENGTH) {
       throw new BufferError(
         'ERR_DLPACK_TOO_LARGE',
-        `toArray() of ${this.numel} elements: more than a JS array holds (${MAX_ARRAY_LENGTH}); read it in windows with getData({ offset, length })`,
+        `toArray() of shape [${shape.join(', ')}] makes ${values} values (elements and nested arrays): more than a JS array holds (${MAX_ARRAY_LENGTH}); read it in windows with getData({ offset, length })`,
       )
     }
     const flat = this.toTypedArray() as ArrayLike<number | bigint>
@@ -1011,7 +1120,6 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
       const value = flat[index]
       return dtype === 'bool' ? value !== 0 : value
     }
-    const shape = this.shape
     let next = 0
     const build = (axis: number): unknown => {
       if (axis === shape.length) return element(next++)

@@ -374,6 +374,23 @@ const mutants = [
     crate: null,
     js: ['__test__/abi/exchange.spec.ts', '__test__/abi/typed-args.spec.ts'],
   },
+  // arg.rs: what reading a typed argument threw keeps a code, and the user's exception as cause
+  {
+    id: 'arg-getter-exception-lost-to-status',
+    file: `${crate}/node/arg.rs`,
+    find: 'if let Some(found) = unsafe { coded_lookup(env, exchange::find_in_object(env, value))? } {',
+    replace: 'if let Some(found) = unsafe { coded(env, exchange::find_in_object(env, value))? } {',
+    crate: null,
+    js: ['__test__/core/hostile-input.spec.ts'],
+  },
+  {
+    id: 'arg-uncoded-exception-passed-without-code',
+    file: `${crate}/node/arg.rs`,
+    find: 'if unsafe { has_string_code(env, exception) } {',
+    replace: 'if unsafe { has_string_code(env, exception) } || exception != ptr::null_mut() {',
+    crate: null,
+    js: ['__test__/core/hostile-input.spec.ts'],
+  },
   // The addon: JS memory wrapped in place, host copies of foreign spans, import negotiation
   {
     // The addon's call of the crate's fits-in check, for JS memory wrapped in place.
@@ -420,6 +437,25 @@ const mutants = [
     replace: 'storage.check_attached(env)?;',
     crate: null,
     js: ['__test__/core/tensor.spec.ts'],
+  },
+  {
+    // A resizable ArrayBuffer wrapped in place: resize() then takes the memory away under the
+    // tensor, its capsules and typed arguments (a segfault, or stale values).
+    id: 'addon-resizable-buffer-wrapped-in-place',
+    file: `${addon}/ops/import.rs`,
+    find: 'if resizable || !is_aligned(base as usize + first_byte, dtype) {',
+    replace: 'if !is_aligned(base as usize + first_byte, dtype) {',
+    crate: null,
+    js: ['__test__/core/resizable.spec.ts'],
+  },
+  {
+    // An empty tensor starting past the end of its buffer: views of it throw RangeErrors.
+    id: 'addon-empty-tensor-past-buffer-end',
+    file: `${addon}/layout.rs`,
+    find: 'if first_byte > len {',
+    replace: 'if false {',
+    crate: addonCrate,
+    js: ['__test__/core/hostile-input.spec.ts'],
   },
   {
     id: 'addon-requested-device-ignored',

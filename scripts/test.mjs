@@ -100,6 +100,8 @@ step('tsc type-check of the tests (the TypeScript API contract)', process.execPa
 // package (ts blocks type-checked with tsc --strict first); it prints how many ran and how many
 // were type-checked.
 step('doc test: the code blocks of README.md and docs/ (scripts/doc-test.mjs)', process.execPath, [join(root, 'scripts', 'doc-test.mjs')])
+// The addon guide followed as written: cargo new, its files, napi build, its JavaScript run.
+step('addon guide test: docs/addons.md from cargo new (scripts/addon-guide-test.mjs)', process.execPath, [join(root, 'scripts', 'addon-guide-test.mjs')])
 
 const ava = join(root, 'node_modules', 'ava', 'entrypoints', 'cli.mjs')
 step(`ava (node ${process.versions.node})`, process.execPath, [ava])

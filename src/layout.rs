@@ -64,6 +64,14 @@ impl TensorLayout {
     let first_address = base
       .checked_add(first_byte)
       .ok_or_else(|| fail(ErrorKind::InvalidLayout, "offset overflows"))?;
+    // An empty tensor fits any region, but its first element's place must still lie in it: a
+    // JS view starting past the buffer's end cannot be made (a RangeError later in `.data`).
+    if first_byte > len {
+      return Err(fail(
+        ErrorKind::InvalidLayout,
+        format!("the offset ({first_byte} bytes) is past the end of the {len}-byte buffer"),
+      ));
+    }
     let checked = layout_of(dtype, Device::CPU, shape, strides, first_address)?;
     checked.check_fits_in(first_byte, len)?;
     let strides = match strides {
@@ -348,6 +356,11 @@ mod tests {
       TensorLayout::over_region(DType::Float64, &[0, 4], None, 0, 0x1000, 0, false).unwrap();
     assert_eq!(layout.numel, 0);
     assert_eq!(layout.span_bytes, 0);
+    // Up to the end of the region, not past it (issue 26: views of it threw RangeErrors).
+    TensorLayout::over_region(DType::Float32, &[0], None, 16, 0x1000, 16, false).unwrap();
+    let error =
+      TensorLayout::over_region(DType::Float32, &[0], None, 40, 0x1000, 16, false).unwrap_err();
+    assert_eq!(error.status, "ERR_DLPACK_INVALID_LAYOUT");
   }
 
   #[test]

@@ -17,9 +17,11 @@ use crate::ops::view::HostView;
 use crate::own_capsule::handle_of;
 
 /// Wraps JS memory (a Uint8Array over an ArrayBuffer or SharedArrayBuffer) without copying,
-/// unless it is misaligned (see `ops::import::wrap_js_memory`). `offset` is in elements from
-/// the start of `bytes`; strides in elements (null: row-major).
+/// unless it is misaligned or `resizable` (a resizable ArrayBuffer: see
+/// `ops::import::wrap_js_memory`). `offset` is in elements from the start of `bytes`; strides
+/// in elements (null: row-major).
 #[napi(js_name = "wrapBuffer")]
+#[allow(clippy::too_many_arguments)]
 pub fn wrap_buffer<'env>(
   env: &'env Env,
   bytes: Unknown<'env>,
@@ -28,6 +30,7 @@ pub fn wrap_buffer<'env>(
   strides: Option<Vec<i64>>,
   offset: i64,
   readonly: bool,
+  resizable: bool,
 ) -> Result<Unknown<'env>> {
   crate::ops::import::wrap_js_memory(
     env,
@@ -37,6 +40,7 @@ pub fn wrap_buffer<'env>(
     strides.as_deref(),
     offset,
     readonly,
+    resizable,
   )
 }
 

@@ -28,6 +28,14 @@ use crate::storage::{foreign_span_start, Memory, Storage};
 /// cannot be viewed by a TypedArray nor handed to typed consumers, so, as for foreign memory,
 /// the tensor's span is copied (`isCopy`). (`fromDLPack` never gets here with misaligned
 /// memory: it wraps TypedArrays with their own element type, or bytes.)
+///
+/// `resizable`: the buffer is a resizable ArrayBuffer (the JS layer asks its `resizable`
+/// getter; Node-API cannot tell). Its span is copied too: `resize()` to a smaller length
+/// decommits the pages past the new length in place (V8), so a pointer kept into them (a
+/// storage, a capsule, an export, a borrow) would fault or read zeros later, and no API pins
+/// the length. A growable SharedArrayBuffer is wrapped in place: it only grows, in place (its
+/// whole maximum is reserved up front because other threads may hold its address).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn wrap_js_memory<'env>(
   env: &'env Env,
   bytes: &Unknown<'env>,
@@ -36,6 +44,7 @@ pub(crate) fn wrap_js_memory<'env>(
   strides: Option<&[i64]>,
   offset: i64,
   read_only: bool,
+  resizable: bool,
 ) -> Result<Unknown<'env>> {
   // SAFETY: live value of this env.
   let (base, len, array_buffer, base_offset) =
@@ -66,9 +75,10 @@ pub(crate) fn wrap_js_memory<'env>(
     len,
     read_only,
   )?;
-  // The first element is aligned iff every element is (strides count whole elements).
-  if !is_aligned(base as usize + first_byte, dtype) {
-    return copy_misaligned(env, base, &layout);
+  // The first element is aligned iff every element is (strides count whole elements). The
+  // length read above is this call's: no JS runs before the copy, so the span is still there.
+  if resizable || !is_aligned(base as usize + first_byte, dtype) {
+    return copy_span(env, base, &layout);
   }
   // SAFETY: live value of this env; the reference keeps the buffer (and `base`) alive.
   let buffer = unsafe { BufferRef::new(env.raw(), array_buffer)? };
@@ -82,12 +92,8 @@ pub(crate) fn wrap_js_memory<'env>(
 }
 
 /// A handle over a copy of the span of `layout` (laid out over JS memory at `base`) in a fresh,
-/// aligned V8 ArrayBuffer: same shape, strides and offsets, flagged `isCopy`.
-fn copy_misaligned<'env>(
-  env: &'env Env,
-  base: *mut u8,
-  layout: &TensorLayout,
-) -> Result<Unknown<'env>> {
+/// aligned, fixed-length V8 ArrayBuffer: same shape, strides and offsets, flagged `isCopy`.
+fn copy_span<'env>(env: &'env Env, base: *mut u8, layout: &TensorLayout) -> Result<Unknown<'env>> {
   let span_start = layout.span_start();
   let bytes: &[u8] = if layout.span_bytes == 0 {
     &[]

@@ -17,7 +17,8 @@ use core::ptr;
 
 use napi::sys;
 
-use crate::exchange::{cached_symbol, coded_error, take_exception, type_of, SymbolCache};
+use crate::arg::thrown_by_argument;
+use crate::exchange::{cached_symbol, coded_error, type_of, SymbolCache};
 
 /// `NAPI_DLPACK_ADAPTER_PROPERTY`: the registry key of the symbol `Symbol.for(...)` under
 /// which napi-dlpack puts its library adapter on `globalThis`.
@@ -32,7 +33,9 @@ thread_local! {
 /// the caller must consume or drop; the adapter answers with a capsule, or anything at all if
 /// someone else put a function there, so check it as any capsule), `Ok(None)` when napi-dlpack
 /// is not loaded in `env` or does not recognise `value`, `Err` with the adapter's exception
-/// (and its `code`) when it recognised `value` but refused it.
+/// (and its `code`) when it recognised `value` but refused it; an exception without a `code`
+/// (a getter of the library object threw) comes as the `cause` of an
+/// `ERR_DLPACK_INVALID_ARGUMENT` error.
 ///
 /// # Safety
 /// `env` must be the current, live environment of the calling JS thread and `value` a live
@@ -53,7 +56,7 @@ pub unsafe fn adapt(
   };
   if !found {
     // SAFETY: forwarded contract (a getter on globalThis may have thrown).
-    return Err(unsafe { take_exception(env) });
+    return Err(unsafe { thrown_by_argument(env) });
   }
   if type_of(env, function)? != sys::ValueType::napi_function {
     return Ok(None);
@@ -64,7 +67,7 @@ pub unsafe fn adapt(
     != sys::Status::napi_ok
   {
     // SAFETY: the adapter threw: pass its exception (and code) on.
-    return Err(unsafe { take_exception(env) });
+    return Err(unsafe { thrown_by_argument(env) });
   }
   if type_of(env, result)? == sys::ValueType::napi_undefined {
     return Ok(None);

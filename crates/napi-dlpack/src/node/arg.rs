@@ -289,6 +289,117 @@ fn invalid_argument(env: sys::napi_env, message: &str) -> napi::Error {
   }
 }
 
+/// The exception that reading an argument threw (a getter, `__dlpack__`, the library adapter),
+/// taken: passed on as it is when it carries a string `code` (napi-dlpack's own errors, another
+/// producer's coded ones), else wrapped in an `ERR_DLPACK_INVALID_ARGUMENT` error whose `cause`
+/// is the exception. Every failure of a tensor argument then has a stable code, and the user's
+/// own error is kept.
+///
+/// # Safety
+/// `env` must be the current, live environment of the calling JS thread.
+pub(crate) unsafe fn thrown_by_argument(env: sys::napi_env) -> napi::Error {
+  let mut exception = ptr::null_mut();
+  // SAFETY: caller contract.
+  let taken = unsafe { sys::napi_get_and_clear_last_exception(env, &mut exception) };
+  let kind = if taken == sys::Status::napi_ok && !exception.is_null() {
+    type_of(env, exception).unwrap_or(sys::ValueType::napi_undefined)
+  } else {
+    sys::ValueType::napi_undefined
+  };
+  if kind == sys::ValueType::napi_undefined {
+    // SAFETY: caller contract.
+    return unsafe {
+      coded_error(
+        env,
+        &DLPackError::new(
+          ErrorKind::Napi,
+          "reading the tensor argument failed without an exception",
+        ),
+      )
+    };
+  }
+  // SAFETY: caller contract; `exception` is a live value of this env.
+  if unsafe { has_string_code(env, exception) } {
+    // SAFETY: as above.
+    return napi::Error::from(unsafe {
+      napi::bindgen_prelude::Unknown::from_raw_unchecked(env, exception)
+    });
+  }
+  let (code, message) = (
+    ErrorKind::InvalidArgument.code(),
+    "reading the tensor argument threw (the exception is this error's cause)",
+  );
+  let (mut code_value, mut message_value, mut error) =
+    (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+  // SAFETY: caller contract; strings passed with their lengths; `exception` is live.
+  let made = unsafe {
+    sys::napi_create_string_utf8(
+      env,
+      code.as_ptr().cast(),
+      code.len() as isize,
+      &mut code_value,
+    ) == sys::Status::napi_ok
+      && sys::napi_create_string_utf8(
+        env,
+        message.as_ptr().cast(),
+        message.len() as isize,
+        &mut message_value,
+      ) == sys::Status::napi_ok
+      && sys::napi_create_error(env, code_value, message_value, &mut error) == sys::Status::napi_ok
+      && sys::napi_set_named_property(env, error, c"cause".as_ptr(), exception)
+        == sys::Status::napi_ok
+  };
+  let thrown = if made { error } else { exception };
+  // SAFETY: a live value of this env.
+  napi::Error::from(unsafe { napi::bindgen_prelude::Unknown::from_raw_unchecked(env, thrown) })
+}
+
+/// Whether `value` is an object whose `code` is a string. A `code` getter that throws counts
+/// as none (its exception is cleared).
+///
+/// # Safety
+/// `env` must be the current, live environment and `value` a live value of it.
+unsafe fn has_string_code(env: sys::napi_env, value: sys::napi_value) -> bool {
+  if !matches!(
+    type_of(env, value),
+    Ok(sys::ValueType::napi_object | sys::ValueType::napi_function)
+  ) {
+    return false;
+  }
+  let mut code = ptr::null_mut();
+  // SAFETY: caller contract; an object of this env.
+  if unsafe { sys::napi_get_named_property(env, value, c"code".as_ptr(), &mut code) }
+    != sys::Status::napi_ok
+  {
+    let mut ignored = ptr::null_mut();
+    // SAFETY: caller contract: clearing what the getter threw.
+    unsafe { sys::napi_get_and_clear_last_exception(env, &mut ignored) };
+    return false;
+  }
+  matches!(type_of(env, code), Ok(sys::ValueType::napi_string))
+}
+
+/// [`coded`] for a lookup on the argument: an exception pending (a getter under the exchange
+/// symbol threw) is what the caller sees, through [`thrown_by_argument`], not the failed
+/// Node-API status.
+///
+/// # Safety
+/// `env` must be the current, live environment of the calling JS thread.
+unsafe fn coded_lookup<T>(env: sys::napi_env, result: Result<T, DLPackError>) -> napi::Result<T> {
+  result.map_err(|error| {
+    let mut pending = false;
+    // SAFETY: forwarded contract.
+    let status = unsafe { sys::napi_is_exception_pending(env, &mut pending) };
+    if status == sys::Status::napi_ok && pending {
+      // SAFETY: forwarded contract.
+      unsafe { thrown_by_argument(env) }
+    } else {
+      // SAFETY: forwarded contract.
+      unsafe { coded_error(env, &error) }
+    }
+  })
+}
+
 /// Runs `body`, turning a crate error into a JS error with its code.
 ///
 /// # Safety
@@ -397,8 +508,8 @@ unsafe fn from_protocol(env: sys::napi_env, value: sys::napi_value) -> napi::Res
   let status =
     unsafe { sys::napi_get_named_property(env, value, c"__dlpack__".as_ptr(), &mut method) };
   if status != sys::Status::napi_ok {
-    // SAFETY: a getter threw: pass its exception on.
-    return Err(unsafe { take_exception(env) });
+    // SAFETY: a getter threw: pass its exception on (coded, or as the cause of a coded one).
+    return Err(unsafe { thrown_by_argument(env) });
   }
   if type_of(env, method)? != sys::ValueType::napi_function {
     // SAFETY: forwarded contract.
@@ -411,8 +522,8 @@ unsafe fn from_protocol(env: sys::napi_env, value: sys::napi_value) -> napi::Res
   let status =
     unsafe { sys::napi_call_function(env, value, method, 1, &options, &mut capsule_value) };
   if status != sys::Status::napi_ok {
-    // SAFETY: `__dlpack__` threw: pass its exception (and code) on.
-    return Err(unsafe { take_exception(env) });
+    // SAFETY: `__dlpack__` threw: pass its exception (and code) on, as above.
+    return Err(unsafe { thrown_by_argument(env) });
   }
   if type_of(env, capsule_value)? != sys::ValueType::napi_external {
     // The one code for whatever `__dlpack__` returned that is not a capsule (protocol §3).
@@ -580,7 +691,7 @@ impl FromNapiValue for TensorArg<'_> {
     }
     // SAFETY: live env and object (napi-rs's contract for this call; `check_kind` said object
     // or function).
-    if let Some(found) = unsafe { coded(env, exchange::find_in_object(env, value))? } {
+    if let Some(found) = unsafe { coded_lookup(env, exchange::find_in_object(env, value))? } {
       // A table with neither a borrow nor an export falls through to the JS protocol.
       if lends(&found) {
         // SAFETY: as above; `found` was found on `value`.
@@ -614,7 +725,7 @@ impl FromNapiValue for OwnedTensorArg {
       }
     } else {
       // SAFETY: live env and object (`check_kind`).
-      match owned_export(unsafe { coded(env, exchange::find_in_object(env, value))? }) {
+      match owned_export(unsafe { coded_lookup(env, exchange::find_in_object(env, value))? }) {
         // SAFETY: as above.
         Some(export) => unsafe { export_from(env, value, export)? },
         // SAFETY: as above.

@@ -96,6 +96,15 @@ export declare function dataPointer(handle: unknown): bigint
 export declare function dtypeNames(): Array<string>
 
 /**
+ * `fromDLPack`'s route for an object that lends only through an exchange table (another
+ * addon's tensor class; protocol §1.3): a capsule holding the producer's owning export
+ * (`managed_tensor_from_value`), which `fromDLPack` imports like any capsule, its options
+ * applied there. `undefined` when `value` exposes no table with an owning export (a table of an
+ * unknown major is `ERR_DLPACK_VERSION`). The producer's exception, if it threw, is passed on.
+ */
+export declare function exchangeCapsule(value: unknown): unknown
+
+/**
  * Whether this runtime lets us create external ArrayBuffers (false in Electron, or with
  * `NAPI_DLPACK_NO_EXTERNAL_BUFFERS=1`).
  */

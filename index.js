@@ -851,6 +851,7 @@ module.exports.cudaSynchronize = nativeBinding.cudaSynchronize
 module.exports.cudaUnavailableReason = nativeBinding.cudaUnavailableReason
 module.exports.dataPointer = nativeBinding.dataPointer
 module.exports.dtypeNames = nativeBinding.dtypeNames
+module.exports.exchangeCapsule = nativeBinding.exchangeCapsule
 module.exports.externalBuffersAllowed = nativeBinding.externalBuffersAllowed
 module.exports.handleDevice = nativeBinding.handleDevice
 module.exports.handleInfo = nativeBinding.handleInfo

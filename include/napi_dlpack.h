@@ -406,8 +406,11 @@ typedef enum {
   /* Part 3 (the exchange table): */
   NAPI_DLPACK_ERR_VERSION = 7,       /* exchange table of an unknown major */
   NAPI_DLPACK_ERR_NO_EXCHANGE = 8,   /* the value exposes no (usable) table */
-  NAPI_DLPACK_ERR_PRODUCER = 9       /* the producer's function failed; its JS
+  NAPI_DLPACK_ERR_PRODUCER = 9,      /* the producer's function failed; its JS
                                         exception is pending: return NULL */
+  NAPI_DLPACK_ERR_NOT_INSTALLED = 10 /* napi_dlpack_exchange_object_install made
+                                        the external (its finalizer will run)
+                                        but could not install it */
 } napi_dlpack_status;
 
 /* ---- atomics ------------------------------------------------------------
@@ -622,6 +625,7 @@ static inline const char* napi_dlpack_status_code(napi_dlpack_status status) {
     case NAPI_DLPACK_ERR_VERSION: return "ERR_DLPACK_VERSION";
     case NAPI_DLPACK_ERR_NO_EXCHANGE: return "ERR_DLPACK_INVALID_ARGUMENT";
     case NAPI_DLPACK_ERR_PRODUCER: return "ERR_DLPACK_NAPI";
+    case NAPI_DLPACK_ERR_NOT_INSTALLED: return "ERR_DLPACK_NAPI";
   }
   return "ERR_DLPACK_UNKNOWN";
 }
@@ -800,12 +804,18 @@ napi_dlpack_exchange_api_object_borrow(const napi_dlpack_exchange_api* api) {
   return api->header.version.minor >= 1 ? api->dltensor_from_object : NULL;
 }
 
-/* The table of `header`'s chain with major NAPI_DLPACK_EXCHANGE_API_MAJOR, or
- * NULL when there is none (at most 16 links are followed). */
+/* How many tables of a chain a consumer looks at, at most: the first and up to
+ * 15 older ones behind it (15 prev_api links). A longer chain is a broken
+ * producer; stopping keeps a cycle from looping forever. */
+#define NAPI_DLPACK_EXCHANGE_MAX_TABLES 16
+
+/* The table of `header`'s chain with major NAPI_DLPACK_EXCHANGE_API_MAJOR
+ * among its first NAPI_DLPACK_EXCHANGE_MAX_TABLES tables, or NULL. */
 static inline const napi_dlpack_exchange_api* napi_dlpack_exchange_api_select(
     const napi_dlpack_exchange_api_header* header) {
-  int links;
-  for (links = 0; header != NULL && links < 16; links++) {
+  int tables;
+  for (tables = 0; header != NULL && tables < NAPI_DLPACK_EXCHANGE_MAX_TABLES;
+       tables++) {
     if (header->version.major == NAPI_DLPACK_EXCHANGE_API_MAJOR)
       return (const napi_dlpack_exchange_api*)header;
     header = header->prev_api;
@@ -879,10 +889,17 @@ static inline napi_dlpack_status napi_dlpack_exchange_api_install(
  * under the exchange symbol (`key`: napi_dlpack_exchange_key's, or NULL to
  * make it here). `finalize_cb` (may be NULL; its env parameter is
  * NAPI_DLPACK_FINALIZE_ENV, the const "basic" env under NAPI_EXPERIMENTAL on
- * Node >= 21 headers) runs once when the external is
- * collected, whether or not a later step failed (never if the external could
- * not be made): hold a count on `data` for it, taken before the call. Delete the
- * property (napi_delete_property) when the object stops lending.
+ * Node >= 21 headers) runs once when the external is collected. Hold a count
+ * on `data` for it, taken before the call; the status says whether it will
+ * run, i.e. whether that count is now the finalizer's to release:
+ *   NAPI_DLPACK_OK                installed; finalize_cb will run.
+ *   NAPI_DLPACK_ERR_NOT_INSTALLED the external was made (finalize_cb WILL run,
+ *                                 keep the count for it) but could not be
+ *                                 tagged or defined on `object` (a frozen
+ *                                 object, a primitive): `object` does not lend.
+ *   any other status              nothing was made; finalize_cb will never
+ *                                 run: release the count yourself.
+ * Delete the property (napi_delete_property) when the object stops lending.
  */
 static inline napi_dlpack_status napi_dlpack_exchange_object_install(
     napi_env env, napi_value object, napi_value key, napi_dlpack_object* data,
@@ -896,14 +913,15 @@ static inline napi_dlpack_status napi_dlpack_exchange_object_install(
   if (napi_create_external(env, data, finalize_cb, finalize_hint, &external) !=
       napi_ok)
     return NAPI_DLPACK_ERR_NAPI;
+  /* From here on the finalizer is registered: failures say so. */
   if (napi_type_tag_object(env, external, napi_dlpack_object_tag()) != napi_ok)
-    return NAPI_DLPACK_ERR_NAPI;
+    return NAPI_DLPACK_ERR_NOT_INSTALLED;
   memset(&descriptor, 0, sizeof descriptor);
   descriptor.name = key;
   descriptor.value = external;
   descriptor.attributes = napi_configurable;
   if (napi_define_properties(env, object, 1, &descriptor) != napi_ok)
-    return NAPI_DLPACK_ERR_NAPI;
+    return NAPI_DLPACK_ERR_NOT_INSTALLED;
   return NAPI_DLPACK_OK;
 }
 

@@ -3,6 +3,7 @@ import { type Device, type DeviceLike, toDevice } from './device'
 import { DLDeviceType, type DType, DTYPES, dtypeOfArray, isDType } from './dtype'
 import { type AdaptedSource, type AdaptOptions, adapt, isOrtTensorLike } from './adapters'
 import { BufferError, CapsuleError, DLPackTypeError, describe } from './errors'
+import type { HasExchangeApi } from './exchange'
 import { COPY_MODE, DLPACK_VERSION } from './generated/facts'
 import {
   type ArrayDType,
@@ -10,6 +11,7 @@ import {
   type ClampedTensor,
   createFromMemory,
   type DLPackCapsule,
+  EXCHANGE_API_PROPERTY,
   type DLPackOptions,
   isSharedArrayBuffer,
   checkExpectedDType,
@@ -46,6 +48,7 @@ export type DLPackSource =
   | ClampedTensor
   | DLPackCapsule
   | CanDLPack
+  | HasExchangeApi
   | ArrayBuffer
   | SharedArrayBuffer
   | ArrayBufferView
@@ -222,6 +225,12 @@ function importSource(source: DLPackSource, options: FromDLPackOptions, checked:
       }
     }
     return tensor
+  }
+  if (EXCHANGE_API_PROPERTY in source) {
+    // A producer that lends only through an exchange table (another addon's tensor class,
+    // docs/protocol.md §5): its owning export, in a capsule imported like any other.
+    const capsule: unknown = callNative(() => native.exchangeCapsule(source))
+    if (capsule !== undefined) return fromCapsule(capsule, checked, true)
   }
   let tensor: Tensor
   if (ArrayBuffer.isView(source) || source instanceof ArrayBuffer || isSharedArrayBuffer(source)) {

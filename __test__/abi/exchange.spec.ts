@@ -36,6 +36,7 @@ interface BorrowedSum {
 }
 
 interface CTensorInstance {
+  readonly [EXCHANGE_API_PROPERTY]: unknown
   pointer(): bigint
   values(): number[]
 }
@@ -45,6 +46,9 @@ interface ExchangeC {
   borrowSum(value: unknown): BorrowedSum
   borrowScale(value: unknown, factor: number): void
   borrowStatus(value: unknown): { code: string; status: number }
+  selectDepth(tables: number): boolean
+  installOn(value: unknown): number
+  installFinalized(): number
   borrowInspect(value: unknown): {
     flags: number
     code: number
@@ -517,6 +521,49 @@ test.serial('a third-party class exposing its own table lends to C; its owning e
   t.is(c.releaseHeld(), 1)
   t.is(c.deleterCalls(), deleters + 1)
   t.is(c.liveCTensors(), liveC)
+})
+
+test.serial('fromDLPack takes a producer that lends only through an exchange table: its owning export, zero-copy, deleter once', async (t) => {
+  await drainGarbage()
+  const deleters = c.deleterCalls()
+  const liveC = c.liveCTensors()
+  ;(() => {
+    const producer = new c.CTensor()
+    const tensor = fromDLPack(producer)
+    t.is(tensor.dataPointer, zeroCopy ? producer.pointer() : tensor.dataPointer, 'the producer\'s memory (where the runtime allows)')
+    t.deepEqual([...tensor.toTypedArray()], producer.values())
+    t.throws(() => fromDLPack(producer, { copy: false, device: 'cuda:0' }), { instanceOf: DLPackError })
+    const copy = fromDLPack(producer, { copy: true })
+    t.true(copy.isCopy)
+    t.not(copy.dataPointer, producer.pointer())
+    tensor.dispose()
+    copy.dispose()
+  })()
+  await gcUntil(() => c.liveCTensors() === liveC && c.deleterCalls() >= deleters + 3, 6)
+  t.is(c.deleterCalls(), deleters + 3, 'each export released once (two imports and the refused one)')
+  // A table of an unknown major is refused; the major-1 table behind one is used.
+  t.is(codeOf(() => fromDLPack(new c.BadVersionTensor())), 'ERR_DLPACK_VERSION')
+  t.deepEqual([...fromDLPack(new c.ChainedTensor()).toTypedArray()], new c.ChainedTensor().values())
+})
+
+test('a chain of tables: the first 16 are looked at (the first and 15 older), in the header as in the crate', (t) => {
+  t.true(c.selectDepth(1))
+  t.true(c.selectDepth(16), 'the 16th table is found')
+  t.false(c.selectDepth(17), 'the 17th is not')
+})
+
+test.serial('napi_dlpack_exchange_object_install says whether finalize_cb will run', async (t) => {
+  await drainGarbage()
+  const before = c.installFinalized()
+  const NOT_INSTALLED = 10
+  let installed = 0
+  ;(() => {
+    const statuses = [c.installOn({}), c.installOn(Object.freeze({})), c.installOn(Object.preventExtensions({}))]
+    t.deepEqual(statuses, [NAPI_DLPACK_OK, NOT_INSTALLED, NOT_INSTALLED], 'made but not installed on a non-extensible object')
+    installed = statuses.length
+  })()
+  await gcUntil(() => c.installFinalized() === before + installed, 8)
+  t.is(c.installFinalized(), before + installed, 'every external made (OK or NOT_INSTALLED) was finalized once')
 })
 
 test('fromDLPack of a Tensor is unaffected (the table is an addition)', (t) => {

@@ -811,12 +811,70 @@ static napi_value adapted_pointer(napi_env env, napi_callback_info info) {
   return out;
 }
 
+/* selectDepth(n) -> whether napi_dlpack_exchange_api_select finds the major-1
+ * table at the end of a chain of n tables (the others of major 99). */
+static napi_value select_depth(napi_env env, napi_callback_info info) {
+  static napi_dlpack_exchange_api_header chain[40];
+  napi_value argv[1], result;
+  uint32_t n = 0, i;
+  get_args(env, info, 1, argv);
+  CHECK_NAPI(env, napi_get_value_uint32(env, argv[0], &n));
+  if (n < 1 || n > 40) THROW(env, "ERR_DLPACK_INVALID_ARGUMENT", "1..40 tables");
+  for (i = 0; i < n; i++) {
+    chain[i].version.major = i == n - 1 ? NAPI_DLPACK_EXCHANGE_API_MAJOR : 99;
+    chain[i].version.minor = 0;
+    chain[i].prev_api = i == n - 1 ? NULL : &chain[i + 1];
+  }
+  CHECK_NAPI(env, napi_get_boolean(env,
+                                   napi_dlpack_exchange_api_select(&chain[0]) ==
+                                       (const napi_dlpack_exchange_api*)&chain[n - 1],
+                                   &result));
+  return result;
+}
+
+/* installOn(value) -> the status of napi_dlpack_exchange_object_install on
+ * `value` (any exception it left is cleared); installFinalized() -> how many
+ * of those externals were finalized. The data is static: only the count of
+ * finalizer runs matters. */
+static napi_dlpack_object install_data = {&ctensor_api.header};
+static volatile int install_finalized = 0;
+
+static void install_finalize(NAPI_DLPACK_FINALIZE_ENV env, void* data, void* hint) {
+  (void)env;
+  (void)data;
+  (void)hint;
+  __atomic_fetch_add(&install_finalized, 1, __ATOMIC_SEQ_CST);
+}
+
+static napi_value install_on(napi_env env, napi_callback_info info) {
+  napi_value argv[1], result, ignored;
+  bool pending = false;
+  napi_dlpack_status st;
+  get_args(env, info, 1, argv);
+  st = napi_dlpack_exchange_object_install(env, argv[0], NULL, &install_data, install_finalize,
+                                           NULL);
+  napi_is_exception_pending(env, &pending);
+  if (pending) napi_get_and_clear_last_exception(env, &ignored);
+  CHECK_NAPI(env, napi_create_int32(env, (int32_t)st, &result));
+  return result;
+}
+
+static napi_value install_finalized_count(napi_env env, napi_callback_info info) {
+  napi_value result;
+  (void)info;
+  CHECK_NAPI(env, napi_create_int32(env, install_finalized, &result));
+  return result;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor functions[] = {
       {"borrowSum", NULL, borrow_sum, NULL, NULL, NULL, napi_default, NULL},
       {"borrowScale", NULL, borrow_scale, NULL, NULL, NULL, napi_default, NULL},
       {"borrowStatus", NULL, borrow_status, NULL, NULL, NULL, napi_default, NULL},
       {"borrowInspect", NULL, borrow_inspect, NULL, NULL, NULL, napi_default, NULL},
+      {"selectDepth", NULL, select_depth, NULL, NULL, NULL, napi_default, NULL},
+      {"installOn", NULL, install_on, NULL, NULL, NULL, napi_default, NULL},
+      {"installFinalized", NULL, install_finalized_count, NULL, NULL, NULL, napi_default, NULL},
       {"borrowKeep", NULL, borrow_keep, NULL, NULL, NULL, napi_default, NULL},
       {"keptSum", NULL, kept_sum, NULL, NULL, NULL, napi_default, NULL},
       {"extentOf", NULL, extent_of, NULL, NULL, NULL, napi_default, NULL},

@@ -16,6 +16,7 @@ use std::ops::{Add, Sub};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 pub mod guide;
+pub mod hot;
 pub mod typed;
 
 use napi::bindgen_prelude::{BigInt, Unknown};

@@ -216,16 +216,34 @@ pub fn bench_tensor_arg_3(a: TensorArg, b: TensorArg, c: TensorArg) -> u32 {
   (a.ndim() + b.ndim() + c.ndim()) as u32
 }
 
-/// The floor: an empty call taking one value without converting it (the benchmark passes the
-/// tensors `benchTensorArg1` takes).
-#[napi(js_name = "benchFloor1", ts_args_type = "a: TensorArg")]
+/// Eight tensor arguments.
+#[napi(js_name = "benchTensorArg8")]
+#[allow(clippy::too_many_arguments)]
+pub fn bench_tensor_arg_8(
+  a: TensorArg,
+  b: TensorArg,
+  c: TensorArg,
+  d: TensorArg,
+  e: TensorArg,
+  f: TensorArg,
+  g: TensorArg,
+  h: TensorArg,
+) -> u32 {
+  [&a, &b, &c, &d, &e, &f, &g, &h]
+    .iter()
+    .map(|x| x.ndim() as u32)
+    .sum()
+}
+
+/// The floor: an empty call taking one value without converting it.
+#[napi(js_name = "benchFloor1")]
 pub fn bench_floor_1(a: napi::bindgen_prelude::Unknown) -> u32 {
   let _ = a;
   1
 }
 
 /// The floor for three arguments.
-#[napi(js_name = "benchFloor3", ts_args_type = "a: TensorArg, b: TensorArg, c: TensorArg")]
+#[napi(js_name = "benchFloor3")]
 pub fn bench_floor_3(
   a: napi::bindgen_prelude::Unknown,
   b: napi::bindgen_prelude::Unknown,
@@ -233,4 +251,21 @@ pub fn bench_floor_3(
 ) -> u32 {
   let _ = (a, b, c);
   3
+}
+
+/// The floor for eight arguments.
+#[napi(js_name = "benchFloor8")]
+#[allow(clippy::too_many_arguments)]
+pub fn bench_floor_8(
+  a: napi::bindgen_prelude::Unknown,
+  b: napi::bindgen_prelude::Unknown,
+  c: napi::bindgen_prelude::Unknown,
+  d: napi::bindgen_prelude::Unknown,
+  e: napi::bindgen_prelude::Unknown,
+  f: napi::bindgen_prelude::Unknown,
+  g: napi::bindgen_prelude::Unknown,
+  h: napi::bindgen_prelude::Unknown,
+) -> u32 {
+  let _ = (a, b, c, d, e, f, g, h);
+  8
 }

@@ -11,8 +11,9 @@ use crate::errors::{fail, Result};
 use crate::handle::{new_handle, Handle};
 use crate::js_memory;
 use crate::layout::TensorLayout;
-use crate::ops::import::{host_copy_handle, js_storage_handle};
-use crate::storage::{copy_row_major, try_zeroed_vec, Storage};
+use crate::ops::convert::new_dense_handle;
+use crate::ops::import::js_storage_handle;
+use crate::storage::{copy_row_major, copy_row_major_uninit, host_source, try_zeroed_vec, Storage};
 
 /// A copy of a tensor in a new handle (`isCopy`): row-major in V8 memory for host tensors, a
 /// device copy on the same device for CUDA tensors.
@@ -34,32 +35,18 @@ pub(crate) fn copy_handle<'env>(env: &'env Env, handle: &Handle) -> Result<Unkno
   copy_to_host_handle(env, &storage, &handle.layout)
 }
 
-/// A row-major copy of a host tensor in a new handle over V8 memory (`isCopy`).
+/// A row-major copy of a host tensor in a new handle over V8 memory (`isCopy`). The buffer is
+/// not zero-filled first: the copy writes every byte.
 pub(crate) fn copy_to_host_handle<'env>(
   env: &'env Env,
   storage: &Storage,
   layout: &TensorLayout,
 ) -> Result<Unknown<'env>> {
-  let packed_bytes = layout.packed_bytes();
-  // SAFETY: our env.
-  let (array_buffer, data) = unsafe { js_memory::arraybuffer_new(env.raw(), packed_bytes)? };
-  let out: &mut [u8] = if packed_bytes == 0 {
-    &mut []
-  } else {
-    // SAFETY: V8 just gave us `packed_bytes` writable bytes.
-    unsafe { std::slice::from_raw_parts_mut(data, packed_bytes) }
-  };
-  copy_row_major(storage, layout, out)?;
-  let packed = TensorLayout::over_region(
-    layout.dtype,
-    &layout.shape,
-    None,
-    0,
-    data as usize,
-    packed_bytes,
-    false,
-  )?;
-  host_copy_handle(env, array_buffer, packed)
+  // Checked before anything is allocated (as the copy itself would).
+  host_source(storage, layout)?;
+  new_dense_handle(env, layout.dtype, &layout.shape, true, |out| {
+    copy_row_major_uninit(storage, layout, out)
+  })
 }
 
 /// A copy of a tensor on another device (or the same one): host ↔ CUDA and CUDA ↔ CUDA. Always

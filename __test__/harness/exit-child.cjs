@@ -19,7 +19,11 @@ function fill(rounds) {
     const ctx = canvas.getContext('2d')
     ctx.fillRect(0, 0, 8, 8)
     const image = ctx.getImageData(0, 0, 16, 16)
-    keep.push(canvas, image, fromDLPack(image), new ImageData(new Uint8ClampedArray(16), 2, 2))
+    const overCanvas = fromDLPack(image)
+    keep.push(canvas, image, overCanvas, new ImageData(new Uint8ClampedArray(16), 2, 2))
+    // An export of canvas memory (an external ArrayBuffer @napi-rs/canvas made): the export marks
+    // it untransferable, which is what Node 24 aborts on at exit (see exit-stress.spec.ts).
+    if (process.env.NAPI_DLPACK_EXIT_EXPORT_EXTERNAL === '1') keep.push(overCanvas.__dlpack__())
     keep.push(Tensor.from(new Float32Array(64)).__dlpack__(), Tensor.zeros([4, 4]), c.makeTensor(4, false))
     keep.push(fromDLPack(Tensor.from(new Float32Array(8)).__dlpack__()))
     // Garbage too, so that finalizers are pending at exit.

@@ -30,11 +30,21 @@
  *   #define NAPI_VERSION 8          (or higher; 8 added napi_type_tag_object)
  *   #include <napi_dlpack.h>
  *
- * If the translation unit already includes a real dlpack.h (version 1.0 or
- * newer, i.e. one that declares DLManagedTensorVersioned), define
- * NAPI_DLPACK_NO_DLPACK_TYPES before including this header so the DLPack
- * declarations are not repeated. The helpers below use the standard names
- * DLManagedTensor and DLManagedTensorVersioned either way.
+ * It shares a translation unit with any official dlpack.h (0.6 or newer: the
+ * dmlc/dlpack header, libtorch's ATen/dlpack.h, ...), included before or after
+ * it, with nothing to define:
+ *  - dlpack.h first (its include guard DLPACK_DLPACK_H_ is defined): this
+ *    header declares only what that version lacks (for 0.6-0.8:
+ *    DLPackVersion, DLManagedTensorVersioned and the flag bits) and uses the
+ *    rest as declared there.
+ *  - this header first: it declares DLPack 1.3's data structures itself and
+ *    defines DLPACK_DLPACK_H_, so a dlpack.h included later adds nothing (and
+ *    conflicts with nothing). Code that needs declarations only dlpack.h has
+ *    (1.3's Python exchange API, DLPackExchangeAPI) includes dlpack.h first.
+ * Code that declares the DLPack >= 1.0 types itself, under another include
+ * guard, defines NAPI_DLPACK_NO_DLPACK_TYPES before including this header.
+ * The helpers below use the standard names DLManagedTensor and
+ * DLManagedTensorVersioned in every case.
  */
 #ifndef NAPI_DLPACK_H_
 #define NAPI_DLPACK_H_
@@ -71,14 +81,47 @@ extern "C" {
 #endif
 
 /* ===========================================================================
- * Part 1: DLPack 1.3 declarations
+ * Part 1: DLPack 1.3 declarations (those no dlpack.h included earlier made)
  * ========================================================================= */
-#ifndef NAPI_DLPACK_NO_DLPACK_TYPES
-
+#if defined(NAPI_DLPACK_NO_DLPACK_TYPES)
+/* The includer declared DLPack >= 1.0's types. */
+#elif defined(DLPACK_DLPACK_H_)
+/* An official dlpack.h came first. 1.x declares everything used here; 0.6 to
+ * 0.8 (DLPACK_VERSION 60..80) lack the versioned struct, declared below. */
+#if !defined(DLPACK_MAJOR_VERSION)
+#if !defined(DLPACK_VERSION) || DLPACK_VERSION < 60
+#error "napi_dlpack.h: the dlpack.h included before it predates DLPack 0.6 (DLContext instead of DLDevice); include a newer one, or napi_dlpack.h alone"
+#endif
+#define NAPI_DLPACK_DECLARE_VERSIONED_ 1
+#endif
+#else
+#define NAPI_DLPACK_DECLARE_ALL_ 1
+#define NAPI_DLPACK_DECLARE_VERSIONED_ 1
+/* dlpack.h's include guard: a dlpack.h included after this header then adds
+ * nothing (every version's declarations are a subset of these, to the
+ * layout), instead of declaring every type a second time. */
+#define DLPACK_DLPACK_H_
 /* The DLPack ABI version these declarations describe. */
 #define DLPACK_MAJOR_VERSION 1
 #define DLPACK_MINOR_VERSION 3
+/* Macros of dlpack.h that code written for it may use. */
+#ifndef DLPACK_EXTERN_C
+#ifdef __cplusplus
+#define DLPACK_EXTERN_C extern "C"
+#else
+#define DLPACK_EXTERN_C
+#endif
+#endif
+#ifndef DLPACK_DLL
+#define DLPACK_DLL
+#endif
+#endif
 
+#ifdef NAPI_DLPACK_DECLARE_ALL_
+
+#endif /* NAPI_DLPACK_DECLARE_ALL_ */
+
+#ifdef NAPI_DLPACK_DECLARE_VERSIONED_
 /*
  * Version stamped into every DLManagedTensorVersioned by its producer.
  * A consumer compares `major` with the major version it was built for:
@@ -93,6 +136,9 @@ typedef struct {
   uint32_t major;
   uint32_t minor;
 } DLPackVersion;
+#endif /* NAPI_DLPACK_DECLARE_VERSIONED_ */
+
+#ifdef NAPI_DLPACK_DECLARE_ALL_
 
 /* Kind of memory a tensor lives in. Stored as a 32-bit integer. */
 typedef enum {
@@ -206,16 +252,26 @@ typedef struct DLManagedTensor {
   void (*deleter)(struct DLManagedTensor* self);
 } DLManagedTensor;
 
-/* Bits of DLManagedTensorVersioned.flags. A producer sets only bits defined
+#endif /* NAPI_DLPACK_DECLARE_ALL_ */
+
+/* Bits of DLManagedTensorVersioned.flags, each defined unless a dlpack.h did
+ * (1.0 has the first two). A producer sets only bits defined
  * for its version. A consumer ignores bits it does not know (a newer minor
  * version may define them) and never forwards them when it re-exports. */
 /* The consumer must not write through the data pointer. */
+#ifndef DLPACK_FLAG_BITMASK_READ_ONLY
 #define DLPACK_FLAG_BITMASK_READ_ONLY (1ULL << 0)
+#endif
 /* The producer made a copy for this export; memory is not shared with it. */
+#ifndef DLPACK_FLAG_BITMASK_IS_COPIED
 #define DLPACK_FLAG_BITMASK_IS_COPIED (1ULL << 1)
+#endif
 /* Sub-byte elements each occupy a whole byte instead of being packed. */
+#ifndef DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED
 #define DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED (1ULL << 2)
+#endif
 
+#ifdef NAPI_DLPACK_DECLARE_VERSIONED_
 /*
  * Versioned managed tensor (DLPack >= 1.0). The first three fields
  * (version, manager_ctx, deleter) keep their places across all future major
@@ -230,9 +286,12 @@ typedef struct DLManagedTensorVersioned {
   uint64_t flags;
   DLTensor dl_tensor;
 } DLManagedTensorVersioned;
+#endif /* NAPI_DLPACK_DECLARE_VERSIONED_ */
 
 /* ---- layout checks ------------------------------------------------------
- * Offsets are written in terms of the pointer size and the alignment of
+ * Of the declarations in force, whoever made them (a dlpack.h, the includer
+ * or this header), so that a layout the helpers do not expect fails to
+ * compile. Offsets are written in terms of the pointer size and the alignment of
  * uint64_t so that they hold on 32-bit targets as well as 64-bit ones.
  * On x86_64 / aarch64 they reduce to the standard numbers: DLTensor 48 bytes
  * (offsets 0,8,16,20,24,32,40), DLManagedTensor 64, DLManagedTensorVersioned
@@ -254,7 +313,9 @@ typedef struct {
 NAPI_DLPACK_STATIC_ASSERT(sizeof(void (*)(void)) == sizeof(void*),
                           function_pointer_size);
 NAPI_DLPACK_STATIC_ASSERT(sizeof(DLPackVersion) == 8, version_size);
+#ifdef NAPI_DLPACK_DECLARE_ALL_
 NAPI_DLPACK_STATIC_ASSERT(sizeof(DLDeviceType) == 4, device_type_size);
+#endif
 NAPI_DLPACK_STATIC_ASSERT(sizeof(DLDevice) == 8, device_size);
 NAPI_DLPACK_STATIC_ASSERT(sizeof(DLDataType) == 4, dtype_size);
 NAPI_DLPACK_STATIC_ASSERT(offsetof(DLTensor, data) == 0, tensor_data);
@@ -310,7 +371,8 @@ NAPI_DLPACK_STATIC_ASSERT(sizeof(DLManagedTensorVersioned) == 80,
                           versioned_size_64);
 #endif
 
-#endif /* NAPI_DLPACK_NO_DLPACK_TYPES */
+#undef NAPI_DLPACK_DECLARE_ALL_
+#undef NAPI_DLPACK_DECLARE_VERSIONED_
 
 /* ===========================================================================
  * Part 2: the Node capsule ABI

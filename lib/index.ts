@@ -67,8 +67,13 @@ export {
   type ArrowParts,
   type ArrowTypeName,
   type ImageDataArgs,
+  type OrtOptions,
   type OrtTensorArgs,
   type OrtType,
+  type SharpArgs,
+  type SharpPixels,
+  type TfDType,
+  type TfTensorArgs,
   type PeerViewOptions,
 } from './interop'
 export {

@@ -14,6 +14,7 @@ import {
   EXCHANGE_API_PROPERTY,
   type DLPackOptions,
   isSharedArrayBuffer,
+  checkExpectedDType,
   streamValue,
   Tensor,
 } from './tensor'
@@ -54,7 +55,14 @@ export type DLPackSource =
   | NDArrayLike
   | AdaptedSource
 
-export interface FromDLPackOptions {
+export interface FromDLPackOptions<D extends DType = DType> {
+  /**
+   * The dtype the result must have: the result is typed `Tensor<D>`, and a source of another
+   * dtype throws `ERR_DLPACK_DTYPE_MISMATCH` (a `Tensor` or a library object before anything
+   * is shared; a capsule, whose dtype is only known once it is consumed, is consumed and
+   * released).
+   */
+  dtype?: D
   /** The device the result must be on (default: where the data is). */
   device?: DeviceLike
   /** `true`: always copy; `false`: never copy (throw if impossible); default: copy only if needed. */
@@ -94,17 +102,34 @@ interface CheckedOptions {
   mode: number
   stream: bigint | null
   device: Device | undefined
+  dtype: DType | undefined
 }
 
 function checkOptions(options: FromDLPackOptions): CheckedOptions {
   if (typeof options !== 'object' || options === null) {
     throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `fromDLPack options must be an object, got ${describe(options)}`)
   }
+  if (options.dtype !== undefined && !isDType(options.dtype)) {
+    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `unknown dtype ${JSON.stringify(options.dtype)}`)
+  }
   return {
     mode: copyMode(options.copy),
     stream: streamValue(options.stream),
     device: options.device === undefined ? undefined : toDevice(options.device),
+    dtype: options.dtype,
   }
+}
+
+/** The result of an import, refused (and released) when it is not of the dtype asked for. */
+function withDType<T extends Tensor | ClampedTensor>(tensor: T, checked: CheckedOptions): T {
+  if (checked.dtype === undefined) return tensor
+  try {
+    checkExpectedDType(tensor.dtype, checked.dtype, 'the source')
+  } catch (error) {
+    tensor.dispose()
+    throw error
+  }
+  return tensor
 }
 
 /**
@@ -149,18 +174,24 @@ function fromCapsule(capsule: unknown, checked: CheckedOptions, obtained: boolea
  * - a library's tensor or image as it is (lib/adapters.ts): ONNX Runtime / transformers.js
  *   tensors, sharp raw output, ImageData / RawImage, Arrow vectors, tfjs tensors.
  */
-export function fromDLPack<D extends DType>(source: Tensor<D>, options?: FromDLPackOptions): Tensor<D>
+export function fromDLPack<D extends DType>(source: Tensor<D>, options?: FromDLPackOptions<D>): Tensor<D>
 export function fromDLPack(
   source: ClampedTensor | Uint8ClampedArray | { readonly data: Uint8ClampedArray; readonly width: number; readonly height: number },
-  options?: FromDLPackOptions,
+  options?: FromDLPackOptions<'uint8'>,
 ): ClampedTensor
+export function fromDLPack<D extends DType>(source: DLPackSource, options: FromDLPackOptions<D> & { dtype: D }): Tensor<D>
 export function fromDLPack<A extends ArrayBufferView>(source: A, options?: FromDLPackOptions): Tensor<ArrayDType<A>>
 export function fromDLPack(source: DLPackSource, options?: FromDLPackOptions): Tensor
 export function fromDLPack(source: DLPackSource, optionsArg: FromDLPackOptions | null = {}): Tensor | ClampedTensor {
   const options = optionsArg ?? {}
   // Every option is checked first: a bad one leaves a capsule unconsumed and asks no producer.
   const checked = checkOptions(options)
+  return withDType(importSource(source, options, checked), checked)
+}
+
+function importSource(source: DLPackSource, options: FromDLPackOptions, checked: CheckedOptions): Tensor | ClampedTensor {
   if (source instanceof Tensor) {
+    if (checked.dtype !== undefined) checkExpectedDType(source.dtype, checked.dtype, 'the source')
     checkDevice(checked, source.__dlpack_device__())
     if (checked.stream !== null && source.device.type === DLDeviceType.CUDA) {
       // The consumer's stream must wait for the data: go through a capsule (which still

@@ -16,11 +16,16 @@ import {
   type ArrowParts,
   arrowParts,
   type ImageDataArgs,
+  type OrtOptions,
   type OrtTensorArgs,
   type PeerViewOptions,
+  type SharpArgs,
+  type TfTensorArgs,
   toArrow,
   toImageData,
   toOrt,
+  toSharp,
+  toTf,
 } from './interop'
 import {
   BufferError,
@@ -964,6 +969,15 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
     return this.#meta().viewOffset
   }
 
+  /**
+   * Whether this tensor's dtype is `dtype`, as a type guard: inside `if (t.is('float32'))`, `t`
+   * is a `Tensor<'float32'>` and `t.data` a `Float32Array`. For a checked conversion that throws
+   * instead, `fromDLPack(t, { dtype: 'float32' })`.
+   */
+  is<T extends DType>(dtype: T): this is Tensor<T> {
+    return this.#meta().dtype === dtype
+  }
+
   /** Whether JS views of this uint8 tensor are `Uint8ClampedArray`s (see `ClampedTensor`). */
   get clamped(): boolean {
     return this.#live().clamped
@@ -1073,20 +1087,48 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
    * The arguments of ONNX Runtime's (and transformers.js's) Tensor constructor:
    * `new ort.Tensor(...t.toOrt())`. `data` is this tensor's memory when it is dense row-major,
    * else a dense copy (ORT has no strides); `bool` keeps its label. Read-only tensors need
-   * `{ allowReadOnly: true }` (ORT must then not write to it, e.g. as a `fetches` output).
+   * `{ allowReadOnly: true }` (ORT must then not write to it). For a preallocated output
+   * (`fetches`), pass `{ output: true }`: a tensor ORT cannot write in place (not dense, or
+   * read-only) is then refused with a code instead of handing ORT a copy whose results are lost.
    */
-  toOrt(options?: PeerViewOptions): OrtTensorArgs<D> {
+  toOrt(options?: OrtOptions): OrtTensorArgs<D> {
     return toOrt(this, options)
   }
 
   /**
-   * A uint8 `[height, width, channels]` (or `[height, width]`) tensor as image pixels: `data` is
-   * a `Uint8ClampedArray` over this tensor's memory (a dense copy if it is not dense row-major),
-   * for `new ImageData(data, width, height)` (4 channels) or `new RawImage(data, width,
-   * height, channels)`.
+   * A uint8 `[height, width, channels]` (or `[height, width]`) tensor as RGBA pixels for
+   * `new ImageData(data, width, height)` (or `new RawImage(data, width, height, channels)`):
+   * 4 channels give a `Uint8ClampedArray` over this tensor's memory (a dense copy if it is not
+   * dense row-major); 3 (RGB), 2 (grey + alpha) and 1 (grey) are widened into a new RGBA array,
+   * opaque where there was no alpha. `channels` is always 4. Other shapes:
+   * `ERR_DLPACK_INVALID_ARGUMENT`; other dtypes: `ERR_DLPACK_UNSUPPORTED_DTYPE`.
    */
   toImageData(options?: PeerViewOptions): ImageDataArgs {
     return toImageData(this, options)
+  }
+
+  /**
+   * The arguments of TensorFlow.js's `tf.tensor(values, shape, dtype)`: `tf.tensor(...t.toTf())`.
+   * The values are dense row-major in every case (a strided view is copied: `tf.tensor(t.data,
+   * t.shape)` would read the wrong elements of one); float32, int32 and bool keep this tensor's
+   * memory when it is dense (tfjs keeps the array: do not write to the tensor while tfjs uses
+   * it); int8, uint8, int16 and uint16 are widened to int32 exactly. Other dtypes, which tfjs
+   * cannot hold exactly, throw `ERR_DLPACK_UNSUPPORTED_DTYPE` (convert with `astype` first).
+   */
+  toTf(options?: PeerViewOptions): TfTensorArgs {
+    return toTf(this, options)
+  }
+
+  /**
+   * The arguments of `sharp(pixels, { raw: { width, height, channels } })` for a
+   * `[height, width, channels]` (1 to 4 channels) or `[height, width]` tensor: `sharp(...t.toSharp())`.
+   * The pixels are this tensor's memory when it is dense row-major, else a dense copy (a
+   * `permute`d or sliced view comes out right); their TypedArray type tells sharp the depth
+   * (uint8, int8, uint16, int16, uint32, int32, float32, float64; others:
+   * `ERR_DLPACK_UNSUPPORTED_DTYPE`).
+   */
+  toSharp(options?: PeerViewOptions): SharpArgs {
+    return toSharp(this, options)
   }
 
   /**
@@ -1205,13 +1247,19 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
    * same memory, at the same address. A token is claimed once: a second claim, a released token,
    * or one whose sending thread ended first throws `ERR_DLPACK_TRANSFER_CLAIMED`.
    */
-  static fromTransfer<D extends DType>(transfer: TensorTransfer<D>): Tensor<D> {
+  static fromTransfer<D extends DType>(transfer: TensorTransfer<D>): Tensor<D>
+  /**
+   * A message as it arrives (`unknown`), checked to be a transfer of `options.dtype`: a
+   * `Tensor<D>`, or `ERR_DLPACK_DTYPE_MISMATCH` before anything is claimed (the token stays
+   * claimable).
+   */
+  static fromTransfer<D extends DType>(transfer: unknown, options: { dtype: D }): Tensor<D>
+  static fromTransfer(transfer: unknown, options?: { dtype?: DType }): Tensor {
     const checked = checkTransfer(transfer)
-    if (checked.kind === 'token') return Tensor._fromHandle(claimToken(checked)) as Tensor<D>
+    if (options?.dtype !== undefined) checkExpectedDType(checked.dtype, options.dtype, 'the transfer')
+    if (checked.kind === 'token') return Tensor._fromHandle(claimToken(checked))
     const bytes = new Uint8Array(checked.buffer, checked.byteOffset, checked.byteLength)
-    return Tensor._fromHandle(
-      wrapMemory(bytes, checked.dtype, checked.shape, checked.strides, checked.offset, checked.readonly),
-    ) as Tensor<D>
+    return Tensor._fromHandle(wrapMemory(bytes, checked.dtype, checked.shape, checked.strides, checked.offset, checked.readonly))
   }
 
   /** `[deviceType, deviceId]`, without exporting anything. */
@@ -1247,6 +1295,19 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
 
   [Symbol.for('nodejs.util.inspect.custom')](): string {
     return this.toString()
+  }
+}
+
+/**
+ * @internal Throws `ERR_DLPACK_DTYPE_MISMATCH` unless `actual` is `expected` (a dtype the
+ * caller asked for: `fromDLPack(x, { dtype })`, `Tensor.fromTransfer(x, { dtype })`).
+ */
+export function checkExpectedDType(actual: DType, expected: unknown, what: string): void {
+  if (!isDType(expected)) {
+    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `unknown dtype ${JSON.stringify(expected)}`)
+  }
+  if (actual !== expected) {
+    throw new DLPackTypeError('ERR_DLPACK_DTYPE_MISMATCH', `expected ${expected}, but ${what} is ${actual}`)
   }
 }
 

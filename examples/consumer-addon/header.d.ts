@@ -1,4 +1,4 @@
-import type { OwnedTensorArg, TensorArg, TensorResult } from 'napi-dlpack'
+import type { DLPackCapsule, OwnedTensorArg, TensorArg, TensorResult } from 'napi-dlpack'
 
 // Hot functions (src/hot.rs, napi_dlpack::hot_function!): raw Node-API callbacks, for which
 // napi-rs generates no declarations. `napi build` puts this file (the `dtsHeaderFile` of

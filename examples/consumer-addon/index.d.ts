@@ -1,4 +1,4 @@
-import type { OwnedTensorArg, TensorArg, TensorResult } from 'napi-dlpack'
+import type { DLPackCapsule, OwnedTensorArg, TensorArg, TensorResult } from 'napi-dlpack'
 
 // Hot functions (src/hot.rs, napi_dlpack::hot_function!): raw Node-API callbacks, for which
 // napi-rs generates no declarations. `napi build` puts this file (the `dtsHeaderFile` of
@@ -25,7 +25,9 @@ export declare function benchHotEmpty8(a: unknown, b: unknown, c: unknown, d: un
  * `target += source` for two contiguous float32 tensors of the same length; returns `target`'s
  * new values. `target` is converted first, so whatever JS `source`'s conversion runs (its
  * `__dlpack__`, a getter) runs while `target` is borrowed: the borrow keeps `target`'s memory
- * alive even if that JS disposes it.
+ * alive even if that JS disposes it. `addInto(x, x)` (or any `source` overlapping `target`)
+ * is refused with `ERR_DLPACK_ALIASED`: the write slice of one and the read slice of the other
+ * would be the same memory.
  */
 export declare function addInto(target: TensorArg, source: TensorArg): Array<number>
 
@@ -48,11 +50,18 @@ export declare function benchTensorArg3(a: TensorArg, b: TensorArg, c: TensorArg
 export declare function benchTensorArg8(a: TensorArg, b: TensorArg, c: TensorArg, d: TensorArg, e: TensorArg, f: TensorArg, g: TensorArg, h: TensorArg): number
 
 /**
+ * Consumes `capsule` (a bool CPU tensor of any layout) and counts its `true` elements. The
+ * crate refuses bytes other than 0 and 1 (ERR_DLPACK_INVALID_BOOL) before any of them becomes
+ * a Rust `bool`, on the contiguous path (a slice) and on the strided one alike.
+ */
+export declare function countTrue(capsule: DLPackCapsule): number
+
+/**
  * Reads a capsule's metadata natively. Capsules are consume-once, and there is no way to read
  * one without taking ownership, so this CONSUMES the capsule: the tensor is released (its
  * deleter runs) before `describe` returns, and the capsule cannot be imported again.
  */
-export declare function describe(capsule: unknown): TensorDescription
+export declare function describe(capsule: DLPackCapsule): TensorDescription
 
 /** Options of the two matrix exports. */
 export interface ExportOptions {
@@ -72,7 +81,7 @@ export declare function fwhtRows(x: TensorArg): void
  * in the producer's memory. Returns nothing: the caller reads the result through its own
  * tensor.
  */
-export declare function fwhtRowsInPlace(capsule: unknown): void
+export declare function fwhtRowsInPlace(capsule: DLPackCapsule): void
 
 /** Metadata of any tensor argument, and whether it was borrowed. */
 export declare function inspect(x: TensorArg): Inspection
@@ -103,22 +112,24 @@ export declare function liveMatrices(): number
  * consume-once DLPack capsule (shape `[rows, cols]`, row-major). The memory is Rust's and is
  * freed when the consumer releases the tensor.
  */
-export declare function makeMatrix(rows: number, cols: number, dtype: 'float32' | 'float64', options?: ExportOptions): unknown
+export declare function makeMatrix(rows: number, cols: number, dtype: 'float32' | 'float64', options?: ExportOptions): DLPackCapsule
 
 /**
  * The transpose of `makeMatrix(rows, cols, dtype)` without copying: shape `[cols, rows]`,
  * strides `[1, cols]` over the same row-major buffer (element `(j, i)` is `i * cols + j`).
  */
-export declare function makeTransposedMatrix(rows: number, cols: number, dtype: 'float32' | 'float64', options?: ExportOptions): unknown
+export declare function makeTransposedMatrix(rows: number, cols: number, dtype: 'float32' | 'float64', options?: ExportOptions): DLPackCapsule
 
 /**
  * A new `rows × cols` matrix (element `(i, j)` = `i * cols + j`) returned as a napi-dlpack
- * `Tensor` (a capsule if napi-dlpack is not loaded).
+ * `Tensor` (a capsule if napi-dlpack is not loaded). The TypeScript signature names the dtype:
+ * `matrix(2, 3, 'float32')` is a `TensorResult<'float32'>`, which
+ * `fromDLPack(result, { dtype: 'float32' })` turns into a `Tensor<'float32'>` (checked).
  */
-export declare function matrix(rows: number, cols: number, dtype: string): TensorResult
+export declare function matrix<D extends 'float32' | 'float64'>(rows: number, cols: number, dtype: D): TensorResult<D>
 
-/** `matrix`, always as a capsule. */
-export declare function matrixCapsule(rows: number, cols: number, dtype: string): TensorResult
+/** `matrix`, always as a capsule (`TensorResult::capsule`), so typed as one. */
+export declare function matrixCapsule(rows: number, cols: number, dtype: 'float32' | 'float64'): DLPackCapsule
 
 /**
  * A new tensor, returned to JS as a napi-dlpack `Tensor` over this Rust memory (a capsule if

@@ -171,15 +171,25 @@ pub fn sum_async(x: OwnedTensorArg) -> AsyncTask<SumTask> {
 }
 
 /// A new `rows × cols` matrix (element `(i, j)` = `i * cols + j`) returned as a napi-dlpack
-/// `Tensor` (a capsule if napi-dlpack is not loaded).
-#[napi]
+/// `Tensor` (a capsule if napi-dlpack is not loaded). The TypeScript signature names the dtype:
+/// `matrix(2, 3, 'float32')` is a `TensorResult<'float32'>`, which
+/// `fromDLPack(result, { dtype: 'float32' })` turns into a `Tensor<'float32'>` (checked).
+#[napi(
+  ts_generic_types = "D extends 'float32' | 'float64'",
+  ts_args_type = "rows: number, cols: number, dtype: D",
+  ts_return_type = "TensorResult<D>"
+)]
 pub fn matrix(rows: u32, cols: u32, dtype: String) -> napi::Result<TensorResult, &'static str> {
   let matrix = Matrix::new(rows, cols, parse_dtype(&dtype)?, false)?;
   Ok(TensorResult::new(matrix)?)
 }
 
-/// `matrix`, always as a capsule.
-#[napi(js_name = "matrixCapsule")]
+/// `matrix`, always as a capsule (`TensorResult::capsule`), so typed as one.
+#[napi(
+  js_name = "matrixCapsule",
+  ts_args_type = "rows: number, cols: number, dtype: 'float32' | 'float64'",
+  ts_return_type = "DLPackCapsule"
+)]
 pub fn matrix_capsule(
   rows: u32,
   cols: u32,

@@ -57,7 +57,7 @@ function checkHost(tensor: Tensor): void {
 export function denseData<D extends DType>(tensor: Tensor<D>, options: PeerViewOptions = {}): DataArray<D> {
   checkHost(tensor)
   if (tensor.isContiguous && tensor.offset === 0) {
-    const dataOptions: DataOptions = options.allowReadOnly === true ? { allowReadOnly: true } : {}
+    const dataOptions: DataOptions = options?.allowReadOnly === true ? { allowReadOnly: true } : {}
     // `data` spans the lowest to the highest element: for a dense tensor, exactly its elements.
     return tensor.getData(dataOptions)
   }

@@ -51,6 +51,14 @@ export declare function claimTransfer(id: number): unknown
 export declare function contiguousHandle(handle: unknown): unknown
 
 /**
+ * Copies the elements of `src` into `dst` (`Tensor#copy_`, `to(device, { out })`): same shape
+ * and dtype, `dst` contiguous and writable; host ↔ CUDA, CUDA ↔ CUDA and host ↔ host. `stream`
+ * (a DLPack stream value) orders the copy after that stream's work, and its later work after
+ * the copy.
+ */
+export declare function copyBetween(dst: unknown, src: unknown, stream?: bigint | undefined | null): void
+
+/**
  * A copy of a tensor in a new handle (`isCopy`): row-major in V8 memory for host tensors, a
  * device copy on the same device for CUDA tensors.
  */
@@ -94,6 +102,15 @@ export declare function dataPointer(handle: unknown): bigint
 
 /** Names of every dtype, in the order of `DType::ALL`. */
 export declare function dtypeNames(): Array<string>
+
+/**
+ * `fromDLPack`'s route for an object that lends only through an exchange table (another
+ * addon's tensor class; protocol §1.3): a capsule holding the producer's owning export
+ * (`managed_tensor_from_value`), which `fromDLPack` imports like any capsule, its options
+ * applied there. `undefined` when `value` exposes no table with an owning export (a table of an
+ * unknown major is `ERR_DLPACK_VERSION`). The producer's exception, if it threw, is passed on.
+ */
+export declare function exchangeCapsule(value: unknown): unknown
 
 /**
  * Whether this runtime lets us create external ArrayBuffers (false in Electron, or with

@@ -1,8 +1,17 @@
 // The one callgrind runner of the `*-callgrind.mjs` benchmarks: on a shared 2-core machine wall
-// time is noise, instruction counts are not. Each script runs a case twice, with LOW and HIGH
-// operations, and reports the difference divided by HIGH - LOW (`perOperation`), so start-up,
-// warm-up and teardown cancel out.
+// time is noise, instruction counts are not. Each script runs a case with LOW and HIGH
+// operations and reports the difference divided by HIGH - LOW (`perOperation`), so start-up,
+// warm-up and teardown cancel out; `converged` does it over two consecutive pairs, to show the
+// count no longer moves with the run length (V8's warm-up is over before LOW).
+//
+// Run directly, it runs every benches/*-callgrind.mjs and *-callgrind.sh in turn (this is
+// `npm run bench:callgrind`):
+//
+//   node benches/callgrind.mjs [script-name-part ...]    (needs valgrind; takes a while)
 import { spawnSync } from 'node:child_process'
+import { readdirSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 
 /**
  * Instructions `command args` executes under callgrind (valgrind), with `env` added to this
@@ -10,9 +19,12 @@ import { spawnSync } from 'node:child_process'
  * program fails or callgrind reports no count.
  */
 export function instructions(command, args, env = {}) {
+  // Node parses NODE_EXTRA_CA_CERTS at start-up: ~400 million instructions under callgrind where
+  // it is set, none of them measured (they cancel out), but minutes of valgrind per case.
+  const { NODE_EXTRA_CA_CERTS: _certificates, ...inherited } = process.env
   const run = spawnSync('valgrind', ['--tool=callgrind', '--callgrind-out-file=/dev/null', command, ...args], {
     encoding: 'utf8',
-    env: { ...process.env, ...env },
+    env: { ...inherited, ...env },
   })
   if (run.error?.code === 'ENOENT') {
     console.error('valgrind is not installed: nothing to count')
@@ -26,4 +38,42 @@ export function instructions(command, args, env = {}) {
 /** Instructions per operation: `count(n)` runs n operations and returns its instructions. */
 export function perOperation(count, low, high) {
   return (count(high) - count(low)) / (high - low)
+}
+
+/**
+ * Instructions per operation over two consecutive pairs, (low, mid) and (mid, high), from three
+ * runs: `{ first, second, drift }`, drift being second - first. A per-operation count that still
+ * moves between the pairs means LOW is inside the warm-up (JIT tiers, inline caches, lazy
+ * state): raise it.
+ */
+export function converged(count, low, mid, high) {
+  const [a, b, c] = [count(low), count(mid), count(high)]
+  const first = (b - a) / (mid - low)
+  const second = (c - b) / (high - mid)
+  return { first, second, drift: second - first }
+}
+
+const isMain = process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]
+if (isMain) {
+  const here = dirname(fileURLToPath(import.meta.url))
+  const wanted = process.argv.slice(2)
+  const scripts = readdirSync(here)
+    .filter((name) => /-callgrind\.(mjs|sh)$/.test(name))
+    .filter((name) => wanted.length === 0 || wanted.some((part) => name.includes(part)))
+    .sort()
+  let failed = false
+  for (const name of scripts) {
+    console.log(`\n## ${name}\n`)
+    const [command, args] = name.endsWith('.sh') ? ['bash', [join(here, name)]] : [process.execPath, [join(here, name)]]
+    const run = spawnSync(command, args, { stdio: 'inherit' })
+    if (run.status === 77) {
+      console.log(`${name}: skipped (valgrind is not installed)`)
+      continue
+    }
+    if (run.status !== 0) {
+      console.error(`${name}: exit ${run.status}`)
+      failed = true
+    }
+  }
+  process.exit(failed ? 1 : 0)
 }

@@ -1,40 +1,70 @@
-// Instructions per call of the typed-argument cases of benches/typed-args.mjs, counted by
+// Instructions per call of tensor arguments (benches/typed-args.mjs's cases), counted by
 // callgrind (valgrind): wall time on a shared 2-core machine is noise, instruction counts are
-// not. Each case runs twice in its own `node --predictable` process (deterministic garbage
-// collection: without it, when collections happen moves the counts by thousands), with LOW and
-// HIGH calls, and the difference divided by HIGH - LOW is reported, so start-up, warm-up and
-// teardown cancel out.
+// not. Side by side, for 1, 3 and 8 arguments:
 //
-//   node benches/typed-args-callgrind.mjs [case ...]     (needs valgrind; takes minutes)
+//   raw        a raw C callback of that arity (napi_get_cb_info only: the floor;
+//              benches/lookup-routes/lookup_routes.c)
+//   napiEmpty  an empty napi-rs `#[napi]` function of that arity (plain objects, not converted)
+//   hotEmpty   an empty hot function (napi_dlpack::hot_function!) of that arity
+//   object     `#[napi]` with TensorArg arguments, given napi-dlpack Tensors
+//   handle     the same given the Tensors' handles (`t.native`)
+//   hotObject  a hot function with TensorArg arguments, given Tensors
+//   hotHandle  the same given handles
+//   capsule, library, fromDLPack (1 and 3 only): a capsule per tensor, an ONNX Runtime-shaped
+//              tensor through napi-dlpack's adapter, fromDLPack(ortLike) then borrowed
+//
+// Each case runs three times in its own `node --predictable` process (deterministic garbage
+// collection), with LOW, MID and HIGH calls in batches of 1000, one event-loop turn between
+// batches (capsule finalizers run there) and a closing collection. The count per call is the
+// difference of two runs over the difference of their calls, reported for (LOW, MID) and
+// (MID, HIGH): equal counts show LOW is past V8's warm-up (with the earlier LOW of 5,000 the
+// floors were still moving).
+//
+//   node benches/typed-args-callgrind.mjs [case ...]     (needs valgrind; takes ~15 minutes)
 import { execFileSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { instructions, perOperation } from './callgrind.mjs'
+import { converged, instructions } from './callgrind.mjs'
 
 const here = dirname(fileURLToPath(import.meta.url))
 const root = join(here, '..')
 const addonPath = join(root, 'target', 'consumer-addon', 'consumer_addon.node')
 if (!existsSync(addonPath)) execFileSync('bash', [join(root, '__test__', 'native', 'consumer-addon', 'build.sh')], { stdio: 'inherit' })
+execFileSync(
+  'bash',
+  [join(root, '__test__', 'native', 'c-addon', 'build-fixture.sh'), 'lookup-routes', 'benches/lookup-routes/lookup_routes.c', 'lookup_routes.node'],
+  { stdio: ['ignore', 'ignore', 'inherit'] },
+)
+const routesPath = join(root, 'target', 'lookup-routes', 'lookup_routes.node')
 
-const LOW = 5000
-const HIGH = 25000
-const CASES = {
-  floor1: 'addon.benchFloor1(o1)',
-  borrowed1: 'addon.benchTensorArg1(a)',
-  // The tensor's handle passed as the argument itself (`Tensor.native`): no property lookup.
-  handle1: 'addon.benchTensorArg1(na)',
-  capsule1: 'addon.benchTensorArg1(a.__dlpack__())',
-  floor3: 'addon.benchFloor3(o1, o2, o3)',
-  borrowed3: 'addon.benchTensorArg3(a, b, c)',
-  handle3: 'addon.benchTensorArg3(na, nb, nc)',
-  capsule3: 'addon.benchTensorArg3(a.__dlpack__(), b.__dlpack__(), c.__dlpack__())',
-  // An ONNX Runtime-shaped tensor as it is: the crate's last resort, napi-dlpack's library
-  // adapter (a JS call that recognises it and makes a capsule, consumed by the argument).
-  library1: 'addon.benchTensorArg1(ortLike)',
-  // What the caller wrote before the adapter: a Tensor over the same memory, borrowed.
-  fromDLPack1: 'addon.benchTensorArg1(fromDLPack(ortLike))',
+const LOW = 20_000
+const MID = 60_000
+const HIGH = 100_000
+
+const ARITIES = [1, 3, 8]
+const objects = (n) => ['o1', 'o2', 'o3', 'o4', 'o5', 'o6', 'o7', 'o8'].slice(0, n).join(', ')
+const tensors = (n) => ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'].slice(0, n).join(', ')
+const handles = (n) => ['na', 'nb', 'nc', 'nd', 'ne', 'nf', 'ng', 'nh'].slice(0, n).join(', ')
+const rawFloor = { 1: 'floor', 3: 'floor3', 8: 'floor8' }
+
+const CASES = {}
+for (const n of ARITIES) {
+  CASES[`raw${n}`] = `routes.${rawFloor[n]}(${objects(n)})`
+  CASES[`napiEmpty${n}`] = `addon.benchFloor${n}(${objects(n)})`
+  CASES[`hotEmpty${n}`] = `addon.benchHotEmpty${n}(${objects(n)})`
+  CASES[`object${n}`] = `addon.benchTensorArg${n}(${tensors(n)})`
+  CASES[`handle${n}`] = `addon.benchTensorArg${n}(${handles(n)})`
+  CASES[`hotObject${n}`] = `addon.benchHot${n}(${tensors(n)})`
+  CASES[`hotHandle${n}`] = `addon.benchHot${n}(${handles(n)})`
 }
+CASES.capsule1 = 'addon.benchTensorArg1(a.__dlpack__())'
+CASES.capsule3 = 'addon.benchTensorArg3(a.__dlpack__(), b.__dlpack__(), c.__dlpack__())'
+// An ONNX Runtime-shaped tensor as it is: the crate's last resort, napi-dlpack's library
+// adapter (a JS call that recognises it and makes a capsule, consumed by the argument).
+CASES.library1 = 'addon.benchTensorArg1(ortLike)'
+// What the caller wrote before the adapter: a Tensor over the same memory, borrowed.
+CASES.fromDLPack1 = 'addon.benchTensorArg1(fromDLPack(ortLike))'
 
 /** The program each process runs: N calls in batches of 1000, one event-loop turn between
  *  batches (capsule finalizers run there), and a closing collection. */
@@ -42,9 +72,11 @@ function program(body, n) {
   return `
 const { Tensor, fromDLPack } = require(${JSON.stringify(join(root, 'dist', 'index.js'))})
 const addon = require(${JSON.stringify(addonPath)})
-const a = Tensor.from(new Float32Array(256), [16, 16]), b = Tensor.from(new Float32Array(256), [16, 16]), c = Tensor.from(new Float32Array(256), [16, 16])
-const na = a.native, nb = b.native, nc = c.native
-const o1 = {}, o2 = {}, o3 = {}
+const routes = require(${JSON.stringify(routesPath)})
+const make = () => Tensor.from(new Float32Array(256), [16, 16])
+const a = make(), b = make(), c = make(), d = make(), e = make(), f = make(), g = make(), h = make()
+const na = a.native, nb = b.native, nc = c.native, nd = d.native, ne = e.native, nf = f.native, ng = g.native, nh = h.native
+const o1 = {}, o2 = {}, o3 = {}, o4 = {}, o5 = {}, o6 = {}, o7 = {}, o8 = {}
 const ortLike = { type: 'float32', dims: [16, 16], location: 'cpu', data: new Float32Array(256) }
 const turn = () => new Promise((resolve) => setImmediate(resolve))
 ;(async () => {
@@ -60,18 +92,32 @@ const count = (body) => (n) => instructions(process.execPath, ['--predictable', 
 
 const chosen = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(CASES)
 const results = {}
+console.log(`node ${process.version}: instructions per call, ((n=${MID}) - (n=${LOW})) / ${MID - LOW} and ((n=${HIGH}) - (n=${MID})) / ${HIGH - MID}`)
 for (const name of chosen) {
   const body = CASES[name]
   if (!body) throw new Error(`unknown case ${name} (${Object.keys(CASES).join(', ')})`)
-  results[name] = perOperation(count(body), LOW, HIGH)
-  console.log(`${name}: ${results[name].toFixed(0)} instructions per call`)
+  const { first, second, drift } = converged(count(body), LOW, MID, HIGH)
+  results[name] = second
+  console.log(`  ${name.padEnd(12)} ${first.toFixed(0).padStart(6)} ${second.toFixed(0).padStart(6)}  (drift ${drift >= 0 ? '+' : ''}${drift.toFixed(0)})  ${body}`)
 }
-for (const arity of [1, 3]) {
-  const floor = results[`floor${arity}`]
-  for (const kind of ['borrowed', 'handle', 'capsule', 'library']) {
-    const value = results[`${kind}${arity}`]
+
+console.log('\n| arguments | raw C floor | empty napi-rs | empty hot | object | handle | hot object | hot handle | hot handle / floor | hot handle, per tensor above the floor |')
+console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
+const cell = (value) => (value === undefined ? '' : value.toFixed(0))
+for (const n of ARITIES) {
+  const get = (kind) => results[`${kind}${n}`]
+  const floor = get('raw')
+  const hot = get('hotHandle')
+  const ratio = floor !== undefined && hot !== undefined ? `${(hot / floor).toFixed(2)}x` : ''
+  const perTensor = floor !== undefined && hot !== undefined ? ((hot - floor) / n).toFixed(0) : ''
+  console.log(`| ${n} | ${[get('raw'), get('napiEmpty'), get('hotEmpty'), get('object'), get('handle'), get('hotObject'), get('hotHandle')].map(cell).join(' | ')} | ${ratio} | ${perTensor} |`)
+}
+for (const n of [1, 3]) {
+  const floor = results[`napiEmpty${n}`]
+  for (const kind of ['capsule', 'library', 'fromDLPack']) {
+    const value = results[`${kind}${n}`]
     if (floor !== undefined && value !== undefined) {
-      console.log(`${kind}, ${arity} argument${arity > 1 ? 's' : ''}: ${((value - floor) / arity).toFixed(0)} instructions per tensor above the floor`)
+      console.log(`${kind}, ${n} argument${n > 1 ? 's' : ''}: ${((value - floor) / n).toFixed(0)} instructions per tensor above the empty napi-rs call`)
     }
   }
 }

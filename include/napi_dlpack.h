@@ -30,11 +30,21 @@
  *   #define NAPI_VERSION 8          (or higher; 8 added napi_type_tag_object)
  *   #include <napi_dlpack.h>
  *
- * If the translation unit already includes a real dlpack.h (version 1.0 or
- * newer, i.e. one that declares DLManagedTensorVersioned), define
- * NAPI_DLPACK_NO_DLPACK_TYPES before including this header so the DLPack
- * declarations are not repeated. The helpers below use the standard names
- * DLManagedTensor and DLManagedTensorVersioned either way.
+ * It shares a translation unit with any official dlpack.h (0.6 or newer: the
+ * dmlc/dlpack header, libtorch's ATen/dlpack.h, ...), included before or after
+ * it, with nothing to define:
+ *  - dlpack.h first (its include guard DLPACK_DLPACK_H_ is defined): this
+ *    header declares only what that version lacks (for 0.6-0.8:
+ *    DLPackVersion, DLManagedTensorVersioned and the flag bits) and uses the
+ *    rest as declared there.
+ *  - this header first: it declares DLPack 1.3's data structures itself and
+ *    defines DLPACK_DLPACK_H_, so a dlpack.h included later adds nothing (and
+ *    conflicts with nothing). Code that needs declarations only dlpack.h has
+ *    (1.3's Python exchange API, DLPackExchangeAPI) includes dlpack.h first.
+ * Code that declares the DLPack >= 1.0 types itself, under another include
+ * guard, defines NAPI_DLPACK_NO_DLPACK_TYPES before including this header.
+ * The helpers below use the standard names DLManagedTensor and
+ * DLManagedTensorVersioned in every case.
  */
 #ifndef NAPI_DLPACK_H_
 #define NAPI_DLPACK_H_
@@ -71,14 +81,47 @@ extern "C" {
 #endif
 
 /* ===========================================================================
- * Part 1: DLPack 1.3 declarations
+ * Part 1: DLPack 1.3 declarations (those no dlpack.h included earlier made)
  * ========================================================================= */
-#ifndef NAPI_DLPACK_NO_DLPACK_TYPES
-
+#if defined(NAPI_DLPACK_NO_DLPACK_TYPES)
+/* The includer declared DLPack >= 1.0's types. */
+#elif defined(DLPACK_DLPACK_H_)
+/* An official dlpack.h came first. 1.x declares everything used here; 0.6 to
+ * 0.8 (DLPACK_VERSION 60..80) lack the versioned struct, declared below. */
+#if !defined(DLPACK_MAJOR_VERSION)
+#if !defined(DLPACK_VERSION) || DLPACK_VERSION < 60
+#error "napi_dlpack.h: the dlpack.h included before it predates DLPack 0.6 (DLContext instead of DLDevice); include a newer one, or napi_dlpack.h alone"
+#endif
+#define NAPI_DLPACK_DECLARE_VERSIONED_ 1
+#endif
+#else
+#define NAPI_DLPACK_DECLARE_ALL_ 1
+#define NAPI_DLPACK_DECLARE_VERSIONED_ 1
+/* dlpack.h's include guard: a dlpack.h included after this header then adds
+ * nothing (every version's declarations are a subset of these, to the
+ * layout), instead of declaring every type a second time. */
+#define DLPACK_DLPACK_H_
 /* The DLPack ABI version these declarations describe. */
 #define DLPACK_MAJOR_VERSION 1
 #define DLPACK_MINOR_VERSION 3
+/* Macros of dlpack.h that code written for it may use. */
+#ifndef DLPACK_EXTERN_C
+#ifdef __cplusplus
+#define DLPACK_EXTERN_C extern "C"
+#else
+#define DLPACK_EXTERN_C
+#endif
+#endif
+#ifndef DLPACK_DLL
+#define DLPACK_DLL
+#endif
+#endif
 
+#ifdef NAPI_DLPACK_DECLARE_ALL_
+
+#endif /* NAPI_DLPACK_DECLARE_ALL_ */
+
+#ifdef NAPI_DLPACK_DECLARE_VERSIONED_
 /*
  * Version stamped into every DLManagedTensorVersioned by its producer.
  * A consumer compares `major` with the major version it was built for:
@@ -93,6 +136,9 @@ typedef struct {
   uint32_t major;
   uint32_t minor;
 } DLPackVersion;
+#endif /* NAPI_DLPACK_DECLARE_VERSIONED_ */
+
+#ifdef NAPI_DLPACK_DECLARE_ALL_
 
 /* Kind of memory a tensor lives in. Stored as a 32-bit integer. */
 typedef enum {
@@ -206,16 +252,26 @@ typedef struct DLManagedTensor {
   void (*deleter)(struct DLManagedTensor* self);
 } DLManagedTensor;
 
-/* Bits of DLManagedTensorVersioned.flags. A producer sets only bits defined
+#endif /* NAPI_DLPACK_DECLARE_ALL_ */
+
+/* Bits of DLManagedTensorVersioned.flags, each defined unless a dlpack.h did
+ * (1.0 has the first two). A producer sets only bits defined
  * for its version. A consumer ignores bits it does not know (a newer minor
  * version may define them) and never forwards them when it re-exports. */
 /* The consumer must not write through the data pointer. */
+#ifndef DLPACK_FLAG_BITMASK_READ_ONLY
 #define DLPACK_FLAG_BITMASK_READ_ONLY (1ULL << 0)
+#endif
 /* The producer made a copy for this export; memory is not shared with it. */
+#ifndef DLPACK_FLAG_BITMASK_IS_COPIED
 #define DLPACK_FLAG_BITMASK_IS_COPIED (1ULL << 1)
+#endif
 /* Sub-byte elements each occupy a whole byte instead of being packed. */
+#ifndef DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED
 #define DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED (1ULL << 2)
+#endif
 
+#ifdef NAPI_DLPACK_DECLARE_VERSIONED_
 /*
  * Versioned managed tensor (DLPack >= 1.0). The first three fields
  * (version, manager_ctx, deleter) keep their places across all future major
@@ -230,9 +286,12 @@ typedef struct DLManagedTensorVersioned {
   uint64_t flags;
   DLTensor dl_tensor;
 } DLManagedTensorVersioned;
+#endif /* NAPI_DLPACK_DECLARE_VERSIONED_ */
 
 /* ---- layout checks ------------------------------------------------------
- * Offsets are written in terms of the pointer size and the alignment of
+ * Of the declarations in force, whoever made them (a dlpack.h, the includer
+ * or this header), so that a layout the helpers do not expect fails to
+ * compile. Offsets are written in terms of the pointer size and the alignment of
  * uint64_t so that they hold on 32-bit targets as well as 64-bit ones.
  * On x86_64 / aarch64 they reduce to the standard numbers: DLTensor 48 bytes
  * (offsets 0,8,16,20,24,32,40), DLManagedTensor 64, DLManagedTensorVersioned
@@ -254,7 +313,9 @@ typedef struct {
 NAPI_DLPACK_STATIC_ASSERT(sizeof(void (*)(void)) == sizeof(void*),
                           function_pointer_size);
 NAPI_DLPACK_STATIC_ASSERT(sizeof(DLPackVersion) == 8, version_size);
+#ifdef NAPI_DLPACK_DECLARE_ALL_
 NAPI_DLPACK_STATIC_ASSERT(sizeof(DLDeviceType) == 4, device_type_size);
+#endif
 NAPI_DLPACK_STATIC_ASSERT(sizeof(DLDevice) == 8, device_size);
 NAPI_DLPACK_STATIC_ASSERT(sizeof(DLDataType) == 4, dtype_size);
 NAPI_DLPACK_STATIC_ASSERT(offsetof(DLTensor, data) == 0, tensor_data);
@@ -310,7 +371,8 @@ NAPI_DLPACK_STATIC_ASSERT(sizeof(DLManagedTensorVersioned) == 80,
                           versioned_size_64);
 #endif
 
-#endif /* NAPI_DLPACK_NO_DLPACK_TYPES */
+#undef NAPI_DLPACK_DECLARE_ALL_
+#undef NAPI_DLPACK_DECLARE_VERSIONED_
 
 /* ===========================================================================
  * Part 2: the Node capsule ABI
@@ -406,8 +468,11 @@ typedef enum {
   /* Part 3 (the exchange table): */
   NAPI_DLPACK_ERR_VERSION = 7,       /* exchange table of an unknown major */
   NAPI_DLPACK_ERR_NO_EXCHANGE = 8,   /* the value exposes no (usable) table */
-  NAPI_DLPACK_ERR_PRODUCER = 9       /* the producer's function failed; its JS
+  NAPI_DLPACK_ERR_PRODUCER = 9,      /* the producer's function failed; its JS
                                         exception is pending: return NULL */
+  NAPI_DLPACK_ERR_NOT_INSTALLED = 10 /* napi_dlpack_exchange_object_install made
+                                        the external (its finalizer will run)
+                                        but could not install it */
 } napi_dlpack_status;
 
 /* ---- atomics ------------------------------------------------------------
@@ -622,6 +687,7 @@ static inline const char* napi_dlpack_status_code(napi_dlpack_status status) {
     case NAPI_DLPACK_ERR_VERSION: return "ERR_DLPACK_VERSION";
     case NAPI_DLPACK_ERR_NO_EXCHANGE: return "ERR_DLPACK_INVALID_ARGUMENT";
     case NAPI_DLPACK_ERR_PRODUCER: return "ERR_DLPACK_NAPI";
+    case NAPI_DLPACK_ERR_NOT_INSTALLED: return "ERR_DLPACK_NAPI";
   }
   return "ERR_DLPACK_UNKNOWN";
 }
@@ -800,12 +866,18 @@ napi_dlpack_exchange_api_object_borrow(const napi_dlpack_exchange_api* api) {
   return api->header.version.minor >= 1 ? api->dltensor_from_object : NULL;
 }
 
-/* The table of `header`'s chain with major NAPI_DLPACK_EXCHANGE_API_MAJOR, or
- * NULL when there is none (at most 16 links are followed). */
+/* How many tables of a chain a consumer looks at, at most: the first and up to
+ * 15 older ones behind it (15 prev_api links). A longer chain is a broken
+ * producer; stopping keeps a cycle from looping forever. */
+#define NAPI_DLPACK_EXCHANGE_MAX_TABLES 16
+
+/* The table of `header`'s chain with major NAPI_DLPACK_EXCHANGE_API_MAJOR
+ * among its first NAPI_DLPACK_EXCHANGE_MAX_TABLES tables, or NULL. */
 static inline const napi_dlpack_exchange_api* napi_dlpack_exchange_api_select(
     const napi_dlpack_exchange_api_header* header) {
-  int links;
-  for (links = 0; header != NULL && links < 16; links++) {
+  int tables;
+  for (tables = 0; header != NULL && tables < NAPI_DLPACK_EXCHANGE_MAX_TABLES;
+       tables++) {
     if (header->version.major == NAPI_DLPACK_EXCHANGE_API_MAJOR)
       return (const napi_dlpack_exchange_api*)header;
     header = header->prev_api;
@@ -879,10 +951,17 @@ static inline napi_dlpack_status napi_dlpack_exchange_api_install(
  * under the exchange symbol (`key`: napi_dlpack_exchange_key's, or NULL to
  * make it here). `finalize_cb` (may be NULL; its env parameter is
  * NAPI_DLPACK_FINALIZE_ENV, the const "basic" env under NAPI_EXPERIMENTAL on
- * Node >= 21 headers) runs once when the external is
- * collected, whether or not a later step failed (never if the external could
- * not be made): hold a count on `data` for it, taken before the call. Delete the
- * property (napi_delete_property) when the object stops lending.
+ * Node >= 21 headers) runs once when the external is collected. Hold a count
+ * on `data` for it, taken before the call; the status says whether it will
+ * run, i.e. whether that count is now the finalizer's to release:
+ *   NAPI_DLPACK_OK                installed; finalize_cb will run.
+ *   NAPI_DLPACK_ERR_NOT_INSTALLED the external was made (finalize_cb WILL run,
+ *                                 keep the count for it) but could not be
+ *                                 tagged or defined on `object` (a frozen
+ *                                 object, a primitive): `object` does not lend.
+ *   any other status              nothing was made; finalize_cb will never
+ *                                 run: release the count yourself.
+ * Delete the property (napi_delete_property) when the object stops lending.
  */
 static inline napi_dlpack_status napi_dlpack_exchange_object_install(
     napi_env env, napi_value object, napi_value key, napi_dlpack_object* data,
@@ -896,14 +975,15 @@ static inline napi_dlpack_status napi_dlpack_exchange_object_install(
   if (napi_create_external(env, data, finalize_cb, finalize_hint, &external) !=
       napi_ok)
     return NAPI_DLPACK_ERR_NAPI;
+  /* From here on the finalizer is registered: failures say so. */
   if (napi_type_tag_object(env, external, napi_dlpack_object_tag()) != napi_ok)
-    return NAPI_DLPACK_ERR_NAPI;
+    return NAPI_DLPACK_ERR_NOT_INSTALLED;
   memset(&descriptor, 0, sizeof descriptor);
   descriptor.name = key;
   descriptor.value = external;
   descriptor.attributes = napi_configurable;
   if (napi_define_properties(env, object, 1, &descriptor) != napi_ok)
-    return NAPI_DLPACK_ERR_NAPI;
+    return NAPI_DLPACK_ERR_NOT_INSTALLED;
   return NAPI_DLPACK_OK;
 }
 
@@ -1008,9 +1088,12 @@ typedef struct napi_dlpack_borrow {
  * means the producer threw (pass the pending exception on by returning NULL);
  * NAPI_DLPACK_ERR_NO_EXCHANGE that the value (or its table) cannot lend.
  * Validate the result (napi_dlpack_tensor_extent) before touching data.
+ * `key`: the exchange symbol kept by the caller (napi_dlpack_keys), or NULL
+ * to make it here, which costs more than the borrow itself (a Symbol.for
+ * call: see part 5); napi_dlpack_exchange_borrow passes NULL.
  */
-static inline napi_dlpack_status napi_dlpack_exchange_borrow(
-    napi_env env, napi_value value, napi_dlpack_borrow* out) {
+static inline napi_dlpack_status napi_dlpack_exchange_borrow_by_key(
+    napi_env env, napi_value value, napi_value key, napi_dlpack_borrow* out) {
   const napi_dlpack_exchange_api* api = NULL;
   void* object = NULL;
   napi_dlpack_dltensor_from_object_fn by_object;
@@ -1019,7 +1102,7 @@ static inline napi_dlpack_status napi_dlpack_exchange_borrow(
   if (out == NULL) return NAPI_DLPACK_ERR_INVALID_ARG;
   out->api = NULL;
   out->keep_alive = NULL;
-  st = napi_dlpack_exchange_find(env, value, &api, &object);
+  st = napi_dlpack_exchange_find_by_key(env, value, key, &api, &object);
   if (st != NAPI_DLPACK_OK) return st;
   if (api->release_borrow == NULL) return NAPI_DLPACK_ERR_NO_EXCHANGE;
   by_object = object != NULL ? napi_dlpack_exchange_api_object_borrow(api) : NULL;
@@ -1037,6 +1120,12 @@ static inline napi_dlpack_status napi_dlpack_exchange_borrow(
   return NAPI_DLPACK_OK;
 }
 
+/* Consumer: napi_dlpack_exchange_borrow_by_key, making the key. */
+static inline napi_dlpack_status napi_dlpack_exchange_borrow(
+    napi_env env, napi_value value, napi_dlpack_borrow* out) {
+  return napi_dlpack_exchange_borrow_by_key(env, value, NULL, out);
+}
+
 /* Consumer: ends a borrow napi_dlpack_exchange_borrow made (a no-op on one
  * that failed, or was already released). */
 static inline void napi_dlpack_exchange_release(napi_env env,
@@ -1051,17 +1140,26 @@ static inline void napi_dlpack_exchange_release(napi_env env,
  * Consumer: a new owning export of `value` in *out. Release it with
  * napi_dlpack_tensor_release(NAPI_DLPACK_KIND_VERSIONED, *out) exactly once.
  */
-static inline napi_dlpack_status napi_dlpack_exchange_export(
-    napi_env env, napi_value value, DLManagedTensorVersioned** out) {
+static inline napi_dlpack_status napi_dlpack_exchange_export_by_key(
+    napi_env env, napi_value value, napi_value key,
+    DLManagedTensorVersioned** out) {
   const napi_dlpack_exchange_api* api = NULL;
+  void* object = NULL;
   napi_dlpack_status st;
   if (out == NULL) return NAPI_DLPACK_ERR_INVALID_ARG;
-  st = napi_dlpack_exchange_api_find(env, value, &api);
+  st = napi_dlpack_exchange_find_by_key(env, value, key, &api, &object);
   if (st != NAPI_DLPACK_OK) return st;
   if (api->managed_tensor_from_value == NULL) return NAPI_DLPACK_ERR_NO_EXCHANGE;
   if (api->managed_tensor_from_value(env, value, out) != 0)
     return NAPI_DLPACK_ERR_PRODUCER;
   return NAPI_DLPACK_OK;
+}
+
+/* Consumer: napi_dlpack_exchange_export_by_key (key: see
+ * napi_dlpack_exchange_borrow_by_key), making the key. */
+static inline napi_dlpack_status napi_dlpack_exchange_export(
+    napi_env env, napi_value value, DLManagedTensorVersioned** out) {
+  return napi_dlpack_exchange_export_by_key(env, value, NULL, out);
 }
 
 /*
@@ -1073,10 +1171,12 @@ static inline napi_dlpack_status napi_dlpack_exchange_export(
  * importer the tensor is released and NAPI_DLPACK_ERR_NO_EXCHANGE returned:
  * wrap it in a capsule instead (napi_dlpack_capsule_create) if you prefer.
  */
-static inline napi_dlpack_status napi_dlpack_exchange_to_value(
-    napi_env env, DLManagedTensorVersioned* tensor, napi_value* out) {
+static inline napi_dlpack_status napi_dlpack_exchange_to_value_by_key(
+    napi_env env, DLManagedTensorVersioned* tensor, napi_value key,
+    napi_value* out) {
   napi_value global;
   const napi_dlpack_exchange_api* api = NULL;
+  void* object = NULL;
   napi_dlpack_status st;
   if (env == NULL || out == NULL) return NAPI_DLPACK_ERR_INVALID_ARG;
   if (tensor == NULL) return NAPI_DLPACK_ERR_INVALID_ARG;
@@ -1084,7 +1184,7 @@ static inline napi_dlpack_status napi_dlpack_exchange_to_value(
     napi_dlpack_tensor_release(NAPI_DLPACK_KIND_VERSIONED, tensor);
     return NAPI_DLPACK_ERR_NAPI;
   }
-  st = napi_dlpack_exchange_api_find(env, global, &api);
+  st = napi_dlpack_exchange_find_by_key(env, global, key, &api, &object);
   if (st == NAPI_DLPACK_OK && api->managed_tensor_to_value == NULL)
     st = NAPI_DLPACK_ERR_NO_EXCHANGE;
   if (st != NAPI_DLPACK_OK) {
@@ -1094,6 +1194,13 @@ static inline napi_dlpack_status napi_dlpack_exchange_to_value(
   if (api->managed_tensor_to_value(env, tensor, out) != 0)
     return NAPI_DLPACK_ERR_PRODUCER;
   return NAPI_DLPACK_OK;
+}
+
+/* Producer of a return value: napi_dlpack_exchange_to_value_by_key (key: see
+ * napi_dlpack_exchange_borrow_by_key), making the key. */
+static inline napi_dlpack_status napi_dlpack_exchange_to_value(
+    napi_env env, DLManagedTensorVersioned* tensor, napi_value* out) {
+  return napi_dlpack_exchange_to_value_by_key(env, tensor, NULL, out);
 }
 
 /* ---- validation of a borrowed or imported DLTensor ----------------------
@@ -1342,17 +1449,20 @@ static inline const char* napi_dlpack_tensor_extent(const DLTensor* t,
  * the adapter refused `value` (its Error has the stable `code`): return NULL
  * from your callback to pass it on.
  */
-static inline napi_dlpack_status napi_dlpack_adapt(napi_env env,
-                                                   napi_value value,
-                                                   napi_value* capsule) {
-  napi_value key, global, adapter, result;
+static inline napi_dlpack_status napi_dlpack_adapt_by_key(napi_env env,
+                                                          napi_value value,
+                                                          napi_value key,
+                                                          napi_value* capsule) {
+  napi_value global, adapter, result;
   napi_valuetype type;
   napi_dlpack_status st;
   if (env == NULL || value == NULL || capsule == NULL)
     return NAPI_DLPACK_ERR_INVALID_ARG;
   *capsule = NULL;
-  st = napi_dlpack_symbol_for_(env, NAPI_DLPACK_ADAPTER_PROPERTY, &key);
-  if (st != NAPI_DLPACK_OK) return st;
+  if (key == NULL) {
+    st = napi_dlpack_symbol_for_(env, NAPI_DLPACK_ADAPTER_PROPERTY, &key);
+    if (st != NAPI_DLPACK_OK) return st;
+  }
   if (napi_get_global(env, &global) != napi_ok ||
       napi_get_property(env, global, key, &adapter) != napi_ok ||
       napi_typeof(env, adapter, &type) != napi_ok)
@@ -1362,6 +1472,86 @@ static inline napi_dlpack_status napi_dlpack_adapt(napi_env env,
       napi_typeof(env, result, &type) != napi_ok)
     return NAPI_DLPACK_ERR_NAPI;
   if (type != napi_undefined) *capsule = result;
+  return NAPI_DLPACK_OK;
+}
+
+/* Consumer: napi_dlpack_adapt_by_key, making the adapter's key. */
+static inline napi_dlpack_status napi_dlpack_adapt(napi_env env,
+                                                   napi_value value,
+                                                   napi_value* capsule) {
+  return napi_dlpack_adapt_by_key(env, value, NULL, capsule);
+}
+
+/* ===========================================================================
+ * Part 5: keys kept per environment
+ * ===========================================================================
+ *
+ * Every helper that looks a symbol up (napi_dlpack_exchange_find, _borrow,
+ * _export, _to_value, napi_dlpack_adapt) makes it with a call of the global
+ * Symbol.for when given no key: about 5,000 instructions, more than the borrow
+ * itself. A consumer that calls them often makes the keys once per environment
+ * (in its module init; the struct belongs in its instance data, since each
+ * environment, a worker's included, has its own) and passes them to the
+ * _by_key forms:
+ *
+ *   napi_dlpack_keys* keys = malloc(sizeof *keys);
+ *   napi_dlpack_keys_create(env, keys);           (module init)
+ *   napi_set_instance_data(env, keys, free_keys, NULL);
+ *   ...
+ *   napi_value exchange_key;                      (each call)
+ *   napi_dlpack_keys_get(env, keys, &exchange_key, NULL);
+ *   napi_dlpack_exchange_borrow_by_key(env, arg, exchange_key, &borrow);
+ *
+ * where free_keys calls napi_dlpack_keys_delete(env, keys) and frees it.
+ */
+typedef struct napi_dlpack_keys {
+  napi_ref exchange; /* Symbol.for(NAPI_DLPACK_EXCHANGE_API_PROPERTY) */
+  napi_ref adapter;  /* Symbol.for(NAPI_DLPACK_ADAPTER_PROPERTY) */
+} napi_dlpack_keys;
+
+/* Deletes the references of `keys` (either may be NULL); they are then NULL.
+ * On the env's thread while it is alive (an instance-data finalizer is). */
+static inline void napi_dlpack_keys_delete(napi_env env,
+                                           napi_dlpack_keys* keys) {
+  if (env == NULL || keys == NULL) return;
+  if (keys->exchange != NULL) napi_delete_reference(env, keys->exchange);
+  if (keys->adapter != NULL) napi_delete_reference(env, keys->adapter);
+  keys->exchange = NULL;
+  keys->adapter = NULL;
+}
+
+/* Makes both keys of `env` and keeps them in references (Node-API can
+ * reference symbols); on failure nothing is kept. */
+static inline napi_dlpack_status napi_dlpack_keys_create(
+    napi_env env, napi_dlpack_keys* keys) {
+  napi_value exchange, adapter;
+  if (env == NULL || keys == NULL) return NAPI_DLPACK_ERR_INVALID_ARG;
+  keys->exchange = NULL;
+  keys->adapter = NULL;
+  if (napi_dlpack_exchange_key(env, &exchange) != NAPI_DLPACK_OK ||
+      napi_dlpack_symbol_for_(env, NAPI_DLPACK_ADAPTER_PROPERTY, &adapter) !=
+          NAPI_DLPACK_OK ||
+      napi_create_reference(env, exchange, 1, &keys->exchange) != napi_ok ||
+      napi_create_reference(env, adapter, 1, &keys->adapter) != napi_ok) {
+    napi_dlpack_keys_delete(env, keys);
+    return NAPI_DLPACK_ERR_NAPI;
+  }
+  return NAPI_DLPACK_OK;
+}
+
+/* The keys of `keys` as values (each out pointer may be NULL). */
+static inline napi_dlpack_status napi_dlpack_keys_get(
+    napi_env env, const napi_dlpack_keys* keys, napi_value* exchange_key,
+    napi_value* adapter_key) {
+  if (env == NULL || keys == NULL || keys->exchange == NULL ||
+      keys->adapter == NULL)
+    return NAPI_DLPACK_ERR_INVALID_ARG;
+  if (exchange_key != NULL &&
+      napi_get_reference_value(env, keys->exchange, exchange_key) != napi_ok)
+    return NAPI_DLPACK_ERR_NAPI;
+  if (adapter_key != NULL &&
+      napi_get_reference_value(env, keys->adapter, adapter_key) != napi_ok)
+    return NAPI_DLPACK_ERR_NAPI;
   return NAPI_DLPACK_OK;
 }
 

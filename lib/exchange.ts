@@ -7,6 +7,7 @@ import { dlpackError } from './errors'
 import { native } from './native.js'
 import { EXCHANGE_API_PROPERTY, Tensor, exchangeHandle } from './tensor'
 import type { AdaptedSource } from './adapters'
+import type { DType } from './dtype'
 import type { CanDLPack, NDArrayLike } from './protocol'
 import type { DLPackCapsule, TensorHandle } from './tensor'
 
@@ -35,5 +36,11 @@ export type TensorArg = Tensor | TensorHandle | HasExchangeApi | DLPackCapsule |
 /** Same as `TensorArg`, for `napi_dlpack::arg::OwnedTensorArg` (the native side keeps the tensor after the call). */
 export type OwnedTensorArg = TensorArg
 
-/** What `napi_dlpack::arg::TensorResult` returns: a `Tensor` when napi-dlpack is loaded (it is, if you import it), else a capsule. */
-export type TensorResult = Tensor | DLPackCapsule
+/**
+ * What `napi_dlpack::arg::TensorResult` returns: a `Tensor` when napi-dlpack is loaded (it is,
+ * if you import it), else a capsule; `D` is the dtype when the addon's signature names it
+ * (`#[napi(ts_return_type = "TensorResult<'float32'>")]`). Either way,
+ * `fromDLPack(result, { dtype })` is a checked `Tensor<D>` (sharing the tensor, or importing
+ * the capsule), and `result instanceof Tensor` narrows it.
+ */
+export type TensorResult<D extends DType = DType> = Tensor<D> | DLPackCapsule

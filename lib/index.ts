@@ -67,8 +67,13 @@ export {
   type ArrowParts,
   type ArrowTypeName,
   type ImageDataArgs,
+  type OrtOptions,
   type OrtTensorArgs,
   type OrtType,
+  type SharpArgs,
+  type SharpPixels,
+  type TfDType,
+  type TfTensorArgs,
   type PeerViewOptions,
 } from './interop'
 export {
@@ -83,5 +88,6 @@ export {
   type TensorHandle,
   type TensorViews,
   type ToOptions,
+  type CopyOptions,
 } from './tensor'
 export { isTransfer, releaseTransfer, type SharedTransfer, type TensorTransfer, type TokenTransfer } from './transfer'

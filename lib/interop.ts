@@ -5,7 +5,7 @@
  * elements.
  */
 import { DLDeviceType, type DataArray, type DType } from './dtype'
-import { BufferError, DLPackTypeError } from './errors'
+import { BufferError, DLPackTypeError, ReadOnlyError } from './errors'
 import type { DataOptions, Tensor } from './tensor'
 
 /** The element types onnxruntime-common's `Tensor` has a TypedArray for. */
@@ -29,19 +29,44 @@ const ORT_TYPES: ReadonlySet<DType> = new Set<OrtType>([
 /** `new ort.Tensor(...args)`: type, data, dims. */
 export type OrtTensorArgs<D extends DType = DType> = [type: D & OrtType, data: DataArray<D>, dims: number[]]
 
-/** Options of `toOrt` and `toImageData`. */
+/** Options of `toOrt`, `toImageData`, `toTf`, `toSharp` and `toArrow`. */
 export interface PeerViewOptions {
   /** Hand out the zero-copy view of a read-only tensor too (the library must not write to it). */
   allowReadOnly?: boolean
 }
 
-/** What `toImageData` returns: `new ImageData(data, width, height)`, `new RawImage(data, width, height, channels)`. */
+/** Options of `toOrt`. */
+export interface OrtOptions extends PeerViewOptions {
+  /**
+   * The tensor is a preallocated output ORT writes into (`session.run(feeds, fetches)`): it must
+   * be dense row-major (`ERR_DLPACK_NOT_CONTIGUOUS` otherwise: ORT would write into a copy, and
+   * the results would never reach the tensor) and writable (`ERR_DLPACK_READ_ONLY`).
+   */
+  output?: boolean
+}
+
+/**
+ * What `toImageData` returns: RGBA pixels for `new ImageData(data, width, height)` (and
+ * `new RawImage(data, width, height, channels)`); `channels` is always 4.
+ */
 export interface ImageDataArgs {
   data: Uint8ClampedArray
   width: number
   height: number
-  channels: number
+  channels: 4
 }
+
+/** The dtypes tfjs tensors have for numbers. */
+export type TfDType = 'float32' | 'int32' | 'bool'
+
+/** `tf.tensor(...args)`: values (dense row-major), shape, dtype. */
+export type TfTensorArgs = [values: Float32Array | Int32Array | Uint8Array, shape: number[], dtype: TfDType]
+
+/** The TypedArrays sharp takes as raw pixels (their type is the pixel depth). */
+export type SharpPixels = Uint8Array | Uint8ClampedArray | Int8Array | Uint16Array | Int16Array | Uint32Array | Int32Array | Float32Array | Float64Array
+
+/** `sharp(...args)`: the pixels, dense row-major, and their `raw` description. */
+export type SharpArgs = [pixels: SharpPixels, options: { raw: { width: number; height: number; channels: 1 | 2 | 3 | 4 } }]
 
 function checkHost(tensor: Tensor): void {
   const type = tensor.device.type
@@ -65,10 +90,20 @@ export function denseData<D extends DType>(tensor: Tensor<D>, options: PeerViewO
 }
 
 /** See `Tensor#toOrt`. */
-export function toOrt<D extends DType>(tensor: Tensor<D>, options: PeerViewOptions = {}): OrtTensorArgs<D> {
+export function toOrt<D extends DType>(tensor: Tensor<D>, options: OrtOptions = {}): OrtTensorArgs<D> {
   const dtype = tensor.dtype
   if (!ORT_TYPES.has(dtype)) {
     throw new DLPackTypeError('ERR_DLPACK_UNSUPPORTED_DTYPE', `ONNX Runtime's JS Tensor has no '${dtype}' type`)
+  }
+  if (options.output === true) {
+    checkHost(tensor)
+    if (!isDense(tensor)) {
+      throw new BufferError(
+        'ERR_DLPACK_NOT_CONTIGUOUS',
+        'an ORT output must be dense row-major: ORT would write its results into a copy, never into this tensor (allocate the output with Tensor.empty, or write into a contiguous tensor and view it)',
+      )
+    }
+    if (tensor.readonly) throw new ReadOnlyError('ERR_DLPACK_READ_ONLY', 'an ORT output is written: this tensor is read-only')
   }
   let data: ArrayBufferView = denseData(tensor, options)
   // ORT checks the array's type: clamped bytes go as a Uint8Array over the same memory.
@@ -76,16 +111,85 @@ export function toOrt<D extends DType>(tensor: Tensor<D>, options: PeerViewOptio
   return [dtype as D & OrtType, data as DataArray<D>, tensor.shape.slice()]
 }
 
+/** A tensor's elements are exactly its `data` (dense row-major from its first element). */
+function isDense(tensor: Tensor): boolean {
+  return tensor.isContiguous && tensor.offset === 0
+}
+
+/** `[height, width, channels]` of an image tensor (`[height, width]`: 1 channel). */
+function imageShape(tensor: Tensor, what: string): [number, number, number] {
+  const shape = tensor.shape
+  const [height, width, channels = 1] = shape as [number, number, number?]
+  if ((shape.length !== 2 && shape.length !== 3) || channels < 1 || channels > 4) {
+    throw new DLPackTypeError(
+      'ERR_DLPACK_INVALID_ARGUMENT',
+      `${what} is [height, width] or [height, width, channels] with 1 to 4 channels, not [${shape.join(', ')}]`,
+    )
+  }
+  return [height, width, channels]
+}
+
 /** See `Tensor#toImageData`. */
 export function toImageData(tensor: Tensor, options: PeerViewOptions = {}): ImageDataArgs {
-  const { shape, dtype } = tensor
+  const dtype = tensor.dtype
   if (dtype !== 'uint8') throw new DLPackTypeError('ERR_DLPACK_UNSUPPORTED_DTYPE', `image pixels are uint8, not ${dtype}`)
-  if (shape.length !== 2 && shape.length !== 3) {
-    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `an image is [height, width] or [height, width, channels], not [${shape.join(', ')}]`)
-  }
-  const [height, width, channels = 1] = shape as [number, number, number?]
+  const [height, width, channels] = imageShape(tensor, 'an image')
   const bytes = denseData(tensor, options) as Uint8Array
-  return { data: new Uint8ClampedArray(bytes.buffer, bytes.byteOffset, bytes.length), width, height, channels }
+  if (channels === 4) return { data: new Uint8ClampedArray(bytes.buffer, bytes.byteOffset, bytes.length), width, height, channels: 4 }
+  // ImageData holds RGBA: grey (1), grey + alpha (2) and RGB (3) pixels are widened into a new
+  // array, opaque where the image has no alpha.
+  const pixels = width * height
+  const rgba = new Uint8ClampedArray(pixels * 4)
+  for (let p = 0, i = 0, o = 0; p < pixels; p++, i += channels, o += 4) {
+    const grey = channels < 3
+    rgba[o] = bytes[i] as number
+    rgba[o + 1] = bytes[grey ? i : i + 1] as number
+    rgba[o + 2] = bytes[grey ? i : i + 2] as number
+    rgba[o + 3] = channels === 2 ? (bytes[i + 1] as number) : 255
+  }
+  return { data: rgba, width, height, channels: 4 }
+}
+
+/** tfjs's dtype for each dtype it can hold exactly, and whether the values need widening. */
+const TF_TYPES: Partial<Record<DType, TfDType>> = {
+  float32: 'float32',
+  int32: 'int32',
+  bool: 'bool',
+  int8: 'int32',
+  uint8: 'int32',
+  int16: 'int32',
+  uint16: 'int32',
+}
+
+/** See `Tensor#toTf`. */
+export function toTf(tensor: Tensor, options: PeerViewOptions = {}): TfTensorArgs {
+  const dtype = tensor.dtype
+  const tfType = TF_TYPES[dtype]
+  if (tfType === undefined) {
+    throw new DLPackTypeError(
+      'ERR_DLPACK_UNSUPPORTED_DTYPE',
+      `tfjs tensors hold float32, int32 and bool; ${dtype} would not keep its values: astype('float32') or astype('int32') first`,
+    )
+  }
+  // int8/uint8/int16/uint16: widened exactly into an Int32Array (what tfjs would do itself).
+  const values: ArrayBufferView =
+    tfType === 'int32' && dtype !== 'int32' ? tensor.astype('int32').data : denseData(tensor, options)
+  // tfjs checks the array's type: clamped bytes (bool cannot be clamped) go as a Uint8Array.
+  const plain = values instanceof Uint8ClampedArray ? new Uint8Array(values.buffer, values.byteOffset, values.length) : values
+  return [plain as TfTensorArgs[0], tensor.shape.slice(), tfType]
+}
+
+const SHARP_TYPES: ReadonlySet<DType> = new Set<DType>(['uint8', 'int8', 'uint16', 'int16', 'uint32', 'int32', 'float32', 'float64'])
+
+/** See `Tensor#toSharp`. */
+export function toSharp(tensor: Tensor, options: PeerViewOptions = {}): SharpArgs {
+  const dtype = tensor.dtype
+  if (!SHARP_TYPES.has(dtype)) {
+    throw new DLPackTypeError('ERR_DLPACK_UNSUPPORTED_DTYPE', `sharp's raw pixels are 8, 16 or 32-bit integers or float32/float64, not ${dtype}`)
+  }
+  const [height, width, channels] = imageShape(tensor, 'an image for sharp')
+  const pixels = denseData(tensor, options) as SharpPixels
+  return [pixels, { raw: { width, height, channels: channels as 1 | 2 | 3 | 4 } }]
 }
 
 // ---------------------------------------------------------------------------------------------

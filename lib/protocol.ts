@@ -3,6 +3,7 @@ import { type Device, type DeviceLike, toDevice } from './device'
 import { DLDeviceType, type DType, DTYPES, dtypeOfArray, isDType } from './dtype'
 import { type AdaptedSource, type AdaptOptions, adapt, isOrtTensorLike } from './adapters'
 import { BufferError, CapsuleError, DLPackTypeError, describe } from './errors'
+import type { HasExchangeApi } from './exchange'
 import { COPY_MODE, DLPACK_VERSION } from './generated/facts'
 import {
   type ArrayDType,
@@ -10,8 +11,10 @@ import {
   type ClampedTensor,
   createFromMemory,
   type DLPackCapsule,
+  EXCHANGE_API_PROPERTY,
   type DLPackOptions,
   isSharedArrayBuffer,
+  checkExpectedDType,
   streamValue,
   Tensor,
 } from './tensor'
@@ -45,13 +48,21 @@ export type DLPackSource =
   | ClampedTensor
   | DLPackCapsule
   | CanDLPack
+  | HasExchangeApi
   | ArrayBuffer
   | SharedArrayBuffer
   | ArrayBufferView
   | NDArrayLike
   | AdaptedSource
 
-export interface FromDLPackOptions {
+export interface FromDLPackOptions<D extends DType = DType> {
+  /**
+   * The dtype the result must have: the result is typed `Tensor<D>`, and a source of another
+   * dtype throws `ERR_DLPACK_DTYPE_MISMATCH` (a `Tensor` or a library object before anything
+   * is shared; a capsule, whose dtype is only known once it is consumed, is consumed and
+   * released).
+   */
+  dtype?: D
   /** The device the result must be on (default: where the data is). */
   device?: DeviceLike
   /** `true`: always copy; `false`: never copy (throw if impossible); default: copy only if needed. */
@@ -91,17 +102,34 @@ interface CheckedOptions {
   mode: number
   stream: bigint | null
   device: Device | undefined
+  dtype: DType | undefined
 }
 
 function checkOptions(options: FromDLPackOptions): CheckedOptions {
   if (typeof options !== 'object' || options === null) {
     throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `fromDLPack options must be an object, got ${describe(options)}`)
   }
+  if (options.dtype !== undefined && !isDType(options.dtype)) {
+    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `unknown dtype ${JSON.stringify(options.dtype)}`)
+  }
   return {
     mode: copyMode(options.copy),
     stream: streamValue(options.stream),
     device: options.device === undefined ? undefined : toDevice(options.device),
+    dtype: options.dtype,
   }
+}
+
+/** The result of an import, refused (and released) when it is not of the dtype asked for. */
+function withDType<T extends Tensor | ClampedTensor>(tensor: T, checked: CheckedOptions): T {
+  if (checked.dtype === undefined) return tensor
+  try {
+    checkExpectedDType(tensor.dtype, checked.dtype, 'the source')
+  } catch (error) {
+    tensor.dispose()
+    throw error
+  }
+  return tensor
 }
 
 /**
@@ -146,18 +174,24 @@ function fromCapsule(capsule: unknown, checked: CheckedOptions, obtained: boolea
  * - a library's tensor or image as it is (lib/adapters.ts): ONNX Runtime / transformers.js
  *   tensors, sharp raw output, ImageData / RawImage, Arrow vectors, tfjs tensors.
  */
-export function fromDLPack<D extends DType>(source: Tensor<D>, options?: FromDLPackOptions): Tensor<D>
+export function fromDLPack<D extends DType>(source: Tensor<D>, options?: FromDLPackOptions<D>): Tensor<D>
 export function fromDLPack(
   source: ClampedTensor | Uint8ClampedArray | { readonly data: Uint8ClampedArray; readonly width: number; readonly height: number },
-  options?: FromDLPackOptions,
+  options?: FromDLPackOptions<'uint8'>,
 ): ClampedTensor
+export function fromDLPack<D extends DType>(source: DLPackSource, options: FromDLPackOptions<D> & { dtype: D }): Tensor<D>
 export function fromDLPack<A extends ArrayBufferView>(source: A, options?: FromDLPackOptions): Tensor<ArrayDType<A>>
 export function fromDLPack(source: DLPackSource, options?: FromDLPackOptions): Tensor
 export function fromDLPack(source: DLPackSource, optionsArg: FromDLPackOptions | null = {}): Tensor | ClampedTensor {
   const options = optionsArg ?? {}
   // Every option is checked first: a bad one leaves a capsule unconsumed and asks no producer.
   const checked = checkOptions(options)
+  return withDType(importSource(source, options, checked), checked)
+}
+
+function importSource(source: DLPackSource, options: FromDLPackOptions, checked: CheckedOptions): Tensor | ClampedTensor {
   if (source instanceof Tensor) {
+    if (checked.dtype !== undefined) checkExpectedDType(source.dtype, checked.dtype, 'the source')
     checkDevice(checked, source.__dlpack_device__())
     if (checked.stream !== null && source.device.type === DLDeviceType.CUDA) {
       // The consumer's stream must wait for the data: go through a capsule (which still
@@ -191,6 +225,12 @@ export function fromDLPack(source: DLPackSource, optionsArg: FromDLPackOptions |
       }
     }
     return tensor
+  }
+  if (EXCHANGE_API_PROPERTY in source) {
+    // A producer that lends only through an exchange table (another addon's tensor class,
+    // docs/protocol.md §5): its owning export, in a capsule imported like any other.
+    const capsule: unknown = callNative(() => native.exchangeCapsule(source))
+    if (capsule !== undefined) return fromCapsule(capsule, checked, true)
   }
   let tensor: Tensor
   if (ArrayBuffer.isView(source) || source instanceof ArrayBuffer || isSharedArrayBuffer(source)) {

@@ -16,11 +16,16 @@ import {
   type ArrowParts,
   arrowParts,
   type ImageDataArgs,
+  type OrtOptions,
   type OrtTensorArgs,
   type PeerViewOptions,
+  type SharpArgs,
+  type TfTensorArgs,
   toArrow,
   toImageData,
   toOrt,
+  toSharp,
+  toTf,
 } from './interop'
 import {
   BufferError,
@@ -122,6 +127,24 @@ const MAX_ARRAY_LENGTH = 2 ** 32 - 1
 export interface ToOptions {
   /** Copy even when the tensor is already on the requested device (default: share it). */
   copy?: boolean
+  /**
+   * Write into this existing tensor instead of new memory, and return it (`dst.copy_(this)`):
+   * it must be on the requested device, of the same dtype and shape, contiguous and writable.
+   * Repeated transfers then reuse memory whose pages are already in place.
+   */
+  out?: Tensor
+  /** With `out`: the CUDA stream that orders the copy (see {@link CopyOptions.stream}). */
+  stream?: bigint | number | null
+}
+
+/** Options of `Tensor#copy_`. */
+export interface CopyOptions {
+  /**
+   * A CUDA stream (a `cudaStream_t` as bigint, or a DLPack stream value: `1n` legacy default,
+   * `2n` per-thread default): the copy runs after the work already enqueued on it, and work
+   * enqueued on it afterwards runs after the copy. Unset: the devices' legacy default streams.
+   */
+  stream?: bigint | number | null
 }
 
 /** Options of `Tensor.from`. */
@@ -681,9 +704,40 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
   to(device: DeviceLike, options: ToOptions = {}): Tensor<D> {
     const handle = this.#live().handle
     const target = toDevice(device)
-    const copy = checkFlag(checkOptions(options, 'to').copy, 'copy')
+    const checked = checkOptions(options, 'to')
+    const copy = checkFlag(checked.copy, 'copy')
+    if (checked.out !== undefined) {
+      const out = checked.out
+      if (!(out instanceof Tensor)) {
+        throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `to(): out must be a Tensor, got ${describe(out)}`)
+      }
+      if (!out.device.equals(target)) {
+        throw new BufferError('ERR_DLPACK_DEVICE', `to(${String(target)}): out is on ${String(out.device)}`)
+      }
+      return out.copy_(this, { stream: checked.stream }) as Tensor<D>
+    }
     if (target.equals(this.device) && !copy) return this._share()
     return Tensor._fromHandle(call(() => native.toDevice(handle, target.type, target.id))) as Tensor<D>
+  }
+
+  /**
+   * Copies the elements of `src` into this tensor, in place, and returns this tensor: same
+   * dtype (`ERR_DLPACK_DTYPE_MISMATCH`) and shape (`ERR_DLPACK_SHAPE`); this tensor contiguous
+   * (`ERR_DLPACK_NOT_CONTIGUOUS`) and writable (`ERR_DLPACK_READ_ONLY`); the two not
+   * overlapping (`ERR_DLPACK_INVALID_ARGUMENT`); host ↔ CUDA, CUDA ↔ CUDA or host ↔ host
+   * (`ERR_DLPACK_DEVICE` otherwise). `src` may be strided. A copy into host memory has completed
+   * when this returns; a copy into device memory is enqueued on the device's stream (or after
+   * `options.stream`'s work, and before its later work).
+   */
+  copy_(src: Tensor, options: CopyOptions = {}): this {
+    const handle = this.#live().handle
+    if (!(src instanceof Tensor)) {
+      throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `copy_(): the source must be a Tensor, got ${describe(src)}`)
+    }
+    const stream = streamValue(checkOptions(options, 'copy_').stream)
+    const source = src._handle()
+    call(() => native.copyBetween(handle, source, stream))
+    return this
   }
 
   /**
@@ -915,6 +969,15 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
     return this.#meta().viewOffset
   }
 
+  /**
+   * Whether this tensor's dtype is `dtype`, as a type guard: inside `if (t.is('float32'))`, `t`
+   * is a `Tensor<'float32'>` and `t.data` a `Float32Array`. For a checked conversion that throws
+   * instead, `fromDLPack(t, { dtype: 'float32' })`.
+   */
+  is<T extends DType>(dtype: T): this is Tensor<T> {
+    return this.#meta().dtype === dtype
+  }
+
   /** Whether JS views of this uint8 tensor are `Uint8ClampedArray`s (see `ClampedTensor`). */
   get clamped(): boolean {
     return this.#live().clamped
@@ -1024,20 +1087,48 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
    * The arguments of ONNX Runtime's (and transformers.js's) Tensor constructor:
    * `new ort.Tensor(...t.toOrt())`. `data` is this tensor's memory when it is dense row-major,
    * else a dense copy (ORT has no strides); `bool` keeps its label. Read-only tensors need
-   * `{ allowReadOnly: true }` (ORT must then not write to it, e.g. as a `fetches` output).
+   * `{ allowReadOnly: true }` (ORT must then not write to it). For a preallocated output
+   * (`fetches`), pass `{ output: true }`: a tensor ORT cannot write in place (not dense, or
+   * read-only) is then refused with a code instead of handing ORT a copy whose results are lost.
    */
-  toOrt(options?: PeerViewOptions): OrtTensorArgs<D> {
+  toOrt(options?: OrtOptions): OrtTensorArgs<D> {
     return toOrt(this, options)
   }
 
   /**
-   * A uint8 `[height, width, channels]` (or `[height, width]`) tensor as image pixels: `data` is
-   * a `Uint8ClampedArray` over this tensor's memory (a dense copy if it is not dense row-major),
-   * for `new ImageData(data, width, height)` (4 channels) or `new RawImage(data, width,
-   * height, channels)`.
+   * A uint8 `[height, width, channels]` (or `[height, width]`) tensor as RGBA pixels for
+   * `new ImageData(data, width, height)` (or `new RawImage(data, width, height, channels)`):
+   * 4 channels give a `Uint8ClampedArray` over this tensor's memory (a dense copy if it is not
+   * dense row-major); 3 (RGB), 2 (grey + alpha) and 1 (grey) are widened into a new RGBA array,
+   * opaque where there was no alpha. `channels` is always 4. Other shapes:
+   * `ERR_DLPACK_INVALID_ARGUMENT`; other dtypes: `ERR_DLPACK_UNSUPPORTED_DTYPE`.
    */
   toImageData(options?: PeerViewOptions): ImageDataArgs {
     return toImageData(this, options)
+  }
+
+  /**
+   * The arguments of TensorFlow.js's `tf.tensor(values, shape, dtype)`: `tf.tensor(...t.toTf())`.
+   * The values are dense row-major in every case (a strided view is copied: `tf.tensor(t.data,
+   * t.shape)` would read the wrong elements of one); float32, int32 and bool keep this tensor's
+   * memory when it is dense (tfjs keeps the array: do not write to the tensor while tfjs uses
+   * it); int8, uint8, int16 and uint16 are widened to int32 exactly. Other dtypes, which tfjs
+   * cannot hold exactly, throw `ERR_DLPACK_UNSUPPORTED_DTYPE` (convert with `astype` first).
+   */
+  toTf(options?: PeerViewOptions): TfTensorArgs {
+    return toTf(this, options)
+  }
+
+  /**
+   * The arguments of `sharp(pixels, { raw: { width, height, channels } })` for a
+   * `[height, width, channels]` (1 to 4 channels) or `[height, width]` tensor: `sharp(...t.toSharp())`.
+   * The pixels are this tensor's memory when it is dense row-major, else a dense copy (a
+   * `permute`d or sliced view comes out right); their TypedArray type tells sharp the depth
+   * (uint8, int8, uint16, int16, uint32, int32, float32, float64; others:
+   * `ERR_DLPACK_UNSUPPORTED_DTYPE`).
+   */
+  toSharp(options?: PeerViewOptions): SharpArgs {
+    return toSharp(this, options)
   }
 
   /**
@@ -1156,13 +1247,19 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
    * same memory, at the same address. A token is claimed once: a second claim, a released token,
    * or one whose sending thread ended first throws `ERR_DLPACK_TRANSFER_CLAIMED`.
    */
-  static fromTransfer<D extends DType>(transfer: TensorTransfer<D>): Tensor<D> {
+  static fromTransfer<D extends DType>(transfer: TensorTransfer<D>): Tensor<D>
+  /**
+   * A message as it arrives (`unknown`), checked to be a transfer of `options.dtype`: a
+   * `Tensor<D>`, or `ERR_DLPACK_DTYPE_MISMATCH` before anything is claimed (the token stays
+   * claimable).
+   */
+  static fromTransfer<D extends DType>(transfer: unknown, options: { dtype: D }): Tensor<D>
+  static fromTransfer(transfer: unknown, options?: { dtype?: DType }): Tensor {
     const checked = checkTransfer(transfer)
-    if (checked.kind === 'token') return Tensor._fromHandle(claimToken(checked)) as Tensor<D>
+    if (options?.dtype !== undefined) checkExpectedDType(checked.dtype, options.dtype, 'the transfer')
+    if (checked.kind === 'token') return Tensor._fromHandle(claimToken(checked))
     const bytes = new Uint8Array(checked.buffer, checked.byteOffset, checked.byteLength)
-    return Tensor._fromHandle(
-      wrapMemory(bytes, checked.dtype, checked.shape, checked.strides, checked.offset, checked.readonly),
-    ) as Tensor<D>
+    return Tensor._fromHandle(wrapMemory(bytes, checked.dtype, checked.shape, checked.strides, checked.offset, checked.readonly))
   }
 
   /** `[deviceType, deviceId]`, without exporting anything. */
@@ -1198,6 +1295,19 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
 
   [Symbol.for('nodejs.util.inspect.custom')](): string {
     return this.toString()
+  }
+}
+
+/**
+ * @internal Throws `ERR_DLPACK_DTYPE_MISMATCH` unless `actual` is `expected` (a dtype the
+ * caller asked for: `fromDLPack(x, { dtype })`, `Tensor.fromTransfer(x, { dtype })`).
+ */
+export function checkExpectedDType(actual: DType, expected: unknown, what: string): void {
+  if (!isDType(expected)) {
+    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `unknown dtype ${JSON.stringify(expected)}`)
+  }
+  if (actual !== expected) {
+    throw new DLPackTypeError('ERR_DLPACK_DTYPE_MISMATCH', `expected ${expected}, but ${what} is ${actual}`)
   }
 }
 

@@ -25,6 +25,7 @@ import { fileURLToPath } from 'node:url'
 
 import { extractBlocks, writeFixtures } from './doc-test.mjs'
 import { packMain, packPlatform, platformDirs, stagePlatform } from './pack-local.mjs'
+import { allTargets } from './cross/targets.mjs'
 import { isCI } from './test-prerequisites.mjs'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
@@ -89,6 +90,17 @@ const stage = join(work, 'stage')
 mkdirSync(tarballs)
 mkdirSync(stage)
 const targetDirs = platformDirs()
+
+/** npm/<target> staged with a placeholder in place of its binary (not built here); recorded in `names`. */
+function stagePlaceholder(target, into, names) {
+  const dir = join(into, target)
+  cpSync(join(root, 'npm', target), dir, { recursive: true })
+  const { main } = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'))
+  writeFileSync(join(dir, main), 'placeholder: not a shared object')
+  cpSync(join(root, 'LICENSE'), join(dir, 'LICENSE'))
+  names.push(target)
+  return dir
+}
 
 let mainTarball
 let platformTarball
@@ -253,6 +265,139 @@ check(`without ${platformName}: the error's first line says to install it; a bro
   if (loadFailure.code !== 'ERR_DLPACK_ADDON_LOAD') throw new Error(`code ${loadFailure.code}: ${loadFailure.message}`)
   const reason = loadFailure.message.split('\n')[0]
   if (!reason.includes(platformName) || !reason.includes(platformManifest.main)) throw new Error(`no package or OS reason in: ${reason}`)
+})
+
+// ---- 4b. the seven platform packages: layouts, and the loader finding each one ----------------
+// What a user on each platform gets: npm/<platform>/package.json must carry the os/cpu/libc that
+// make npm install it there and only there, and the file name the generated loader (index.js)
+// asks for; the main package must list every one as an optional dependency. Then, in child
+// processes that fake process.platform/arch (and musl), the installed package must ask the OS
+// loader for exactly that package's file, and without the package name what to install.
+const declaredTargets = allTargets()
+const NPM_LIBC = { gnu: 'glibc', musl: 'musl' }
+check(`npm/: one package per target of napi.targets (${declaredTargets.length}), os/cpu/libc, file names the loader asks for, optionalDependencies`, () => {
+  const problems = []
+  const loaderSource = readFileSync(join(root, 'index.js'), 'utf8')
+  const dirs = new Set(targetDirs)
+  for (const target of declaredTargets) {
+    const where = `npm/${target.platform}/package.json`
+    if (!dirs.delete(target.platform)) {
+      problems.push(`no ${where} for ${target.triple}`)
+      continue
+    }
+    const pkg = JSON.parse(readFileSync(join(root, 'npm', target.platform, 'package.json'), 'utf8'))
+    const file = `${manifest.napi.binaryName}.${target.platform}.node`
+    const want = { name: `${name}-${target.platform}`, version, main: file, os: [target.os], cpu: [target.arch], libc: target.libc ? [NPM_LIBC[target.libc]] : undefined }
+    for (const [key, value] of Object.entries(want)) {
+      if (JSON.stringify(pkg[key]) !== JSON.stringify(value)) problems.push(`${where}: ${key} is ${JSON.stringify(pkg[key])}, expected ${JSON.stringify(value)}`)
+    }
+    if (!pkg.files?.includes(file)) problems.push(`${where}: files does not list ${file}`)
+    // The generated loader's candidates on that platform: the package, and the same file name
+    // next to index.js (a local build).
+    if (!loaderSource.includes(`require('${want.name}')`)) problems.push(`index.js never requires ${want.name}`)
+    if (!loaderSource.includes(`require('./${file}')`)) problems.push(`index.js never requires ./${file}`)
+  }
+  for (const extra of dirs) problems.push(`npm/${extra} is not a target of napi.targets`)
+  // The packed main package, as `napi prepublish` publishes it.
+  const packed = JSON.parse(run('tar', ['xzOf', mainTarball, 'package/package.json']))
+  const sorted = (entries) => JSON.stringify(Object.entries(entries ?? {}).sort(([a], [b]) => a.localeCompare(b)))
+  const wantOptional = Object.fromEntries(declaredTargets.map((t) => [`${name}-${t.platform}`, version]))
+  if (sorted(packed.optionalDependencies) !== sorted(wantOptional)) {
+    problems.push(`the packed ${name}'s optionalDependencies are ${JSON.stringify(packed.optionalDependencies)}, expected ${JSON.stringify(wantOptional)}`)
+  }
+  if (problems.length) throw new Error(problems.join('\n'))
+})
+
+// A preload that makes this Linux x64 Node look like another platform to both loaders (index.js
+// and lib/loader.ts): process.platform/arch, and for musl the two things the loaders read (the
+// text of /usr/bin/ldd, the process report's glibc version), and that records every native
+// module the process asks the OS to load.
+const fakePlatform = join(work, 'fake-platform.cjs')
+writeFileSync(
+  fakePlatform,
+  `'use strict'
+const fs = require('node:fs')
+const { FAKE_PLATFORM: platform, FAKE_ARCH: arch, FAKE_LIBC: libc } = process.env
+Object.defineProperty(process, 'platform', { value: platform })
+Object.defineProperty(process, 'arch', { value: arch })
+if (libc === 'musl') {
+  const readFileSync = fs.readFileSync
+  fs.readFileSync = function (file, ...rest) {
+    return file === '/usr/bin/ldd' ? 'musl libc' : readFileSync.call(this, file, ...rest)
+  }
+  const getReport = process.report.getReport.bind(process.report)
+  process.report.getReport = (...args) => {
+    const report = getReport(...args)
+    delete report.header.glibcVersionRuntime
+    return report
+  }
+}
+globalThis.dlopened = []
+const dlopen = process.dlopen
+process.dlopen = function (module, file, ...rest) {
+  globalThis.dlopened.push(file)
+  return dlopen.call(this, module, file, ...rest)
+}
+`,
+)
+const tryLoad = `let result
+try { require('${name}'); result = { loaded: true } } catch (error) { result = { code: error.code, message: error.message } }
+console.log(JSON.stringify({ ...result, platform: process.platform, arch: process.arch, dlopened: globalThis.dlopened }))`
+const underFake = (dir, { os, arch, libc }) =>
+  JSON.parse(run(join(bin, 'node'), ['--require', fakePlatform, '-e', tryLoad], { cwd: dir, env: { ...sandboxEnv, FAKE_PLATFORM: os, FAKE_ARCH: arch, FAKE_LIBC: libc ?? '' } }))
+
+check(`each of the ${declaredTargets.length} platforms (faked in a child) without its package: ERR_DLPACK_ADDON_NOT_INSTALLED naming it; one with no prebuild says so`, () => {
+  const problems = []
+  const bare = join(work, 'bare-platforms')
+  mkdirSync(bare)
+  writeFileSync(join(bare, 'package.json'), `${JSON.stringify({ name: 'bare-platforms', version: '1.0.0', private: true }, null, 2)}\n`)
+  npm(['install', '--offline', '--no-package-lock', '--omit=optional', mainTarball], bare)
+  for (const target of declaredTargets) {
+    const got = underFake(bare, target)
+    const first = (got.message ?? '').split('\n')[0]
+    if (got.platform !== target.os || got.arch !== target.arch) problems.push(`${target.platform}: the fake did not hold (${got.platform}-${got.arch})`)
+    else if (got.code !== 'ERR_DLPACK_ADDON_NOT_INSTALLED' || !first.includes(`${name}-${target.platform}`)) problems.push(`${target.platform}: ${got.code}: ${first}`)
+  }
+  for (const other of [{ os: 'freebsd', arch: 'x64', suffix: 'freebsd-x64' }, { os: 'win32', arch: 'arm64', suffix: 'win32-arm64-msvc' }]) {
+    const got = underFake(bare, other)
+    const first = (got.message ?? '').split('\n')[0]
+    if (got.code !== 'ERR_DLPACK_ADDON_NOT_INSTALLED' || !first.includes(`no prebuilt native addon for ${other.suffix}`)) problems.push(`${other.suffix}: ${got.code}: ${first}`)
+  }
+  if (problems.length) throw new Error(problems.join('\n'))
+})
+
+check(`the ${declaredTargets.length} platform packages packed and installed (--force, offline): on each faked platform the loader opens that package's file`, () => {
+  const problems = []
+  const all = join(work, 'all-platforms')
+  mkdirSync(all)
+  writeFileSync(join(all, 'package.json'), `${JSON.stringify({ name: 'all-platforms', version: '1.0.0', private: true }, null, 2)}\n`)
+  const packs = join(work, 'platform-packs')
+  mkdirSync(packs)
+  const placeholders = []
+  const platformTarballs = declaredTargets.map((target) => {
+    // The real prebuild where one is built here (the host's, and artifacts/ after
+    // `npm run build:cross`), else a placeholder: the OS loader refuses it either way off its
+    // platform, and which file it was asked to open is what this check is about.
+    const dir = stagePlatform(target.platform, join(stage, 'all')) ?? stagePlaceholder(target.platform, join(stage, 'all'), placeholders)
+    const [{ filename }] = JSON.parse(run('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', packs], { cwd: dir }))
+    return join(packs, filename)
+  })
+  // --force: npm otherwise refuses (EBADPLATFORM) packages whose os/cpu/libc are not this machine's.
+  npm(['install', '--offline', '--no-package-lock', '--force', mainTarball, ...platformTarballs], all)
+  for (const target of declaredTargets) {
+    const got = underFake(all, target)
+    const expected = join(all, 'node_modules', `${name}-${target.platform}`, `${manifest.napi.binaryName}.${target.platform}.node`)
+    const ours = got.dlopened.filter((file) => file.includes(manifest.napi.binaryName))
+    if (ours.length !== 1 || ours[0] !== expected) problems.push(`${target.platform}: the loader opened ${JSON.stringify(ours)}, expected ${expected}`)
+    if (target.platform === suffix) {
+      if (!got.loaded) problems.push(`${target.platform} (this machine): did not load: ${got.code}: ${got.message}`)
+    } else {
+      const first = (got.message ?? '').split('\n')[0]
+      if (got.code !== 'ERR_DLPACK_ADDON_LOAD' || !first.includes(`${name}-${target.platform}`)) problems.push(`${target.platform}: ${got.code}: ${first}`)
+    }
+  }
+  if (placeholders.length) console.log(`note placeholder files (no prebuild built here; npm run build:cross builds them): ${placeholders.join(', ')}`)
+  if (problems.length) throw new Error(problems.join('\n'))
 })
 
 // ---- 5. the README's from-source install, then its app example ------------------------------

@@ -309,8 +309,9 @@ const mutants = [
   {
     id: 'exchange-table-external-lends-as-argument',
     file: `${crate}/node/exchange.rs`,
-    find: 'unsafe { classify(env, value, false) }',
-    replace: 'unsafe { classify(env, value, true) }',
+    // TensorArg's path (`find_if_external`): one Node-API call for a handle.
+    find: 'unsafe { classify_external(env, value, data, false) }',
+    replace: 'unsafe { classify_external(env, value, data, true) }',
     crate: null,
     js: ['__test__/abi/typed-args.spec.ts'],
   },
@@ -373,6 +374,32 @@ const mutants = [
     replace: '  } | if false {',
     crate: null,
     js: ['__test__/abi/exchange.spec.ts', '__test__/abi/typed-args.spec.ts'],
+  },
+  // hot.rs: a hot function's failures reach JS as thrown, coded errors (never a silent
+  // `undefined` after a refused argument, an error of the body, or a panic)
+  {
+    id: 'hot-argument-error-not-thrown',
+    file: `${crate}/node/hot.rs`,
+    find: '        unsafe { error.throw(env) };\n        return ptr::null_mut();',
+    replace: '        let _ = error;\n        return ptr::null_mut();',
+    crate: null,
+    js: ['__test__/abi/hot-calls.spec.ts'],
+  },
+  {
+    id: 'hot-body-error-not-thrown',
+    file: `${crate}/node/hot.rs`,
+    find: '        unsafe { error.throw(env) };\n        ptr::null_mut()\n      }\n    }\n  }));',
+    replace: '        let _ = error;\n        ptr::null_mut()\n      }\n    }\n  }));',
+    crate: null,
+    js: ['__test__/abi/hot-calls.spec.ts'],
+  },
+  {
+    id: 'hot-panic-not-thrown',
+    file: `${crate}/node/hot.rs`,
+    find: '        unsafe { error.throw(env) }\n      }));',
+    replace: '        let _ = error;\n      }));',
+    crate: null,
+    js: ['__test__/abi/hot-calls.spec.ts'],
   },
   // arg.rs: what reading a typed argument threw keeps a code, and the user's exception as cause
   {
@@ -532,6 +559,32 @@ const mutants = [
   { file: bridgeSource, crate: null, bridge: true, id: 'bridge-table-taken-reported-unknown', find: 'status = token != 0 && token < g_next_token ? TABLE_TAKEN : TABLE_UNKNOWN;', replace: 'status = TABLE_UNKNOWN;' },
   { file: bridgeSource, crate: null, bridge: true, id: 'bridge-js-token-upper-bound-dropped', find: '!(value >= 0 && value < 9007199254740992.0)', replace: '!(value >= 0 && value < 1e300)' },
   { file: bridgeSource, crate: null, bridge: true, id: 'bridge-py-float-token-refused', find: '  if (PyFloat_Check(arg)) {\n    double number', replace: '  if (0) {\n    double number' },
+  // src/ops/copy.rs: copies into an existing tensor (Tensor#copy_, to(device, { out }))
+  {
+    id: 'copy-into-read-only',
+    file: `${addon}/ops/copy.rs`,
+    find: '  if dst_layout.read_only {\n    return Err(fail(ErrorKind::ReadOnly, "the destination is read-only"));',
+    replace: '  if false && dst_layout.read_only {\n    return Err(fail(ErrorKind::ReadOnly, "the destination is read-only"));',
+    crate: null,
+    js: ['__test__/cuda/copies.spec.ts'],
+  },
+  {
+    id: 'copy-into-shape-unchecked',
+    file: `${addon}/ops/copy.rs`,
+    find: '  if dst_layout.shape != src_layout.shape {',
+    replace: '  if false && dst_layout.shape != src_layout.shape {',
+    crate: null,
+    js: ['__test__/cuda/copies.spec.ts'],
+  },
+  {
+    id: 'copy-into-strided-destination',
+    file: `${addon}/ops/copy.rs`,
+    find: '  if !dst_layout.contiguous {\n    return Err(fail(\n      ErrorKind::NotContiguous,',
+    replace: '  if false && !dst_layout.contiguous {\n    return Err(fail(\n      ErrorKind::NotContiguous,',
+    crate: null,
+    js: ['__test__/cuda/copies.spec.ts'],
+  },
+
 ]
 
 // ---------------------------------------------------------------------------------------------

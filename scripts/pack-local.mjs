@@ -73,8 +73,11 @@ export function packMain(out) {
 export function stagePlatform(target, stage) {
   const manifest = readJson(join(root, 'npm', target, 'package.json'))
   const binary = manifest.main
-  // Where `napi build --platform` left it (the root), else where `napi artifacts` moved it.
-  const built = [join(root, binary), join(root, 'npm', target, binary)].find((path) => existsSync(path))
+  // Where `napi build --platform` left it (the root), else where `napi artifacts` moved it,
+  // else where the cross builds put it (artifacts/<triple>/, `npm run build:cross`).
+  const artifacts = join(root, 'artifacts')
+  const crossBuilt = existsSync(artifacts) ? readdirSync(artifacts).map((dir) => join(artifacts, dir, binary)) : []
+  const built = [join(root, binary), join(root, 'npm', target, binary), ...crossBuilt].find((path) => existsSync(path))
   if (!built) return undefined
   const dir = join(stage, target)
   cpSync(join(root, 'npm', target), dir, { recursive: true })

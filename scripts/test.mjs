@@ -13,6 +13,8 @@
 //     where valgrind is missing); the Python bridge (examples/python-bridge: numpy in the same
 //     process, skipped where python3-dev or numpy is missing)
 //  6. Bun 1.x and Deno 2.x from npm (into .runtimes/): the smoke test, then the ava suite
+//  7. the prebuilds of all seven targets (scripts/cross/): cross-built with zig in CI (CI=true or
+//     NAPI_DLPACK_CROSS=1), checked (ELF/Mach-O/PE) and loaded where they run here (Windows under wine)
 // Set NAPI_DLPACK_SKIP_NODE_MATRIX=1 to run step 3 on this Node only (quick local runs).
 // Peer suites whose prerequisites this machine lacks (libtorch: __test__/native/torch-addon/
 // install-deps.sh) are skipped and listed loudly at the end (scripts/test-prerequisites.mjs);
@@ -83,6 +85,9 @@ for (const entry of readdirSync(join(root, '__test__', 'native'), { withFileType
 // The header alone, as C99, C11 (also with NAPI_EXPERIMENTAL) and C++ with -Werror: what a C or
 // C++ addon author compiles, whichever standard and Node-API options they pick.
 step('header check: include/napi_dlpack.h in C and C++ builds', 'bash', [join(root, '__test__', 'native', 'c-addon', 'header-check.sh')])
+// The header with official dlpack.h headers (libtorch's, Debian's, the 1.2 and 1.3 ones in PyPI's
+// apache-tvm-ffi wheels, stand-ins for 0.8/1.0/1.1), in both include orders.
+step('header coexistence: include/napi_dlpack.h with every dlpack.h version, either order', 'bash', [join(root, '__test__', 'native', 'c-addon', 'dlpack-coexist.sh')])
 
 // The mutation script's snippets (scripts/mutants.mjs --check): a moved or edited guard fails
 // here, not at the next (slow, manual) mutation run.
@@ -127,22 +132,24 @@ if (!process.env.NAPI_DLPACK_SKIP_NODE_MATRIX) {
   const withFake = { ...clean, LD_PRELOAD: undefined, LD_LIBRARY_PATH: [fakeDir, ...others].join(':') }
   const withoutFake = { ...clean, LD_PRELOAD: undefined, LD_LIBRARY_PATH: others.length ? others.join(':') : undefined }
   const spec = join('__test__', 'cuda', 'cuda.spec.ts')
-  step('ava CUDA suite, fake driver (test double), 2 devices', process.execPath, [ava, spec], {
+  // Host <-> device copies into new and existing tensors (issue 27), in the same settings.
+  const copies = join('__test__', 'cuda', 'copies.spec.ts')
+  step('ava CUDA suite, fake driver (test double), 2 devices', process.execPath, [ava, spec, copies], {
     ...withFake,
     FAKE_CUDA_DEVICE_COUNT: '2',
     NAPI_DLPACK_CUDA_EXPECT: 'fake',
   })
-  step('ava CUDA suite, fake driver, no memory pools (cuMemAlloc/cuMemFree)', process.execPath, [ava, spec], {
+  step('ava CUDA suite, fake driver, no memory pools (cuMemAlloc/cuMemFree)', process.execPath, [ava, spec, copies], {
     ...withFake,
     FAKE_CUDA_MEMORY_POOLS: '0',
     NAPI_DLPACK_CUDA_EXPECT: 'fake',
   })
   if (process.env.NAPI_DLPACK_REAL_GPU) {
-    step('ava CUDA suite, real GPU', process.execPath, [ava, spec], { ...withoutFake, NAPI_DLPACK_CUDA_EXPECT: 'gpu' })
+    step('ava CUDA suite, real GPU', process.execPath, [ava, spec, copies], { ...withoutFake, NAPI_DLPACK_CUDA_EXPECT: 'gpu' })
   } else {
-    step('ava CUDA suite, no CUDA driver', process.execPath, [ava, spec], { ...withoutFake, NAPI_DLPACK_CUDA_EXPECT: 'none' })
+    step('ava CUDA suite, no CUDA driver', process.execPath, [ava, spec, copies], { ...withoutFake, NAPI_DLPACK_CUDA_EXPECT: 'none' })
   }
-  step('ava CUDA suite, driver without devices (fake, cuInit -> NO_DEVICE)', process.execPath, [ava, spec], {
+  step('ava CUDA suite, driver without devices (fake, cuInit -> NO_DEVICE)', process.execPath, [ava, spec, copies], {
     ...withFake,
     FAKE_CUDA_DEVICE_COUNT: '0',
     NAPI_DLPACK_CUDA_EXPECT: 'none',
@@ -210,13 +217,22 @@ if (!process.env.NAPI_DLPACK_SKIP_RUNTIMES) {
   if (existsSync(bin('deno'))) step('large tensors under Deno', bin('deno'), ['run', '-A', '--v8-flags=--expose-gc', large])
 }
 
-// Linux prebuilds cross-built with zig (`npm run build:cross` puts them in artifacts/; not run
-// here: about 6 minutes on 2 cores). When they exist: their ELF checks (the glibc 2.17 floor of
-// the gnu builds, no glibc in the musl builds), and the package loading each one and passing the
-// smoke test where it runs here (x64 natively, arm64 under qemu-user; x64 musl in the musl
-// loader). `npm run test:cross` adds the ava specs on each (arm64 under qemu: about 6 minutes).
+// The prebuilds of all seven targets, cross-built with zig (scripts/cross/build.mjs: Linux gnu
+// and musl, macOS x64/arm64 and the universal file, Windows x64 with the gnu toolchain). CI
+// (CI=true, or NAPI_DLPACK_CROSS=1) builds them, about 2 minutes a target on 2 cores once the
+// toolchains are cached in .cross/ (a target whose artifact is newer than the Rust sources is
+// not rebuilt); elsewhere they are checked when artifacts/ exists (`npm run build:cross`).
+// Then: the ELF, Mach-O and PE checks with their controls, the package loading each prebuild
+// where it runs here (x64 natively, arm64 under qemu-user, x64 musl in the musl loader, Windows
+// x64 in Windows Node 20 and 22 under wine), the smoke test where a C fixture exists; in CI also
+// the Windows specs under wine. `npm run test:cross` adds the ava specs on every target that runs.
+const crossBuild = ci || process.env.NAPI_DLPACK_CROSS === '1'
+if (crossBuild) {
+  step('prebuilds: cross-build all seven targets with zig and check them (scripts/cross/build.mjs)', process.execPath, [join(root, 'scripts', 'cross', 'build.mjs')])
+}
 if (existsSync(join(root, 'artifacts'))) {
-  step('prebuilds: ELF checks and smoke runs (scripts/cross/test.mjs --quick)', process.execPath, [join(root, 'scripts', 'cross', 'test.mjs'), '--quick'])
+  const args = crossBuild ? ['--quick', '--specs=windows'] : ['--quick']
+  step(`prebuilds: checks, loads and smoke runs${crossBuild ? ', Windows specs under wine' : ''} (scripts/cross/test.mjs ${args.join(' ')})`, process.execPath, [join(root, 'scripts', 'cross', 'test.mjs'), ...args])
 } else {
   console.log('\n### prebuilds: not checked (no artifacts/; `npm run build:cross` builds them)')
 }

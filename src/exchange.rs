@@ -555,3 +555,50 @@ unsafe extern "C" fn current_work_stream(
     Ok(())
   })
 }
+
+/// `fromDLPack`'s route for an object that lends only through an exchange table (another
+/// addon's tensor class; protocol §1.3): a capsule holding the producer's owning export
+/// (`managed_tensor_from_value`), which `fromDLPack` imports like any capsule, its options
+/// applied there. `undefined` when `value` exposes no table with an owning export (a table of an
+/// unknown major is `ERR_DLPACK_VERSION`). The producer's exception, if it threw, is passed on.
+#[napi(js_name = "exchangeCapsule")]
+pub fn exchange_capsule<'env>(env: &'env Env, value: Unknown<'env>) -> Result<Unknown<'env>> {
+  let raw = env.raw();
+  // SAFETY: our env and a live value of it.
+  let found = unsafe { exchange::find(raw, value.raw())? };
+  let Some(export) = found.and_then(|found| found.api().managed_tensor_from_value) else {
+    let mut undefined = ptr::null_mut();
+    // SAFETY: our env.
+    status("napi_get_undefined", unsafe {
+      sys::napi_get_undefined(raw, &mut undefined)
+    })?;
+    // SAFETY: a live value of this env.
+    return Ok(unsafe { Unknown::from_raw_unchecked(raw, undefined) });
+  };
+  let mut managed = ptr::null_mut();
+  // SAFETY: the producer's function, on this env's thread, with a valid out pointer.
+  if unsafe { export(raw, value.raw(), &mut managed) } != 0 {
+    let mut pending = false;
+    // SAFETY: our env.
+    unsafe { sys::napi_is_exception_pending(raw, &mut pending) };
+    if !pending {
+      return Err(fail(
+        ErrorKind::Napi,
+        "the exchange table reported a failure without an exception",
+      ));
+    }
+    // The producer's exception (its code, its class) stays pending: returning leaves it to be
+    // thrown to the caller as it is, and the value returned is never seen.
+    let mut undefined = ptr::null_mut();
+    // SAFETY: our env (this call is allowed with an exception pending).
+    unsafe { sys::napi_get_undefined(raw, &mut undefined) };
+    // SAFETY: a live value of this env.
+    return Ok(unsafe { Unknown::from_raw_unchecked(raw, undefined) });
+  }
+  // SAFETY: the producer handed us ownership of `managed` (NULL is refused).
+  let tensor = unsafe { napi_dlpack::ManagedTensor::from_raw_versioned(managed)? };
+  // SAFETY: our env; on failure the tensor's deleter has run.
+  let capsule = unsafe { napi_dlpack::capsule::create_capsule(raw, tensor)? };
+  // SAFETY: a live value of this env.
+  Ok(unsafe { Unknown::from_raw_unchecked(raw, capsule) })
+}

@@ -2,12 +2,13 @@
 //! [`TensorLayout`] are: for JS views, row-major copies and DLPack exports.
 
 use std::ffi::c_void;
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use napi::Env;
+use napi_dlpack::convert::{self, Strided};
 use napi_dlpack::cuda::{self, DeviceBuffer};
-use napi_dlpack::layout::element_offsets;
 use napi_dlpack::{DeviceType, ErrorKind, ForeignTensor};
 
 use crate::errors::{fail, Result};
@@ -255,42 +256,9 @@ pub fn try_zeroed_vec<T: Clone + Default>(len: usize) -> Result<Vec<T>> {
   Ok(out)
 }
 
-/// Copies the elements of a host tensor in row-major order into `out` (`numel * itemsize`
-/// bytes). `first` is the address of the first element.
-///
-/// # Safety
-/// Every element addressed by `shape`/`strides` from `first` must be readable.
-pub unsafe fn gather(
-  first: *const u8,
-  itemsize: usize,
-  shape: &[i64],
-  strides: &[i64],
-  contiguous: bool,
-  out: &mut [u8],
-) {
-  if out.is_empty() {
-    return;
-  }
-  if contiguous {
-    // SAFETY: contiguous: `out.len()` bytes from `first` are the elements (caller contract).
-    unsafe { std::ptr::copy_nonoverlapping(first, out.as_mut_ptr(), out.len()) };
-    return;
-  }
-  let numel = out.len() / itemsize;
-  for (chunk, offset) in out
-    .chunks_exact_mut(itemsize)
-    .zip(element_offsets(shape, strides, numel))
-  {
-    // SAFETY: `offset` is the element offset of an in-bounds index (caller contract).
-    let source = unsafe { first.offset(offset as isize * itemsize as isize) };
-    // SAFETY: one element, readable (caller contract); `chunk` is one element long.
-    unsafe { std::ptr::copy_nonoverlapping(source, chunk.as_mut_ptr(), itemsize) };
-  }
-}
-
-/// Writes a row-major copy of the elements of `layout` over `storage` into `out`
-/// (`layout.packed_bytes()` long).
-pub fn copy_row_major(storage: &Storage, layout: &TensorLayout, out: &mut [u8]) -> Result<()> {
+/// The elements of a host tensor as a source of the crate's dense-copy engine
+/// (`napi_dlpack::convert`), or ERR_DLPACK_NOT_CPU for device memory.
+pub fn host_source<'a>(storage: &'a Storage, layout: &'a TensorLayout) -> Result<Strided<'a>> {
   if !layout.device.is_host_accessible() {
     return Err(fail(
       ErrorKind::NotCpu,
@@ -300,59 +268,87 @@ pub fn copy_row_major(storage: &Storage, layout: &TensorLayout, out: &mut [u8]) 
       ),
     ));
   }
-  // SAFETY: the layout was validated against the storage region at construction.
-  unsafe {
-    gather(
+  // SAFETY: the layout was validated against the storage region when the handle was made
+  // (views keep to the same elements); the memory is host-accessible (checked above) and
+  // `storage` keeps it alive for 'a. No JS runs while a copy reads it.
+  Ok(unsafe {
+    Strided::from_raw(
       storage.base().add(layout.first_byte),
-      layout.dtype.itemsize(),
+      layout.dtype,
       &layout.shape,
       &layout.strides,
-      layout.contiguous,
-      out,
     )
-  };
-  Ok(())
+  })
+}
+
+/// Writes a row-major copy of the elements of `layout` over `storage` into `out`
+/// (`layout.packed_bytes()` long, not overlapping the tensor), with the crate's one dense-copy
+/// engine.
+pub fn copy_row_major(storage: &Storage, layout: &TensorLayout, out: &mut [u8]) -> Result<()> {
+  // SAFETY: same layout; the copy only stores initialised bytes through it.
+  let out = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast(), out.len()) };
+  copy_row_major_uninit(storage, layout, out)
+}
+
+/// [`copy_row_major`] into memory that may be uninitialised (a fresh allocation): on success
+/// every byte of `out` has been written.
+pub fn copy_row_major_uninit(
+  storage: &Storage,
+  layout: &TensorLayout,
+  out: &mut [MaybeUninit<u8>],
+) -> Result<()> {
+  let source = host_source(storage, layout)?;
+  if layout.contiguous && out.len() == layout.packed_bytes() && !out.is_empty() {
+    let (start, end) = source.address_range();
+    let target = out.as_ptr() as usize;
+    if target >= end || target + out.len() <= start {
+      // Already row-major: one memcpy, without the engine's set-up (a small copy's cost is
+      // mostly that set-up).
+      // SAFETY: a contiguous layout's `packed_bytes` elements start at its first element
+      // (validated against the storage, which stays alive), and `out` does not overlap them.
+      unsafe {
+        std::ptr::copy_nonoverlapping(
+          storage.base().add(layout.first_byte),
+          out.as_mut_ptr().cast::<u8>(),
+          out.len(),
+        )
+      };
+      return Ok(());
+    }
+  }
+  Ok(convert::copy_dense_uninit(&source, out)?)
+}
+
+/// A row-major copy of a host tensor in new Rust memory of `T` words (`u64`: 8-byte aligned
+/// for every dtype), or ERR_DLPACK_NO_MEMORY. Not zero-filled first: the copy writes every
+/// element, and only the padding of the last word is zeroed.
+pub fn dense_copy_vec<T: Copy>(storage: &Storage, layout: &TensorLayout) -> Result<Vec<T>> {
+  let bytes = layout.packed_bytes();
+  let words = bytes.div_ceil(size_of::<T>());
+  let mut out: Vec<T> = Vec::new();
+  out.try_reserve_exact(words).map_err(|_| {
+    fail(
+      ErrorKind::NoMemory,
+      format!("cannot allocate {bytes} bytes for a copy"),
+    )
+  })?;
+  let spare = out.spare_capacity_mut();
+  // SAFETY: the spare capacity holds at least `words * size_of::<T>() >= bytes` bytes;
+  // MaybeUninit<u8> makes no claim about their contents.
+  let spare_bytes: &mut [MaybeUninit<u8>] =
+    unsafe { std::slice::from_raw_parts_mut(spare.as_mut_ptr().cast(), words * size_of::<T>()) };
+  let (elements, padding) = spare_bytes.split_at_mut(bytes);
+  copy_row_major_uninit(storage, layout, elements)?;
+  padding.fill(MaybeUninit::new(0));
+  // SAFETY: every byte of the first `words` words was written just above (T is plain data:
+  // u8 or u64, any bytes are a valid value).
+  unsafe { out.set_len(words) };
+  Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
   use super::*;
-
-  #[test]
-  fn gather_reads_strided_elements_in_row_major_order() {
-    // A 2x3 int16 matrix stored column-major (strides [1, 2]), read row by row.
-    let column_major: [i16; 6] = [0, 3, 1, 4, 2, 5];
-    let mut out = [0u8; 12];
-    // SAFETY: every index of shape [2, 3] with strides [1, 2] addresses one of the 6 elements.
-    unsafe {
-      gather(
-        column_major.as_ptr().cast(),
-        2,
-        &[2, 3],
-        &[1, 2],
-        false,
-        &mut out,
-      )
-    };
-    let values: Vec<i16> = out
-      .chunks_exact(2)
-      .map(|pair| i16::from_ne_bytes([pair[0], pair[1]]))
-      .collect();
-    assert_eq!(values, [0, 1, 2, 3, 4, 5]);
-  }
-
-  #[test]
-  fn gather_follows_negative_strides() {
-    let data: [u32; 4] = [10, 20, 30, 40];
-    let mut out = [0u8; 16];
-    // SAFETY: from the last element with stride -1, the 4 indices address the 4 elements.
-    unsafe { gather(data.as_ptr().add(3).cast(), 4, &[4], &[-1], false, &mut out) };
-    let values: Vec<u32> = out
-      .chunks_exact(4)
-      .map(|word| u32::from_ne_bytes([word[0], word[1], word[2], word[3]]))
-      .collect();
-    assert_eq!(values, [40, 30, 20, 10]);
-  }
 
   #[test]
   fn the_span_of_a_foreign_tensor_starts_at_its_lowest_element() {
@@ -388,6 +384,17 @@ mod tests {
   #[test]
   fn impossible_allocations_are_errors_not_aborts() {
     let error = try_zeroed_vec::<u64>(usize::MAX / 4).unwrap_err();
+    assert_eq!(error.status, "ERR_DLPACK_NO_MEMORY");
+    let huge = TensorLayout::row_major(
+      napi_dlpack::DType::UInt8,
+      &[1i64 << 62],
+      napi_dlpack::Device::CPU,
+    );
+    if let Ok(huge) = huge {
+      let storage = Storage::new(Memory::Owned(Vec::new()));
+      let error = dense_copy_vec::<u64>(&storage, &huge).unwrap_err();
+      assert_eq!(error.status, "ERR_DLPACK_NO_MEMORY");
+    }
     assert_eq!(error.status, "ERR_DLPACK_NO_MEMORY");
     assert_eq!(try_zeroed_vec::<u8>(3).unwrap(), [0, 0, 0]);
   }

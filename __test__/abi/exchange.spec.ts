@@ -36,6 +36,7 @@ interface BorrowedSum {
 }
 
 interface CTensorInstance {
+  readonly [EXCHANGE_API_PROPERTY]: unknown
   pointer(): bigint
   values(): number[]
 }
@@ -45,6 +46,11 @@ interface ExchangeC {
   borrowSum(value: unknown): BorrowedSum
   borrowScale(value: unknown, factor: number): void
   borrowStatus(value: unknown): { code: string; status: number }
+  selectDepth(tables: number): boolean
+  keyedBorrow(value: unknown): { pointer: bigint; sum: number }
+  keyedAdaptedPointer(value: unknown): bigint | null
+  installOn(value: unknown): number
+  installFinalized(): number
   borrowInspect(value: unknown): {
     flags: number
     code: number
@@ -517,6 +523,60 @@ test.serial('a third-party class exposing its own table lends to C; its owning e
   t.is(c.releaseHeld(), 1)
   t.is(c.deleterCalls(), deleters + 1)
   t.is(c.liveCTensors(), liveC)
+})
+
+test.serial('fromDLPack takes a producer that lends only through an exchange table: its owning export, zero-copy, deleter once', async (t) => {
+  await drainGarbage()
+  const deleters = c.deleterCalls()
+  const liveC = c.liveCTensors()
+  ;(() => {
+    const producer = new c.CTensor()
+    const tensor = fromDLPack(producer)
+    t.is(tensor.dataPointer, zeroCopy ? producer.pointer() : tensor.dataPointer, 'the producer\'s memory (where the runtime allows)')
+    t.deepEqual([...tensor.toTypedArray()], producer.values())
+    t.throws(() => fromDLPack(producer, { copy: false, device: 'cuda:0' }), { instanceOf: DLPackError })
+    const copy = fromDLPack(producer, { copy: true })
+    t.true(copy.isCopy)
+    t.not(copy.dataPointer, producer.pointer())
+    tensor.dispose()
+    copy.dispose()
+  })()
+  await gcUntil(() => c.liveCTensors() === liveC && c.deleterCalls() >= deleters + 3, 6)
+  t.is(c.deleterCalls(), deleters + 3, 'each export released once (two imports and the refused one)')
+  // A table of an unknown major is refused; the major-1 table behind one is used.
+  t.is(codeOf(() => fromDLPack(new c.BadVersionTensor())), 'ERR_DLPACK_VERSION')
+  t.deepEqual([...fromDLPack(new c.ChainedTensor()).toTypedArray()], new c.ChainedTensor().values())
+})
+
+test('a chain of tables: the first 16 are looked at (the first and 15 older), in the header as in the crate', (t) => {
+  t.true(c.selectDepth(1))
+  t.true(c.selectDepth(16), 'the 16th table is found')
+  t.false(c.selectDepth(17), 'the 17th is not')
+})
+
+test.serial('napi_dlpack_exchange_object_install says whether finalize_cb will run', async (t) => {
+  await drainGarbage()
+  const before = c.installFinalized()
+  const NOT_INSTALLED = 10
+  let installed = 0
+  ;(() => {
+    const statuses = [c.installOn({}), c.installOn(Object.freeze({})), c.installOn(Object.preventExtensions({}))]
+    t.deepEqual(statuses, [NAPI_DLPACK_OK, NOT_INSTALLED, NOT_INSTALLED], 'made but not installed on a non-extensible object')
+    installed = statuses.length
+  })()
+  await gcUntil(() => c.installFinalized() === before + installed, 8)
+  t.is(c.installFinalized(), before + installed, 'every external made (OK or NOT_INSTALLED) was finalized once')
+})
+
+test('the _by_key helpers with keys kept per environment (header part 5) borrow, export and adapt as the others do', (t) => {
+  const tensor = Tensor.from(new Float32Array([1, 2, 3]))
+  t.deepEqual(c.keyedBorrow(tensor), { pointer: tensor.dataPointer, sum: 6 })
+  t.deepEqual(c.keyedBorrow(tensor.native), { pointer: tensor.dataPointer, sum: 6 }, 'the handle itself')
+  t.deepEqual(c.keyedBorrow(new c.CTensor()).sum, 15, 'a third-party table')
+  t.is(codeOf(() => c.keyedBorrow({})), 'ERR_DLPACK_INVALID_ARGUMENT', 'no table: NO_EXCHANGE')
+  const values = new Float32Array([1, 2, 3])
+  t.is(c.keyedAdaptedPointer({ type: 'float32', dims: [3], location: 'cpu', data: values }), addressOf(values))
+  t.is(c.keyedAdaptedPointer({}), null)
 })
 
 test('fromDLPack of a Tensor is unaffected (the table is an addition)', (t) => {

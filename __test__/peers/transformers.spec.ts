@@ -53,12 +53,16 @@ test('RawImage comes in as a clamped [height, width, channels] tensor over its p
   t.is(image.data[0], 255)
 })
 
-test('RawImage accepts our bytes as they are (toImageData), zero-copy', (t) => {
+test('RawImage accepts our bytes as they are, zero-copy (toImageData gives RGBA)', (t) => {
   const tensor = Tensor.from(new Uint8Array(2 * 2 * 3).map((_, i) => i * 10), [2, 2, 3])
-  const args = tensor.toImageData()
-  const image = new RawImage(args.data, args.width, args.height, args.channels as 3)
+  const image = new RawImage(tensor.data, 2, 2, 3)
   t.is(addressOf(image.data), tensor.dataPointer)
   t.is(image.channels, 3)
   const grey = image.grayscale()
   t.deepEqual(grey.size, [2, 2])
+  // toImageData widens RGB to RGBA (what ImageData holds): a 4-channel RawImage of a copy.
+  const args = tensor.toImageData()
+  const rgba = new RawImage(args.data, args.width, args.height, args.channels)
+  t.is(rgba.channels, 4)
+  t.deepEqual([...rgba.data.slice(0, 4)], [0, 10, 20, 255])
 })

@@ -30,6 +30,21 @@ static napi_value Floor(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+// The floors of 3 and 8 arguments (benches/typed-args*.mjs compare calls of those arities).
+static napi_value Floor3(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value args[3];
+  napi_get_cb_info(env, info, &argc, args, NULL, NULL);
+  return NULL;
+}
+
+static napi_value Floor8(napi_env env, napi_callback_info info) {
+  size_t argc = 8;
+  napi_value args[8];
+  napi_get_cb_info(env, info, &argc, args, NULL, NULL);
+  return NULL;
+}
+
 static napi_value tagged_external(napi_env env, napi_value external) {
   napi_valuetype type;
   if (napi_typeof(env, external, &type) != napi_ok || type != napi_external) return NULL;
@@ -97,6 +112,8 @@ static napi_value Lookups(napi_env env, napi_callback_info info) {
 NAPI_MODULE_INIT() {
   napi_property_descriptor properties[] = {
       {"floor", NULL, Floor, NULL, NULL, NULL, napi_default, NULL},
+      {"floor3", NULL, Floor3, NULL, NULL, NULL, napi_default, NULL},
+      {"floor8", NULL, Floor8, NULL, NULL, NULL, napi_default, NULL},
       {"viaSymbol", NULL, ViaSymbol, NULL, NULL, NULL, napi_default, NULL},
       {"viaTagUnwrap", NULL, ViaTagUnwrap, NULL, NULL, NULL, napi_default, NULL},
       {"viaUnwrapOnly", NULL, ViaUnwrapOnly, NULL, NULL, NULL, napi_default, NULL},

@@ -75,7 +75,7 @@ if (process.argv[1] && import.meta.url.endsWith(basename(process.argv[1]))) {
   const files = process.argv.slice(2)
   const checks = files.length
     ? files.map((file) => ({ file, ...targetOfFile(file) }))
-    : builtTargets().map((t) => ({ file: t.artifact, arch: t.arch, libc: t.libc }))
+    : builtTargets().filter((t) => t.os === 'linux').map((t) => ({ file: t.artifact, arch: t.arch, libc: t.libc }))
   if (!checks.length) {
     console.error('check-linux-artifacts: no artifacts under artifacts/ (run `npm run build:cross` first)')
     process.exit(1)

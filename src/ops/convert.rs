@@ -103,22 +103,40 @@ fn strided((storage, layout): &HostTensor) -> Strided<'_> {
   }
 }
 
+/// Below this size, dense results go to a zeroed ArrayBuffer (see [`new_dense_handle`]).
+const UNINIT_MIN_BYTES: usize = 64 << 10;
+
 /// Runs `write` over a new V8 ArrayBuffer for a row-major CPU tensor of `dtype` with `shape`,
 /// and wraps it in a handle. The buffer is not zero-filled first: `write` (a conversion
 /// kernel) stores every byte, and on error the buffer is dropped unseen. Zero-filling 25 MB
 /// and faulting in its pages cost more than the conversion itself.
-fn new_dense_handle<'env>(
+///
+/// `copied` marks the tensor as a copy of another (`isCopy`).
+pub(crate) fn new_dense_handle<'env>(
   env: &'env Env,
   dtype: DType,
   shape: &[i64],
+  copied: bool,
   write: impl FnOnce(&mut [MaybeUninit<u8>]) -> Result<()>,
 ) -> Result<Unknown<'env>> {
-  let layout = TensorLayout::row_major(dtype, shape, Device::CPU)?;
+  let layout = TensorLayout {
+    copied,
+    ..TensorLayout::row_major(dtype, shape, Device::CPU)?
+  };
   let len = layout.span_bytes;
   if len == 0 {
     // SAFETY: our env, on its thread.
     let (array_buffer, _data) = unsafe { js_memory::arraybuffer_new(env.raw(), 0)? };
     write(&mut [])?;
+    return js_storage_handle(env, array_buffer, layout);
+  }
+  if len < UNINIT_MIN_BYTES {
+    // Small: a zeroed ArrayBuffer costs fewer Node-API calls than an uninitialised Buffer, and
+    // zeroing a few KiB is nothing.
+    // SAFETY: our env, on its thread.
+    let (array_buffer, data) = unsafe { js_memory::arraybuffer_new(env.raw(), len)? };
+    // SAFETY: V8 gave us `len` writable bytes at `data`, referenced by nothing else yet.
+    write(unsafe { std::slice::from_raw_parts_mut(data.cast(), len) })?;
     return js_storage_handle(env, array_buffer, layout);
   }
   // SAFETY: our env, on its thread; every byte is written (below) before JS sees the buffer.
@@ -133,6 +151,7 @@ fn new_dense_handle<'env>(
     write(unsafe { std::slice::from_raw_parts_mut(data.cast(), len) })?;
     return js_storage_handle(env, array_buffer, layout);
   }
+  js_memory::advise_huge_pages(data, len);
   // SAFETY: the runtime gave us `len` writable (uninitialised) bytes at `data`, referenced by
   // nothing else yet; MaybeUninit makes no claim about their contents.
   write(unsafe { std::slice::from_raw_parts_mut(data.cast(), len) })?;
@@ -152,7 +171,7 @@ fn new_dense_handle<'env>(
 pub(crate) fn contiguous<'env>(env: &'env Env, handle: &Handle) -> Result<Unknown<'env>> {
   let source = host_tensor(env, handle)?;
   let layout = &source.1;
-  new_dense_handle(env, layout.dtype, &layout.shape, |out| {
+  new_dense_handle(env, layout.dtype, &layout.shape, false, |out| {
     Ok(convert::copy_dense_uninit(&strided(&source), out)?)
   })
 }
@@ -169,7 +188,7 @@ pub(crate) fn astype<'env>(
 ) -> Result<Option<Unknown<'env>>> {
   let shape = &source.1.shape;
   let Some((out_storage, out_layout)) = out else {
-    return new_dense_handle(env, target, shape, |bytes| {
+    return new_dense_handle(env, target, shape, false, |bytes| {
       Ok(convert::convert_uninit(
         &strided(source),
         target,

@@ -13,7 +13,7 @@ use crate::handle::Handle;
 use crate::layout::TensorLayout;
 use crate::ops::negotiation::{plan_export, ExportPlan, ExportRequest};
 use crate::own_capsule::{self, ExportOwner};
-use crate::storage::{copy_row_major, try_zeroed_vec, Memory, Storage};
+use crate::storage::{dense_copy_vec, Memory, Storage};
 
 /// Exports a handle as a new capsule, as `request` asks (see `ops::negotiation::plan_export`):
 /// the legacy pre-1.0 struct for a `maxVersion` below 1; with `copy: true` a private copy
@@ -53,11 +53,7 @@ pub(crate) fn handle_to_capsule<'env>(
     owner
   } else if copy {
     let packed_bytes = layout.packed_bytes();
-    let mut owned = try_zeroed_vec::<u64>(packed_bytes.div_ceil(8))?;
-    // SAFETY: reinterpreting initialised u64s as bytes.
-    let out =
-      unsafe { std::slice::from_raw_parts_mut(owned.as_mut_ptr().cast::<u8>(), packed_bytes) };
-    copy_row_major(&storage, layout, out)?;
+    let owned = dense_copy_vec::<u64>(&storage, layout)?;
     let copy_layout = TensorLayout {
       strides: contiguous_strides(&layout.shape)
         .ok_or_else(|| fail(ErrorKind::Overflow, "strides overflow"))?

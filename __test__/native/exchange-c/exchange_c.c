@@ -811,12 +811,177 @@ static napi_value adapted_pointer(napi_env env, napi_callback_info info) {
   return out;
 }
 
+/* selectDepth(n) -> whether napi_dlpack_exchange_api_select finds the major-1
+ * table at the end of a chain of n tables (the others of major 99). */
+static napi_value select_depth(napi_env env, napi_callback_info info) {
+  static napi_dlpack_exchange_api_header chain[40];
+  napi_value argv[1], result;
+  uint32_t n = 0, i;
+  get_args(env, info, 1, argv);
+  CHECK_NAPI(env, napi_get_value_uint32(env, argv[0], &n));
+  if (n < 1 || n > 40) THROW(env, "ERR_DLPACK_INVALID_ARGUMENT", "1..40 tables");
+  for (i = 0; i < n; i++) {
+    chain[i].version.major = i == n - 1 ? NAPI_DLPACK_EXCHANGE_API_MAJOR : 99;
+    chain[i].version.minor = 0;
+    chain[i].prev_api = i == n - 1 ? NULL : &chain[i + 1];
+  }
+  CHECK_NAPI(env, napi_get_boolean(env,
+                                   napi_dlpack_exchange_api_select(&chain[0]) ==
+                                       (const napi_dlpack_exchange_api*)&chain[n - 1],
+                                   &result));
+  return result;
+}
+
+/* installOn(value) -> the status of napi_dlpack_exchange_object_install on
+ * `value` (any exception it left is cleared); installFinalized() -> how many
+ * of those externals were finalized. The data is static: only the count of
+ * finalizer runs matters. */
+static napi_dlpack_object install_data = {&ctensor_api.header};
+static volatile int install_finalized = 0;
+
+static void install_finalize(NAPI_DLPACK_FINALIZE_ENV env, void* data, void* hint) {
+  (void)env;
+  (void)data;
+  (void)hint;
+  __atomic_fetch_add(&install_finalized, 1, __ATOMIC_SEQ_CST);
+}
+
+static napi_value install_on(napi_env env, napi_callback_info info) {
+  napi_value argv[1], result, ignored;
+  bool pending = false;
+  napi_dlpack_status st;
+  get_args(env, info, 1, argv);
+  st = napi_dlpack_exchange_object_install(env, argv[0], NULL, &install_data, install_finalize,
+                                           NULL);
+  napi_is_exception_pending(env, &pending);
+  if (pending) napi_get_and_clear_last_exception(env, &ignored);
+  CHECK_NAPI(env, napi_create_int32(env, (int32_t)st, &result));
+  return result;
+}
+
+static napi_value install_finalized_count(napi_env env, napi_callback_info info) {
+  napi_value result;
+  (void)info;
+  CHECK_NAPI(env, napi_create_int32(env, install_finalized, &result));
+  return result;
+}
+
+/* ---- keys kept per environment (header part 5) ---------------------------- */
+
+/* This environment's keys (instance data: a worker has its own). */
+static napi_dlpack_keys* keys_of(napi_env env) {
+  void* data = NULL;
+  napi_get_instance_data(env, &data);
+  return (napi_dlpack_keys*)data;
+}
+
+static void free_keys(napi_env env, void* data, void* hint) {
+  (void)hint;
+  napi_dlpack_keys_delete(env, (napi_dlpack_keys*)data);
+  free(data);
+}
+
+/* keyedBorrow(value) -> { sum, pointer } through the _by_key forms with the
+ * kept key (borrow, then an owning export, released at once). */
+static napi_value keyed_borrow(napi_env env, napi_callback_info info) {
+  napi_value argv[1], key, result, field;
+  napi_dlpack_borrow borrow;
+  napi_dlpack_extent extent;
+  DLManagedTensorVersioned* exported = NULL;
+  napi_dlpack_status st;
+  const float* first;
+  double sum = 0;
+  int64_t i;
+  get_args(env, info, 1, argv);
+  if (napi_dlpack_keys_get(env, keys_of(env), &key, NULL) != NAPI_DLPACK_OK)
+    THROW(env, "ERR_DLPACK_NAPI", "no keys");
+  st = napi_dlpack_exchange_borrow_by_key(env, argv[0], key, &borrow);
+  if (st != NAPI_DLPACK_OK) return fail_status(env, st);
+  if (napi_dlpack_tensor_extent(&borrow.tensor, borrow.flags, &extent) != NULL ||
+      !extent.c_contiguous || borrow.tensor.dtype.code != kDLFloat || borrow.tensor.dtype.bits != 32) {
+    napi_dlpack_exchange_release(env, &borrow);
+    THROW(env, "ERR_DLPACK_DTYPE_MISMATCH", "expected a contiguous float32 tensor");
+  }
+  first = (const float*)((const char*)borrow.tensor.data + borrow.tensor.byte_offset);
+  for (i = 0; i < extent.numel; i++) sum += first[i];
+  napi_dlpack_exchange_release(env, &borrow);
+  st = napi_dlpack_exchange_export_by_key(env, argv[0], key, &exported);
+  if (st != NAPI_DLPACK_OK) return fail_status(env, st);
+  field = make_bigint(env, (uint64_t)(uintptr_t)exported->dl_tensor.data + exported->dl_tensor.byte_offset);
+  napi_dlpack_tensor_release(NAPI_DLPACK_KIND_VERSIONED, exported);
+  CHECK_NAPI(env, napi_create_object(env, &result));
+  CHECK_NAPI(env, napi_set_named_property(env, result, "pointer", field));
+  CHECK_NAPI(env, napi_create_double(env, sum, &field));
+  CHECK_NAPI(env, napi_set_named_property(env, result, "sum", field));
+  return result;
+}
+
+/* keyedAdaptedPointer(value): adaptedPointer through napi_dlpack_adapt_by_key. */
+static napi_value keyed_adapted_pointer(napi_env env, napi_callback_info info) {
+  napi_value argv[1], key, capsule, out;
+  napi_dlpack_status st;
+  uint32_t kind = 0;
+  void* taken = NULL;
+  get_args(env, info, 1, argv);
+  if (napi_dlpack_keys_get(env, keys_of(env), NULL, &key) != NAPI_DLPACK_OK)
+    THROW(env, "ERR_DLPACK_NAPI", "no keys");
+  st = napi_dlpack_adapt_by_key(env, argv[0], key, &capsule);
+  if (st != NAPI_DLPACK_OK) return NULL; /* the adapter's coded error is pending */
+  if (capsule == NULL) {
+    CHECK_NAPI(env, napi_get_null(env, &out));
+    return out;
+  }
+  st = napi_dlpack_capsule_consume(env, capsule, &kind, &taken);
+  if (st != NAPI_DLPACK_OK) return fail_status(env, st);
+  out = make_bigint(env, (uint64_t)(uintptr_t)((DLManagedTensorVersioned*)taken)->dl_tensor.data +
+                             ((DLManagedTensorVersioned*)taken)->dl_tensor.byte_offset);
+  napi_dlpack_tensor_release(kind, taken);
+  return out;
+}
+
+/* For benches/header-keys-callgrind.mjs: one borrow and release per call, the
+ * key made per call (benchBorrow) or kept (benchBorrowKeyed); benchFloor does
+ * nothing (the cost of the call itself). */
+static napi_value bench_borrow(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  napi_dlpack_borrow borrow;
+  get_args(env, info, 1, argv);
+  if (napi_dlpack_exchange_borrow(env, argv[0], &borrow) != NAPI_DLPACK_OK) THROW(env, "ERR_DLPACK_NAPI", "borrow");
+  napi_dlpack_exchange_release(env, &borrow);
+  return NULL;
+}
+
+static napi_value bench_borrow_keyed(napi_env env, napi_callback_info info) {
+  napi_value argv[1], key;
+  napi_dlpack_borrow borrow;
+  get_args(env, info, 1, argv);
+  if (napi_dlpack_keys_get(env, keys_of(env), &key, NULL) != NAPI_DLPACK_OK ||
+      napi_dlpack_exchange_borrow_by_key(env, argv[0], key, &borrow) != NAPI_DLPACK_OK)
+    THROW(env, "ERR_DLPACK_NAPI", "borrow");
+  napi_dlpack_exchange_release(env, &borrow);
+  return NULL;
+}
+
+static napi_value bench_floor(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  get_args(env, info, 1, argv);
+  return NULL;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor functions[] = {
       {"borrowSum", NULL, borrow_sum, NULL, NULL, NULL, napi_default, NULL},
       {"borrowScale", NULL, borrow_scale, NULL, NULL, NULL, napi_default, NULL},
       {"borrowStatus", NULL, borrow_status, NULL, NULL, NULL, napi_default, NULL},
       {"borrowInspect", NULL, borrow_inspect, NULL, NULL, NULL, napi_default, NULL},
+      {"selectDepth", NULL, select_depth, NULL, NULL, NULL, napi_default, NULL},
+      {"keyedBorrow", NULL, keyed_borrow, NULL, NULL, NULL, napi_default, NULL},
+      {"keyedAdaptedPointer", NULL, keyed_adapted_pointer, NULL, NULL, NULL, napi_default, NULL},
+      {"benchBorrow", NULL, bench_borrow, NULL, NULL, NULL, napi_default, NULL},
+      {"benchBorrowKeyed", NULL, bench_borrow_keyed, NULL, NULL, NULL, napi_default, NULL},
+      {"benchFloor", NULL, bench_floor, NULL, NULL, NULL, napi_default, NULL},
+      {"installOn", NULL, install_on, NULL, NULL, NULL, napi_default, NULL},
+      {"installFinalized", NULL, install_finalized_count, NULL, NULL, NULL, napi_default, NULL},
       {"borrowKeep", NULL, borrow_keep, NULL, NULL, NULL, napi_default, NULL},
       {"keptSum", NULL, kept_sum, NULL, NULL, NULL, napi_default, NULL},
       {"extentOf", NULL, extent_of, NULL, NULL, NULL, napi_default, NULL},
@@ -834,9 +999,16 @@ static napi_value init(napi_env env, napi_value exports) {
       {"borrowCounts", NULL, borrow_counts, NULL, NULL, NULL, napi_default, NULL},
       {"adaptedPointer", NULL, adapted_pointer, NULL, NULL, NULL, napi_default, NULL},
   };
+  napi_dlpack_keys* keys;
   if (napi_define_properties(env, exports, sizeof functions / sizeof functions[0], functions) !=
       napi_ok)
     return NULL;
+  keys = (napi_dlpack_keys*)malloc(sizeof *keys);
+  if (keys == NULL || napi_dlpack_keys_create(env, keys) != NAPI_DLPACK_OK ||
+      napi_set_instance_data(env, keys, free_keys, NULL) != napi_ok) {
+    free(keys);
+    return NULL;
+  }
   if (define_class(env, exports, "CTensor", &ctensor_api.header) != napi_ok ||
       define_class(env, exports, "BadVersionTensor", &future_api) != napi_ok ||
       define_class(env, exports, "ChainedTensor", &chained_api) != napi_ok)

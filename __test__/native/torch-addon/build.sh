@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libtorch test addon target/torch-addon/torch_addon.node from
-# __test__/native/torch-addon/{torch_addon.cpp,capsule_abi.cpp} against Debian's
+# __test__/native/torch-addon/torch_addon.cpp (one translation unit with ATen's dlpack.h) against Debian's
 # libtorch-dev (torch 1.13, CPU) and include/napi_dlpack.h. Works from any cwd;
 # does nothing when the output is newer than every input.
 #
@@ -23,8 +23,7 @@ if [ "${NAPI_DLPACK_SKIP_TORCH:-}" = "1" ]; then
   exit 0
 fi
 
-INPUTS=("$HERE/torch_addon.cpp" "$HERE/capsule_abi.cpp" "$HERE/capsule_bridge.h"
-        "$ROOT/include/napi_dlpack.h" "${BASH_SOURCE[0]}")
+INPUTS=("$HERE/torch_addon.cpp" "$ROOT/include/napi_dlpack.h" "${BASH_SOURCE[0]}")
 up_to_date=1
 [ -f "$OUT" ] || up_to_date=0
 for input in "${INPUTS[@]}"; do
@@ -48,17 +47,14 @@ fi
 
 mkdir -p "$OUT_DIR"
 FLAGS=(-std=c++17 -O1 -fPIC -Wall -Wextra -DNAPI_VERSION=8 -I"$NODE_INC" -I"$ROOT/include")
-# The two translation units compile in parallel; the torch one dominates.
-"$CXX" "${FLAGS[@]}" -c "$HERE/capsule_abi.cpp" -o "$OUT_DIR/capsule_abi.o" &
-abi_pid=$!
 TORCH_FLAGS=()
 # /usr/include is searched already (and -isystem on it breaks #include_next).
 if [ "$TORCH_INC" != "/usr/include" ]; then TORCH_FLAGS=(-isystem "$TORCH_INC"); fi
+# One translation unit: libtorch's ATen/dlpack.h and include/napi_dlpack.h together.
 "$CXX" "${FLAGS[@]}" ${TORCH_FLAGS[@]+"${TORCH_FLAGS[@]}"} -c "$HERE/torch_addon.cpp" -o "$OUT_DIR/torch_addon.o"
-wait "$abi_pid"
 # Link to a temporary name and rename, so a failed build never leaves a
 # half-written addon that looks up to date.
-"$CXX" -shared -o "$OUT.tmp" "$OUT_DIR/torch_addon.o" "$OUT_DIR/capsule_abi.o" \
+"$CXX" -shared -o "$OUT.tmp" "$OUT_DIR/torch_addon.o" \
   -L"$TORCH_LIB" -Wl,--no-as-needed -ltorch_cpu -lc10 -Wl,--as-needed
 mv -f "$OUT.tmp" "$OUT"
 echo "torch-addon: built $OUT"

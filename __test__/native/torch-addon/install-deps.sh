@@ -11,7 +11,8 @@
 # Run as root (or with sudo available).
 set -euo pipefail
 
-PACKAGES=(libtorch-dev g++)
+# libdlpack-dev (DLPack 0.6's dlpack/dlpack.h, 7 kB) for __test__/native/c-addon/dlpack-coexist.sh.
+PACKAGES=(libtorch-dev g++ libdlpack-dev)
 
 SUDO=()
 if [ "$(id -u)" != "0" ]; then

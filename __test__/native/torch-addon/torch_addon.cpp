@@ -4,10 +4,11 @@
 // speaks the LEGACY DLManagedTensor, so this exercises napi-dlpack's legacy
 // import and export paths against a real framework.
 //
-// This file sees libtorch and ATen's own <ATen/dlpack.h> (DLPack 0.6); the
-// capsule ABI lives in capsule_abi.cpp with our header's DLPack 1.3 types. The
-// two declarations of the DLPack types cannot share a translation unit; see
-// capsule_bridge.h for the full reasoning.
+// One translation unit: libtorch with ATen's own <ATen/dlpack.h> (DLPack 0.6),
+// then include/napi_dlpack.h, which declares only what 0.6 lacks (the versioned
+// struct and the flags) and uses ATen's types for the rest (the header's
+// coexistence with every dlpack.h version, in both orders, is checked by
+// __test__/native/c-addon/dlpack-coexist.sh).
 //
 // JS API (all errors carry a `code`):
 //   toCapsule(spec) -> { capsule, dataPtr, dlData, dlByteOffset, shape, strides,
@@ -31,13 +32,12 @@
 //   mulScalarInPlace(handle, k), addInPlace(handle, value)   (torch ops, in place)
 //   release(handle)                       (drops torch's reference now)
 
-#include "capsule_bridge.h"
-
 #include <ATen/core/Tensor.h>
 #include <ATen/dlpack.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/view_as_complex.h>
 #include <ATen/ops/view_as_real.h>
+#include <napi_dlpack.h>
 
 #include <algorithm>
 #include <cmath>
@@ -57,8 +57,8 @@ TORCH_API Tensor fromDLPack(const DLManagedTensor* src);
 TORCH_API DLDataType getDLDataType(const Tensor& t);
 }  // namespace at
 
-// ATen's DLPack 0.6 legacy struct must match the one napi_dlpack.h describes
-// (capsule_abi.cpp asserts the same numbers on our side).
+// ATen's DLPack 0.6 legacy struct, which napi_dlpack.h uses as it is, has the
+// standard layout (the header asserts it too).
 static_assert(sizeof(DLTensor) == 48, "DLTensor layout");
 static_assert(offsetof(DLTensor, byte_offset) == 40, "DLTensor.byte_offset");
 static_assert(offsetof(DLManagedTensor, manager_ctx) == 48, "DLManagedTensor.manager_ctx");
@@ -309,10 +309,10 @@ napi_value export_tensor(napi_env env, const at::Tensor& tensor, const std::stri
     managed->dl_tensor.byte_offset += shift;
   }
   napi_value capsule;
-  int status = torch_addon_capsule_create_legacy(env, managed, &capsule);
-  if (status != 0) {
+  napi_dlpack_status status = napi_dlpack_capsule_create(env, NAPI_DLPACK_KIND_LEGACY, managed, &capsule);
+  if (status != NAPI_DLPACK_OK) {
     if (managed->deleter) managed->deleter(managed);
-    throw JsError{torch_addon_status_code(status), "napi_dlpack_capsule_create failed"};
+    throw JsError{napi_dlpack_status_code(status), "napi_dlpack_capsule_create failed"};
   }
   napi_value out = describe(env, tensor, reinterpret_cast<uintptr_t>(managed->dl_tensor.data),
                             managed->dl_tensor.byte_offset);
@@ -404,20 +404,20 @@ napi_value ToCapsule(napi_env env, napi_callback_info info) {
 napi_value FromCapsule(napi_env env, napi_callback_info info) {
   return guarded(env, [&]() -> napi_value {
     napi_value capsule = args(env, info, 1)[0];
-    int versioned = 0;
+    uint32_t kind = 0;
     void* taken = nullptr;
-    int status = torch_addon_capsule_consume(env, capsule, &versioned, &taken);
-    if (status != 0) throw JsError{torch_addon_status_code(status), "cannot consume the capsule"};
+    napi_dlpack_status status = napi_dlpack_capsule_consume(env, capsule, &kind, &taken);
+    if (status != NAPI_DLPACK_OK) throw JsError{napi_dlpack_status_code(status), "cannot consume the capsule"};
     // From here on we own `taken` and must release it exactly once.
-    if (versioned) {
-      torch_addon_tensor_release(1, taken);
+    if (kind == NAPI_DLPACK_KIND_VERSIONED) {
+      napi_dlpack_tensor_release(NAPI_DLPACK_KIND_VERSIONED, taken);
       throw JsError{"ERR_TORCH_NEEDS_LEGACY",
                     "torch 1.13's at::fromDLPack takes only the legacy DLManagedTensor; export with "
                     "__dlpack__({ maxVersion: [0, 8] })"};
     }
     DLManagedTensor* managed = static_cast<DLManagedTensor*>(taken);
     if (managed->dl_tensor.device.device_type != kDLCPU) {
-      torch_addon_tensor_release(0, managed);
+      napi_dlpack_tensor_release(NAPI_DLPACK_KIND_LEGACY, managed);
       throw JsError{"ERR_TORCH_DEVICE", "this libtorch is CPU-only"};
     }
     // Torch has no negative strides, and at::fromDLPack does not refuse them
@@ -427,7 +427,7 @@ napi_value FromCapsule(napi_env env, napi_callback_info info) {
     const DLTensor& dl = managed->dl_tensor;
     for (int32_t axis = 0; dl.strides != nullptr && axis < dl.ndim; axis++) {
       if (dl.strides[axis] < 0) {
-        torch_addon_tensor_release(0, managed);
+        napi_dlpack_tensor_release(NAPI_DLPACK_KIND_LEGACY, managed);
         throw JsError{"ERR_TORCH_NEGATIVE_STRIDES", "torch tensors cannot have negative strides"};
       }
     }
@@ -439,7 +439,7 @@ napi_value FromCapsule(napi_env env, napi_callback_info info) {
     try {
       (void)at::toScalarType(managed->dl_tensor.dtype);
     } catch (const std::exception& error) {
-      torch_addon_tensor_release(0, managed);
+      napi_dlpack_tensor_release(NAPI_DLPACK_KIND_LEGACY, managed);
       std::string message = error.what();
       message.resize(std::min(message.find('\n'), message.size()));
       throw JsError{"ERR_TORCH_DTYPE", "at::fromDLPack refuses this dtype: " + message};

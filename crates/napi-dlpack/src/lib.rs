@@ -9,7 +9,7 @@ pub mod aliasing;
 #[cfg(feature = "napi")]
 mod node;
 #[cfg(feature = "napi")]
-pub use node::{adapter, arg, capsule, exchange};
+pub use node::{adapter, arg, capsule, exchange, hot};
 pub mod convert;
 #[cfg(feature = "cuda")]
 pub mod cuda;

@@ -16,6 +16,7 @@ use std::ops::{Add, Sub};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 pub mod guide;
+pub mod hot;
 pub mod typed;
 
 use napi::bindgen_prelude::{BigInt, Unknown};
@@ -167,7 +168,8 @@ fn parse_dtype(dtype: &str) -> Result<DType> {
 /// freed when the consumer releases the tensor.
 #[napi(
   js_name = "makeMatrix",
-  ts_args_type = "rows: number, cols: number, dtype: 'float32' | 'float64', options?: ExportOptions"
+  ts_args_type = "rows: number, cols: number, dtype: 'float32' | 'float64', options?: ExportOptions",
+  ts_return_type = "DLPackCapsule"
 )]
 pub fn make_matrix<'env>(
   env: &'env Env,
@@ -184,7 +186,8 @@ pub fn make_matrix<'env>(
 /// strides `[1, cols]` over the same row-major buffer (element `(j, i)` is `i * cols + j`).
 #[napi(
   js_name = "makeTransposedMatrix",
-  ts_args_type = "rows: number, cols: number, dtype: 'float32' | 'float64', options?: ExportOptions"
+  ts_args_type = "rows: number, cols: number, dtype: 'float32' | 'float64', options?: ExportOptions",
+  ts_return_type = "DLPackCapsule"
 )]
 pub fn make_transposed_matrix<'env>(
   env: &'env Env,
@@ -241,7 +244,7 @@ fn fwht_rows<T: Copy + Add<Output = T> + Sub<Output = T>>(elements: &mut [T], co
 /// a power-of-two length) and replaces every row by its unnormalised Walsh–Hadamard transform,
 /// in the producer's memory. Returns nothing: the caller reads the result through its own
 /// tensor.
-#[napi(js_name = "fwhtRowsInPlace")]
+#[napi(js_name = "fwhtRowsInPlace", ts_args_type = "capsule: DLPackCapsule")]
 pub fn fwht_rows_in_place<'env>(env: &'env Env, capsule: Unknown<'env>) -> Result<()> {
   // Consumes and validates; from here on, dropping `tensor` calls the producer's deleter
   // exactly once (also on every early return below).
@@ -283,7 +286,7 @@ pub fn fwht_rows_in_place<'env>(env: &'env Env, capsule: Unknown<'env>) -> Resul
 /// Consumes `capsule` (a bool CPU tensor of any layout) and counts its `true` elements. The
 /// crate refuses bytes other than 0 and 1 (ERR_DLPACK_INVALID_BOOL) before any of them becomes
 /// a Rust `bool`, on the contiguous path (a slice) and on the strided one alike.
-#[napi(js_name = "countTrue")]
+#[napi(js_name = "countTrue", ts_args_type = "capsule: DLPackCapsule")]
 pub fn count_true<'env>(env: &'env Env, capsule: Unknown<'env>) -> Result<u32> {
   let tensor: ForeignTensor = capsule::env::import(env, &capsule)?;
   let count = if tensor.is_contiguous() {
@@ -327,7 +330,7 @@ pub struct TensorDescription {
 /// Reads a capsule's metadata natively. Capsules are consume-once, and there is no way to read
 /// one without taking ownership, so this CONSUMES the capsule: the tensor is released (its
 /// deleter runs) before `describe` returns, and the capsule cannot be imported again.
-#[napi]
+#[napi(ts_args_type = "capsule: DLPackCapsule")]
 pub fn describe<'env>(env: &'env Env, capsule: Unknown<'env>) -> Result<TensorDescription> {
   let tensor = capsule::env::import(env, &capsule)?;
   let device = tensor.device();

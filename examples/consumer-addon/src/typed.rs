@@ -171,15 +171,25 @@ pub fn sum_async(x: OwnedTensorArg) -> AsyncTask<SumTask> {
 }
 
 /// A new `rows × cols` matrix (element `(i, j)` = `i * cols + j`) returned as a napi-dlpack
-/// `Tensor` (a capsule if napi-dlpack is not loaded).
-#[napi]
+/// `Tensor` (a capsule if napi-dlpack is not loaded). The TypeScript signature names the dtype:
+/// `matrix(2, 3, 'float32')` is a `TensorResult<'float32'>`, which
+/// `fromDLPack(result, { dtype: 'float32' })` turns into a `Tensor<'float32'>` (checked).
+#[napi(
+  ts_generic_types = "D extends 'float32' | 'float64'",
+  ts_args_type = "rows: number, cols: number, dtype: D",
+  ts_return_type = "TensorResult<D>"
+)]
 pub fn matrix(rows: u32, cols: u32, dtype: String) -> napi::Result<TensorResult, &'static str> {
   let matrix = Matrix::new(rows, cols, parse_dtype(&dtype)?, false)?;
   Ok(TensorResult::new(matrix)?)
 }
 
-/// `matrix`, always as a capsule.
-#[napi(js_name = "matrixCapsule")]
+/// `matrix`, always as a capsule (`TensorResult::capsule`), so typed as one.
+#[napi(
+  js_name = "matrixCapsule",
+  ts_args_type = "rows: number, cols: number, dtype: 'float32' | 'float64'",
+  ts_return_type = "DLPackCapsule"
+)]
 pub fn matrix_capsule(
   rows: u32,
   cols: u32,
@@ -206,6 +216,25 @@ pub fn bench_tensor_arg_3(a: TensorArg, b: TensorArg, c: TensorArg) -> u32 {
   (a.ndim() + b.ndim() + c.ndim()) as u32
 }
 
+/// Eight tensor arguments.
+#[napi(js_name = "benchTensorArg8")]
+#[allow(clippy::too_many_arguments)]
+pub fn bench_tensor_arg_8(
+  a: TensorArg,
+  b: TensorArg,
+  c: TensorArg,
+  d: TensorArg,
+  e: TensorArg,
+  f: TensorArg,
+  g: TensorArg,
+  h: TensorArg,
+) -> u32 {
+  [&a, &b, &c, &d, &e, &f, &g, &h]
+    .iter()
+    .map(|x| x.ndim() as u32)
+    .sum()
+}
+
 /// The floor: an empty call taking one value without converting it.
 #[napi(js_name = "benchFloor1")]
 pub fn bench_floor_1(a: napi::bindgen_prelude::Unknown) -> u32 {
@@ -222,4 +251,21 @@ pub fn bench_floor_3(
 ) -> u32 {
   let _ = (a, b, c);
   3
+}
+
+/// The floor for eight arguments.
+#[napi(js_name = "benchFloor8")]
+#[allow(clippy::too_many_arguments)]
+pub fn bench_floor_8(
+  a: napi::bindgen_prelude::Unknown,
+  b: napi::bindgen_prelude::Unknown,
+  c: napi::bindgen_prelude::Unknown,
+  d: napi::bindgen_prelude::Unknown,
+  e: napi::bindgen_prelude::Unknown,
+  f: napi::bindgen_prelude::Unknown,
+  g: napi::bindgen_prelude::Unknown,
+  h: napi::bindgen_prelude::Unknown,
+) -> u32 {
+  let _ = (a, b, c, d, e, f, g, h);
+  8
 }

@@ -82,6 +82,10 @@ unsafe impl Send for ExchangeObject {}
 // SAFETY: as above.
 unsafe impl Sync for ExchangeObject {}
 
+/// How many tables of a chain [`ExchangeApi::select`] looks at, at most: the first and up to 15
+/// older ones behind it (`NAPI_DLPACK_EXCHANGE_MAX_TABLES` in the header; protocol §5.1).
+pub const EXCHANGE_MAX_TABLES: usize = 16;
+
 /// `napi_dlpack_exchange_api_header`: the version of the table and the next older table the
 /// producer also offers (NULL for none), as in DLPack's `DLPackExchangeAPIHeader`.
 #[repr(C)]
@@ -210,7 +214,7 @@ impl ExchangeApi {
     let mut current = header;
     let mut first_major = None;
     // A chain of more than a few tables is a broken producer; stop rather than loop forever.
-    for _ in 0..16 {
+    for _ in 0..EXCHANGE_MAX_TABLES {
       if current.is_null() {
         break;
       }
@@ -350,14 +354,41 @@ unsafe fn classify(
   value: sys::napi_value,
   tables_too: bool,
 ) -> Result<Option<Found>, DLPackError> {
+  // SAFETY: forwarded contract.
+  match unsafe { external_data(env, value) } {
+    // SAFETY: forwarded contract; `data` is `value`'s.
+    Some(data) => unsafe { classify_external(env, value, data, tables_too) },
+    None => Ok(None),
+  }
+}
+
+/// The data of `value` if it is an external, without throwing otherwise: anything but an
+/// external (undefined when a property is absent) answers `napi_invalid_arg` without throwing,
+/// cheaper than asking `napi_typeof` first; and the tag checks must not see a primitive (a tag
+/// check on undefined throws).
+///
+/// # Safety
+/// `env` must be the current, live environment and `value` a live value of it.
+unsafe fn external_data(env: sys::napi_env, value: sys::napi_value) -> Option<*mut c_void> {
   let mut data = ptr::null_mut();
-  // SAFETY: caller contract. Anything but an external (undefined when the property is absent)
-  // answers `napi_invalid_arg` without throwing: cheaper than asking `napi_typeof` first, and
-  // the tag checks below must not see a primitive (a tag check on undefined throws). The data
-  // is only read once a tag vouches for it.
-  if unsafe { sys::napi_get_value_external(env, value, &mut data) } != sys::Status::napi_ok
-    || data.is_null()
-  {
+  // SAFETY: caller contract.
+  let status = unsafe { sys::napi_get_value_external(env, value, &mut data) };
+  (status == sys::Status::napi_ok).then_some(data)
+}
+
+/// [`classify`] of an external whose data was read already. The data is only read through
+/// once a tag vouches for it.
+///
+/// # Safety
+/// `env` must be the current, live environment and `value` a live external of it whose data
+/// is `data`.
+unsafe fn classify_external(
+  env: sys::napi_env,
+  value: sys::napi_value,
+  data: *mut c_void,
+  tables_too: bool,
+) -> Result<Option<Found>, DLPackError> {
+  if data.is_null() {
     return Ok(None);
   }
   // The per-object kind first: it is the hot path. The table kind is looked for only where a
@@ -459,6 +490,26 @@ pub unsafe fn find_in_external(
 ) -> Result<Option<Found>, DLPackError> {
   // SAFETY: forwarded contract. Per-object kind only (`tables_too` false).
   unsafe { classify(env, value, false) }
+}
+
+/// What a value of any type is, for a consumer given it as an argument: `None` when it is not
+/// an external at all (then ask `napi_typeof`), else [`find_in_external`]'s answer. One
+/// Node-API call for a handle (`Tensor.native`) instead of a `napi_typeof` and then the
+/// external's data.
+///
+/// # Safety
+/// `env` must be the current, live environment and `value` a live value of it.
+pub(crate) unsafe fn find_if_external(
+  env: sys::napi_env,
+  value: sys::napi_value,
+) -> Result<Option<Option<Found>>, DLPackError> {
+  // SAFETY: forwarded contract.
+  let Some(data) = (unsafe { external_data(env, value) }) else {
+    return Ok(None);
+  };
+  // SAFETY: forwarded contract; `data` is `value`'s. Per-object kind only, as
+  // `find_in_external`.
+  unsafe { classify_external(env, value, data, false) }.map(Some)
 }
 
 /// [`find`] for a value known to be an object or a function: one property lookup (the key is
@@ -725,4 +776,47 @@ pub unsafe fn throw(env: sys::napi_env, error: &DLPackError) -> i32 {
   // SAFETY: caller contract; both strings are NUL-terminated and outlive the call.
   unsafe { sys::napi_throw_error(env, code.as_ptr(), message.as_ptr()) };
   -1
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  /// A chain of `length` tables whose last one has major 1, the others major 99.
+  fn chain(length: usize) -> *const ExchangeApiHeader {
+    let mut previous: *const ExchangeApiHeader = ptr::null();
+    for index in (0..length).rev() {
+      let major = if index == length - 1 {
+        EXCHANGE_API_MAJOR
+      } else {
+        99
+      };
+      if major == EXCHANGE_API_MAJOR {
+        let api: &'static mut ExchangeApi = Box::leak(Box::new(ExchangeApi::new(
+          None, None, None, None, None, None,
+        )));
+        previous = ptr::from_ref(&api.header);
+      } else {
+        previous = Box::leak(Box::new(ExchangeApiHeader {
+          version: DLPackVersion { major, minor: 0 },
+          prev_api: previous,
+        }));
+      }
+    }
+    previous
+  }
+
+  #[test]
+  fn select_looks_at_the_first_sixteen_tables_of_a_chain() {
+    // SAFETY: leaked, hence live, headers (a test leaks a few hundred bytes).
+    unsafe {
+      assert!(ExchangeApi::select(chain(1)).is_ok());
+      assert!(
+        ExchangeApi::select(chain(EXCHANGE_MAX_TABLES)).is_ok(),
+        "the 16th table is read"
+      );
+      let error = ExchangeApi::select(chain(EXCHANGE_MAX_TABLES + 1)).unwrap_err();
+      assert_eq!(error.code(), "ERR_DLPACK_VERSION", "the 17th is not");
+    }
+  }
 }

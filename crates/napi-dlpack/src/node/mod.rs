@@ -2,9 +2,11 @@
 //! (`layout`, `validation`, `import`, `export`, `view`, ...) knows no JS engine; these modules
 //! add typed `#[napi]` arguments ([`arg`]), DLPack capsules as JS values ([`capsule`]), the
 //! exchange table that lends tensors without a capsule ([`exchange`]) and the adapter that
-//! turns other libraries' tensors into capsules ([`adapter`]).
+//! turns other libraries' tensors into capsules ([`adapter`]), and hot calls: raw Node-API
+//! callbacks whose typed arguments skip napi-rs's per-call machinery ([`hot`]).
 
 pub mod adapter;
 pub mod arg;
 pub mod capsule;
 pub mod exchange;
+pub mod hot;

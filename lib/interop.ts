@@ -95,7 +95,7 @@ export function toOrt<D extends DType>(tensor: Tensor<D>, options: OrtOptions = 
   if (!ORT_TYPES.has(dtype)) {
     throw new DLPackTypeError('ERR_DLPACK_UNSUPPORTED_DTYPE', `ONNX Runtime's JS Tensor has no '${dtype}' type`)
   }
-  if (options.output === true) {
+  if (options?.output === true) {
     checkHost(tensor)
     if (!isDense(tensor)) {
       throw new BufferError(

@@ -103,7 +103,7 @@ fn strided((storage, layout): &HostTensor) -> Strided<'_> {
   }
 }
 
-/// Below this size, copies go to a zeroed ArrayBuffer (see [`new_dense_handle`]).
+/// Below this size, dense results go to a zeroed ArrayBuffer (see [`new_dense_handle`]).
 const UNINIT_MIN_BYTES: usize = 64 << 10;
 
 /// Runs `write` over a new V8 ArrayBuffer for a row-major CPU tensor of `dtype` with `shape`,
@@ -130,10 +130,9 @@ pub(crate) fn new_dense_handle<'env>(
     write(&mut [])?;
     return js_storage_handle(env, array_buffer, layout);
   }
-  if copied && len < UNINIT_MIN_BYTES {
-    // A small copy (toTypedArray): allocated as before the engine (a zeroed ArrayBuffer;
-    // zeroing a few KiB is nothing), so that its cost stays what it was. Measured with
-    // benches/copies-callgrind.mjs.
+  if len < UNINIT_MIN_BYTES {
+    // Small: a zeroed ArrayBuffer costs fewer instructions than an uninitialised Buffer (fewer
+    // Node-API calls; zeroing a few KiB is nothing). Measured with benches/copies-callgrind.mjs.
     // SAFETY: our env, on its thread.
     let (array_buffer, data) = unsafe { js_memory::arraybuffer_new(env.raw(), len)? };
     // SAFETY: V8 gave us `len` writable bytes at `data`, referenced by nothing else yet.

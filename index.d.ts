@@ -51,6 +51,14 @@ export declare function claimTransfer(id: number): unknown
 export declare function contiguousHandle(handle: unknown): unknown
 
 /**
+ * Copies the elements of `src` into `dst` (`Tensor#copy_`, `to(device, { out })`): same shape
+ * and dtype, `dst` contiguous and writable; host ↔ CUDA, CUDA ↔ CUDA and host ↔ host. `stream`
+ * (a DLPack stream value) orders the copy after that stream's work, and its later work after
+ * the copy.
+ */
+export declare function copyBetween(dst: unknown, src: unknown, stream?: bigint | undefined | null): void
+
+/**
  * A copy of a tensor in a new handle (`isCopy`): row-major in V8 memory for host tensors, a
  * device copy on the same device for CUDA tensors.
  */

@@ -841,6 +841,7 @@ module.exports.capsuleIsConsumed = nativeBinding.capsuleIsConsumed
 module.exports.checkImportDevice = nativeBinding.checkImportDevice
 module.exports.claimTransfer = nativeBinding.claimTransfer
 module.exports.contiguousHandle = nativeBinding.contiguousHandle
+module.exports.copyBetween = nativeBinding.copyBetween
 module.exports.copyHandle = nativeBinding.copyHandle
 module.exports.copyHandleInto = nativeBinding.copyHandleInto
 module.exports.cudaDeviceCount = nativeBinding.cudaDeviceCount

@@ -1,17 +1,20 @@
-// `npm run bench` (part): the cost of tensor arguments of a `#[napi]` function built on
-// `napi_dlpack::arg::TensorArg` (examples/consumer-addon, src/typed.rs), with 1 and 3 tensor
-// arguments, against the floor of the same call shape:
+// `npm run bench` (part): the cost of tensor arguments of functions built on
+// `napi_dlpack::arg::TensorArg` (examples/consumer-addon: `#[napi]` functions in src/typed.rs,
+// hot functions in src/hot.rs), with 1, 3 and 8 tensor arguments, side by side with the floors
+// of the same call shape:
 //
-//   floor      benchFloor1(o) / benchFloor3(o, o, o)   an empty #[napi] call taking plain objects
-//   borrowed   benchTensorArg1(t) / (t, t, t)          napi-dlpack Tensors, borrowed through the
-//                                                      exchange table (no capsule)
-//   handle     benchTensorArg1(t.native) / ...         the Tensors' native handles (Tensor.native),
-//                                                      borrowed with no property lookup
-//   capsule    benchTensorArg1(t.__dlpack__()) / ...   a capsule per tensor: export + consume
+//   raw C floor    a raw Node-API callback in C of that arity (napi_get_cb_info only;
+//                  benches/lookup-routes/lookup_routes.c)
+//   empty napi-rs  an empty #[napi] call taking plain objects
+//   empty hot      an empty hot function (napi_dlpack::hot_function!) taking plain objects
+//   Tensor         napi-dlpack Tensors, borrowed through the exchange table (no capsule)
+//   handle         the Tensors' native handles (`t.native`), borrowed with no property lookup
+//   capsule        a capsule per tensor: export + consume (1 and 3 arguments)
 //
 // Every case runs in batches of BATCH calls followed by one event-loop turn (capsule finalizers
 // run there, inside the timed region); the cases are interleaved round by round and the table
-// reports the median over rounds of ns per call, and per tensor above the floor.
+// reports the median over rounds of ns per call, and per tensor above the raw C floor and above
+// the empty call of its kind.
 //
 //   node --expose-gc benches/typed-args.mjs [--quick]
 import { execFileSync } from 'node:child_process'
@@ -33,6 +36,12 @@ try {
 }
 const { Tensor } = require('../dist/index.js')
 const addon = require(addonPath)
+execFileSync(
+  'bash',
+  [join(root, '__test__', 'native', 'c-addon', 'build-fixture.sh'), 'lookup-routes', 'benches/lookup-routes/lookup_routes.c', 'lookup_routes.node'],
+  { stdio: ['ignore', 'ignore', 'inherit'] },
+)
+const routes = require(join(root, 'target', 'lookup-routes', 'lookup_routes.node'))
 
 const quick = process.argv.includes('--quick')
 const ROUNDS = quick ? 5 : 21
@@ -41,25 +50,39 @@ const BATCHES = quick ? 5 : 20
 const gc = globalThis.gc ?? (() => {})
 const turn = () => new Promise((resolve) => setImmediate(resolve))
 
-const a = Tensor.from(new Float32Array(256), [16, 16])
-const b = Tensor.from(new Float32Array(256), [16, 16])
-const c = Tensor.from(new Float32Array(256), [16, 16])
-const [na, nb, nc] = [a.native, b.native, c.native]
-const o1 = {}
-const o2 = {}
-const o3 = {}
+const make = () => Tensor.from(new Float32Array(256), [16, 16])
+const [a, b, c, d, e, f, g, h] = [make(), make(), make(), make(), make(), make(), make(), make()]
+const [na, nb, nc, nd, ne, nf, ng, nh] = [a, b, c, d, e, f, g, h].map((x) => x.native)
+const [o1, o2, o3, o4, o5, o6, o7, o8] = [{}, {}, {}, {}, {}, {}, {}, {}]
+const s = (n) => (n > 1 ? 's' : '')
 
-/** Each case: [name, tensors per call, body running `n` calls]. */
+/** Each case: [name, arity, kind, body running `n` calls]. Written out, not generated, so each
+ *  loop calls one function with one argument shape (what a hot loop in an application does). */
 const cases = [
-  ['floor, 1 argument', 1, (n) => { for (let i = 0; i < n; i++) addon.benchFloor1(o1) }],
-  ['borrowed Tensor, 1 argument', 1, (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg1(a) }],
-  ['handle (Tensor.native), 1 argument', 1, (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg1(na) }],
-  ['capsule, 1 argument', 1, (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg1(a.__dlpack__()) }],
-  ['floor, 3 arguments', 3, (n) => { for (let i = 0; i < n; i++) addon.benchFloor3(o1, o2, o3) }],
-  ['borrowed Tensor, 3 arguments', 3, (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg3(a, b, c) }],
-  ['handle (Tensor.native), 3 arguments', 3, (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg3(na, nb, nc) }],
-  ['capsule, 3 arguments', 3, (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg3(a.__dlpack__(), b.__dlpack__(), c.__dlpack__()) }],
-]
+  ['raw C floor', 1, 'raw', (n) => { for (let i = 0; i < n; i++) routes.floor(o1) }],
+  ['empty napi-rs', 1, 'napiEmpty', (n) => { for (let i = 0; i < n; i++) addon.benchFloor1(o1) }],
+  ['empty hot', 1, 'hotEmpty', (n) => { for (let i = 0; i < n; i++) addon.benchHotEmpty1(o1) }],
+  ['napi-rs, Tensor', 1, 'object', (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg1(a) }],
+  ['napi-rs, handle (t.native)', 1, 'handle', (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg1(na) }],
+  ['hot, Tensor', 1, 'hotObject', (n) => { for (let i = 0; i < n; i++) addon.benchHot1(a) }],
+  ['hot, handle (t.native)', 1, 'hotHandle', (n) => { for (let i = 0; i < n; i++) addon.benchHot1(na) }],
+  ['napi-rs, capsule', 1, 'capsule', (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg1(a.__dlpack__()) }],
+  ['raw C floor', 3, 'raw', (n) => { for (let i = 0; i < n; i++) routes.floor3(o1, o2, o3) }],
+  ['empty napi-rs', 3, 'napiEmpty', (n) => { for (let i = 0; i < n; i++) addon.benchFloor3(o1, o2, o3) }],
+  ['empty hot', 3, 'hotEmpty', (n) => { for (let i = 0; i < n; i++) addon.benchHotEmpty3(o1, o2, o3) }],
+  ['napi-rs, Tensor', 3, 'object', (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg3(a, b, c) }],
+  ['napi-rs, handle (t.native)', 3, 'handle', (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg3(na, nb, nc) }],
+  ['hot, Tensor', 3, 'hotObject', (n) => { for (let i = 0; i < n; i++) addon.benchHot3(a, b, c) }],
+  ['hot, handle (t.native)', 3, 'hotHandle', (n) => { for (let i = 0; i < n; i++) addon.benchHot3(na, nb, nc) }],
+  ['napi-rs, capsule', 3, 'capsule', (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg3(a.__dlpack__(), b.__dlpack__(), c.__dlpack__()) }],
+  ['raw C floor', 8, 'raw', (n) => { for (let i = 0; i < n; i++) routes.floor8(o1, o2, o3, o4, o5, o6, o7, o8) }],
+  ['empty napi-rs', 8, 'napiEmpty', (n) => { for (let i = 0; i < n; i++) addon.benchFloor8(o1, o2, o3, o4, o5, o6, o7, o8) }],
+  ['empty hot', 8, 'hotEmpty', (n) => { for (let i = 0; i < n; i++) addon.benchHotEmpty8(o1, o2, o3, o4, o5, o6, o7, o8) }],
+  ['napi-rs, Tensor', 8, 'object', (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg8(a, b, c, d, e, f, g, h) }],
+  ['napi-rs, handle (t.native)', 8, 'handle', (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg8(na, nb, nc, nd, ne, nf, ng, nh) }],
+  ['hot, Tensor', 8, 'hotObject', (n) => { for (let i = 0; i < n; i++) addon.benchHot8(a, b, c, d, e, f, g, h) }],
+  ['hot, handle (t.native)', 8, 'hotHandle', (n) => { for (let i = 0; i < n; i++) addon.benchHot8(na, nb, nc, nd, ne, nf, ng, nh) }],
+].map(([what, arity, kind, body]) => [`${what}, ${arity} argument${s(arity)}`, arity, kind, body])
 
 async function sample(body) {
   const started = process.hrtime.bigint()
@@ -76,26 +99,31 @@ const median = (values) => {
 }
 
 // Warm-up (JIT, inline caches, the addon's lazy state).
-for (const [, , body] of cases) await sample(body)
+for (const [, , , body] of cases) await sample(body)
 const samples = new Map(cases.map(([name]) => [name, []]))
 for (let round = 0; round < ROUNDS; round++) {
-  for (const [name, , body] of cases) {
+  for (const [name, , , body] of cases) {
     gc()
     await turn()
     samples.get(name).push(await sample(body))
   }
 }
 
-const results = new Map(cases.map(([name, arity]) => [name, { arity, ns: median(samples.get(name)) }]))
-const floorOf = (arity) => results.get(`floor, ${arity} argument${arity > 1 ? 's' : ''}`).ns
-console.log(`\n### tensor arguments of a #[napi] function (Node ${process.versions.node}; median of ${ROUNDS} interleaved rounds of ${BATCH * BATCHES} calls)\n`)
-console.log('| call | ns per call | ns per tensor above the floor |')
-console.log('|---|---:|---:|')
-for (const [name, { arity, ns }] of results) {
-  const above = name.startsWith('floor') ? '' : ((ns - floorOf(arity)) / arity).toFixed(1)
-  console.log(`| ${name} | ${ns.toFixed(1)} | ${above} |`)
+const results = new Map(cases.map(([name, arity, kind]) => [name, { arity, kind, ns: median(samples.get(name)) }]))
+const find = (arity, kind) => [...results.values()].find((r) => r.arity === arity && r.kind === kind)?.ns
+console.log(`\n### tensor arguments (Node ${process.versions.node}; median of ${ROUNDS} interleaved rounds of ${BATCH * BATCHES} calls)\n`)
+console.log('| call | ns per call | above the raw C floor | per tensor above the raw C floor | per tensor above the empty call of its kind |')
+console.log('|---|---:|---:|---:|---:|')
+for (const [name, { arity, kind, ns }] of results) {
+  const floor = find(arity, 'raw')
+  const empty = kind.startsWith('hot') ? find(arity, 'hotEmpty') : find(arity, 'napiEmpty')
+  const tensorCase = !['raw', 'napiEmpty', 'hotEmpty'].includes(kind)
+  const above = kind === 'raw' ? '' : (ns - floor).toFixed(1)
+  const perTensor = tensorCase ? ((ns - floor) / arity).toFixed(1) : ''
+  const aboveEmpty = tensorCase ? ((ns - empty) / arity).toFixed(1) : ''
+  console.log(`| ${name} | ${ns.toFixed(1)} | ${above} | ${perTensor} | ${aboveEmpty} |`)
 }
-const ratio = results.get('borrowed Tensor, 3 arguments').ns / floorOf(3)
-console.log(`\nborrowed 3-tensor call / floor: ${ratio.toFixed(2)}x`)
-const handleRatio = results.get('handle (Tensor.native), 3 arguments').ns / floorOf(3)
-console.log(`handle 3-tensor call / floor: ${handleRatio.toFixed(2)}x`)
+for (const arity of [1, 3, 8]) {
+  const floor = find(arity, 'raw')
+  console.log(`\n${arity} argument${s(arity)}: hot handle / raw C floor ${(find(arity, 'hotHandle') / floor).toFixed(2)}x, napi-rs handle / raw C floor ${(find(arity, 'handle') / floor).toFixed(2)}x`)
+}

@@ -1088,9 +1088,12 @@ typedef struct napi_dlpack_borrow {
  * means the producer threw (pass the pending exception on by returning NULL);
  * NAPI_DLPACK_ERR_NO_EXCHANGE that the value (or its table) cannot lend.
  * Validate the result (napi_dlpack_tensor_extent) before touching data.
+ * `key`: the exchange symbol kept by the caller (napi_dlpack_keys), or NULL
+ * to make it here, which costs more than the borrow itself (a Symbol.for
+ * call: see part 5); napi_dlpack_exchange_borrow passes NULL.
  */
-static inline napi_dlpack_status napi_dlpack_exchange_borrow(
-    napi_env env, napi_value value, napi_dlpack_borrow* out) {
+static inline napi_dlpack_status napi_dlpack_exchange_borrow_by_key(
+    napi_env env, napi_value value, napi_value key, napi_dlpack_borrow* out) {
   const napi_dlpack_exchange_api* api = NULL;
   void* object = NULL;
   napi_dlpack_dltensor_from_object_fn by_object;
@@ -1099,7 +1102,7 @@ static inline napi_dlpack_status napi_dlpack_exchange_borrow(
   if (out == NULL) return NAPI_DLPACK_ERR_INVALID_ARG;
   out->api = NULL;
   out->keep_alive = NULL;
-  st = napi_dlpack_exchange_find(env, value, &api, &object);
+  st = napi_dlpack_exchange_find_by_key(env, value, key, &api, &object);
   if (st != NAPI_DLPACK_OK) return st;
   if (api->release_borrow == NULL) return NAPI_DLPACK_ERR_NO_EXCHANGE;
   by_object = object != NULL ? napi_dlpack_exchange_api_object_borrow(api) : NULL;
@@ -1117,6 +1120,12 @@ static inline napi_dlpack_status napi_dlpack_exchange_borrow(
   return NAPI_DLPACK_OK;
 }
 
+/* Consumer: napi_dlpack_exchange_borrow_by_key, making the key. */
+static inline napi_dlpack_status napi_dlpack_exchange_borrow(
+    napi_env env, napi_value value, napi_dlpack_borrow* out) {
+  return napi_dlpack_exchange_borrow_by_key(env, value, NULL, out);
+}
+
 /* Consumer: ends a borrow napi_dlpack_exchange_borrow made (a no-op on one
  * that failed, or was already released). */
 static inline void napi_dlpack_exchange_release(napi_env env,
@@ -1131,17 +1140,26 @@ static inline void napi_dlpack_exchange_release(napi_env env,
  * Consumer: a new owning export of `value` in *out. Release it with
  * napi_dlpack_tensor_release(NAPI_DLPACK_KIND_VERSIONED, *out) exactly once.
  */
-static inline napi_dlpack_status napi_dlpack_exchange_export(
-    napi_env env, napi_value value, DLManagedTensorVersioned** out) {
+static inline napi_dlpack_status napi_dlpack_exchange_export_by_key(
+    napi_env env, napi_value value, napi_value key,
+    DLManagedTensorVersioned** out) {
   const napi_dlpack_exchange_api* api = NULL;
+  void* object = NULL;
   napi_dlpack_status st;
   if (out == NULL) return NAPI_DLPACK_ERR_INVALID_ARG;
-  st = napi_dlpack_exchange_api_find(env, value, &api);
+  st = napi_dlpack_exchange_find_by_key(env, value, key, &api, &object);
   if (st != NAPI_DLPACK_OK) return st;
   if (api->managed_tensor_from_value == NULL) return NAPI_DLPACK_ERR_NO_EXCHANGE;
   if (api->managed_tensor_from_value(env, value, out) != 0)
     return NAPI_DLPACK_ERR_PRODUCER;
   return NAPI_DLPACK_OK;
+}
+
+/* Consumer: napi_dlpack_exchange_export_by_key (key: see
+ * napi_dlpack_exchange_borrow_by_key), making the key. */
+static inline napi_dlpack_status napi_dlpack_exchange_export(
+    napi_env env, napi_value value, DLManagedTensorVersioned** out) {
+  return napi_dlpack_exchange_export_by_key(env, value, NULL, out);
 }
 
 /*
@@ -1153,10 +1171,12 @@ static inline napi_dlpack_status napi_dlpack_exchange_export(
  * importer the tensor is released and NAPI_DLPACK_ERR_NO_EXCHANGE returned:
  * wrap it in a capsule instead (napi_dlpack_capsule_create) if you prefer.
  */
-static inline napi_dlpack_status napi_dlpack_exchange_to_value(
-    napi_env env, DLManagedTensorVersioned* tensor, napi_value* out) {
+static inline napi_dlpack_status napi_dlpack_exchange_to_value_by_key(
+    napi_env env, DLManagedTensorVersioned* tensor, napi_value key,
+    napi_value* out) {
   napi_value global;
   const napi_dlpack_exchange_api* api = NULL;
+  void* object = NULL;
   napi_dlpack_status st;
   if (env == NULL || out == NULL) return NAPI_DLPACK_ERR_INVALID_ARG;
   if (tensor == NULL) return NAPI_DLPACK_ERR_INVALID_ARG;
@@ -1164,7 +1184,7 @@ static inline napi_dlpack_status napi_dlpack_exchange_to_value(
     napi_dlpack_tensor_release(NAPI_DLPACK_KIND_VERSIONED, tensor);
     return NAPI_DLPACK_ERR_NAPI;
   }
-  st = napi_dlpack_exchange_api_find(env, global, &api);
+  st = napi_dlpack_exchange_find_by_key(env, global, key, &api, &object);
   if (st == NAPI_DLPACK_OK && api->managed_tensor_to_value == NULL)
     st = NAPI_DLPACK_ERR_NO_EXCHANGE;
   if (st != NAPI_DLPACK_OK) {
@@ -1174,6 +1194,13 @@ static inline napi_dlpack_status napi_dlpack_exchange_to_value(
   if (api->managed_tensor_to_value(env, tensor, out) != 0)
     return NAPI_DLPACK_ERR_PRODUCER;
   return NAPI_DLPACK_OK;
+}
+
+/* Producer of a return value: napi_dlpack_exchange_to_value_by_key (key: see
+ * napi_dlpack_exchange_borrow_by_key), making the key. */
+static inline napi_dlpack_status napi_dlpack_exchange_to_value(
+    napi_env env, DLManagedTensorVersioned* tensor, napi_value* out) {
+  return napi_dlpack_exchange_to_value_by_key(env, tensor, NULL, out);
 }
 
 /* ---- validation of a borrowed or imported DLTensor ----------------------
@@ -1422,17 +1449,20 @@ static inline const char* napi_dlpack_tensor_extent(const DLTensor* t,
  * the adapter refused `value` (its Error has the stable `code`): return NULL
  * from your callback to pass it on.
  */
-static inline napi_dlpack_status napi_dlpack_adapt(napi_env env,
-                                                   napi_value value,
-                                                   napi_value* capsule) {
-  napi_value key, global, adapter, result;
+static inline napi_dlpack_status napi_dlpack_adapt_by_key(napi_env env,
+                                                          napi_value value,
+                                                          napi_value key,
+                                                          napi_value* capsule) {
+  napi_value global, adapter, result;
   napi_valuetype type;
   napi_dlpack_status st;
   if (env == NULL || value == NULL || capsule == NULL)
     return NAPI_DLPACK_ERR_INVALID_ARG;
   *capsule = NULL;
-  st = napi_dlpack_symbol_for_(env, NAPI_DLPACK_ADAPTER_PROPERTY, &key);
-  if (st != NAPI_DLPACK_OK) return st;
+  if (key == NULL) {
+    st = napi_dlpack_symbol_for_(env, NAPI_DLPACK_ADAPTER_PROPERTY, &key);
+    if (st != NAPI_DLPACK_OK) return st;
+  }
   if (napi_get_global(env, &global) != napi_ok ||
       napi_get_property(env, global, key, &adapter) != napi_ok ||
       napi_typeof(env, adapter, &type) != napi_ok)
@@ -1442,6 +1472,86 @@ static inline napi_dlpack_status napi_dlpack_adapt(napi_env env,
       napi_typeof(env, result, &type) != napi_ok)
     return NAPI_DLPACK_ERR_NAPI;
   if (type != napi_undefined) *capsule = result;
+  return NAPI_DLPACK_OK;
+}
+
+/* Consumer: napi_dlpack_adapt_by_key, making the adapter's key. */
+static inline napi_dlpack_status napi_dlpack_adapt(napi_env env,
+                                                   napi_value value,
+                                                   napi_value* capsule) {
+  return napi_dlpack_adapt_by_key(env, value, NULL, capsule);
+}
+
+/* ===========================================================================
+ * Part 5: keys kept per environment
+ * ===========================================================================
+ *
+ * Every helper that looks a symbol up (napi_dlpack_exchange_find, _borrow,
+ * _export, _to_value, napi_dlpack_adapt) makes it with a call of the global
+ * Symbol.for when given no key: about 5,000 instructions, more than the borrow
+ * itself. A consumer that calls them often makes the keys once per environment
+ * (in its module init; the struct belongs in its instance data, since each
+ * environment, a worker's included, has its own) and passes them to the
+ * _by_key forms:
+ *
+ *   napi_dlpack_keys* keys = malloc(sizeof *keys);
+ *   napi_dlpack_keys_create(env, keys);           (module init)
+ *   napi_set_instance_data(env, keys, free_keys, NULL);
+ *   ...
+ *   napi_value exchange_key;                      (each call)
+ *   napi_dlpack_keys_get(env, keys, &exchange_key, NULL);
+ *   napi_dlpack_exchange_borrow_by_key(env, arg, exchange_key, &borrow);
+ *
+ * where free_keys calls napi_dlpack_keys_delete(env, keys) and frees it.
+ */
+typedef struct napi_dlpack_keys {
+  napi_ref exchange; /* Symbol.for(NAPI_DLPACK_EXCHANGE_API_PROPERTY) */
+  napi_ref adapter;  /* Symbol.for(NAPI_DLPACK_ADAPTER_PROPERTY) */
+} napi_dlpack_keys;
+
+/* Deletes the references of `keys` (either may be NULL); they are then NULL.
+ * On the env's thread while it is alive (an instance-data finalizer is). */
+static inline void napi_dlpack_keys_delete(napi_env env,
+                                           napi_dlpack_keys* keys) {
+  if (env == NULL || keys == NULL) return;
+  if (keys->exchange != NULL) napi_delete_reference(env, keys->exchange);
+  if (keys->adapter != NULL) napi_delete_reference(env, keys->adapter);
+  keys->exchange = NULL;
+  keys->adapter = NULL;
+}
+
+/* Makes both keys of `env` and keeps them in references (Node-API can
+ * reference symbols); on failure nothing is kept. */
+static inline napi_dlpack_status napi_dlpack_keys_create(
+    napi_env env, napi_dlpack_keys* keys) {
+  napi_value exchange, adapter;
+  if (env == NULL || keys == NULL) return NAPI_DLPACK_ERR_INVALID_ARG;
+  keys->exchange = NULL;
+  keys->adapter = NULL;
+  if (napi_dlpack_exchange_key(env, &exchange) != NAPI_DLPACK_OK ||
+      napi_dlpack_symbol_for_(env, NAPI_DLPACK_ADAPTER_PROPERTY, &adapter) !=
+          NAPI_DLPACK_OK ||
+      napi_create_reference(env, exchange, 1, &keys->exchange) != napi_ok ||
+      napi_create_reference(env, adapter, 1, &keys->adapter) != napi_ok) {
+    napi_dlpack_keys_delete(env, keys);
+    return NAPI_DLPACK_ERR_NAPI;
+  }
+  return NAPI_DLPACK_OK;
+}
+
+/* The keys of `keys` as values (each out pointer may be NULL). */
+static inline napi_dlpack_status napi_dlpack_keys_get(
+    napi_env env, const napi_dlpack_keys* keys, napi_value* exchange_key,
+    napi_value* adapter_key) {
+  if (env == NULL || keys == NULL || keys->exchange == NULL ||
+      keys->adapter == NULL)
+    return NAPI_DLPACK_ERR_INVALID_ARG;
+  if (exchange_key != NULL &&
+      napi_get_reference_value(env, keys->exchange, exchange_key) != napi_ok)
+    return NAPI_DLPACK_ERR_NAPI;
+  if (adapter_key != NULL &&
+      napi_get_reference_value(env, keys->adapter, adapter_key) != napi_ok)
+    return NAPI_DLPACK_ERR_NAPI;
   return NAPI_DLPACK_OK;
 }
 

@@ -88,5 +88,6 @@ export {
   type TensorHandle,
   type TensorViews,
   type ToOptions,
+  type CopyOptions,
 } from './tensor'
 export { isTransfer, releaseTransfer, type SharedTransfer, type TensorTransfer, type TokenTransfer } from './transfer'

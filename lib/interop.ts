@@ -82,7 +82,7 @@ function checkHost(tensor: Tensor): void {
 export function denseData<D extends DType>(tensor: Tensor<D>, options: PeerViewOptions = {}): DataArray<D> {
   checkHost(tensor)
   if (tensor.isContiguous && tensor.offset === 0) {
-    const dataOptions: DataOptions = options.allowReadOnly === true ? { allowReadOnly: true } : {}
+    const dataOptions: DataOptions = options?.allowReadOnly === true ? { allowReadOnly: true } : {}
     // `data` spans the lowest to the highest element: for a dense tensor, exactly its elements.
     return tensor.getData(dataOptions)
   }
@@ -95,7 +95,7 @@ export function toOrt<D extends DType>(tensor: Tensor<D>, options: OrtOptions = 
   if (!ORT_TYPES.has(dtype)) {
     throw new DLPackTypeError('ERR_DLPACK_UNSUPPORTED_DTYPE', `ONNX Runtime's JS Tensor has no '${dtype}' type`)
   }
-  if (options.output === true) {
+  if (options?.output === true) {
     checkHost(tensor)
     if (!isDense(tensor)) {
       throw new BufferError(

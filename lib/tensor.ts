@@ -127,6 +127,24 @@ const MAX_ARRAY_LENGTH = 2 ** 32 - 1
 export interface ToOptions {
   /** Copy even when the tensor is already on the requested device (default: share it). */
   copy?: boolean
+  /**
+   * Write into this existing tensor instead of new memory, and return it (`dst.copy_(this)`):
+   * it must be on the requested device, of the same dtype and shape, contiguous and writable.
+   * Repeated transfers then reuse memory whose pages are already in place.
+   */
+  out?: Tensor
+  /** With `out`: the CUDA stream that orders the copy (see {@link CopyOptions.stream}). */
+  stream?: bigint | number | null
+}
+
+/** Options of `Tensor#copy_`. */
+export interface CopyOptions {
+  /**
+   * A CUDA stream (a `cudaStream_t` as bigint, or a DLPack stream value: `1n` legacy default,
+   * `2n` per-thread default): the copy runs after the work already enqueued on it, and work
+   * enqueued on it afterwards runs after the copy. Unset: the devices' legacy default streams.
+   */
+  stream?: bigint | number | null
 }
 
 /** Options of `Tensor.from`. */
@@ -370,7 +388,7 @@ export function streamValue(stream: unknown): bigint | null {
   if (typeof stream === 'number' && Number.isSafeInteger(stream)) return BigInt(stream)
   throw new DLPackTypeError(
     'ERR_DLPACK_INVALID_ARGUMENT',
-    `stream must be a bigint, a safe integer, null or undefined, got ${String(stream)}`,
+    `stream must be a bigint, a safe integer, null or undefined, got ${describe(stream)}`,
   )
 }
 
@@ -407,7 +425,7 @@ function wrapMemory(
     ? new Uint8Array(memory.buffer, memory.byteOffset, memory.byteLength)
     : new Uint8Array(buffer)
   if (!Number.isSafeInteger(offset) || offset < 0) {
-    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `offset must be a non-negative integer, got ${String(offset)}`)
+    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `offset must be a non-negative integer, got ${describe(offset)}`)
   }
   const dims = checkShape(shape)
   const steps = strides ? checkShape(strides, 'strides') : null
@@ -686,9 +704,40 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
   to(device: DeviceLike, options: ToOptions = {}): Tensor<D> {
     const handle = this.#live().handle
     const target = toDevice(device)
-    const copy = checkFlag(checkOptions(options, 'to').copy, 'copy')
+    const checked = checkOptions(options, 'to')
+    const copy = checkFlag(checked.copy, 'copy')
+    if (checked.out !== undefined) {
+      const out = checked.out
+      if (!(out instanceof Tensor)) {
+        throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `to(): out must be a Tensor, got ${describe(out)}`)
+      }
+      if (!out.device.equals(target)) {
+        throw new BufferError('ERR_DLPACK_DEVICE', `to(${String(target)}): out is on ${String(out.device)}`)
+      }
+      return out.copy_(this, { stream: checked.stream }) as Tensor<D>
+    }
     if (target.equals(this.device) && !copy) return this._share()
     return Tensor._fromHandle(call(() => native.toDevice(handle, target.type, target.id))) as Tensor<D>
+  }
+
+  /**
+   * Copies the elements of `src` into this tensor, in place, and returns this tensor: same
+   * dtype (`ERR_DLPACK_DTYPE_MISMATCH`) and shape (`ERR_DLPACK_SHAPE`); this tensor contiguous
+   * (`ERR_DLPACK_NOT_CONTIGUOUS`) and writable (`ERR_DLPACK_READ_ONLY`); the two not
+   * overlapping (`ERR_DLPACK_INVALID_ARGUMENT`); host ↔ CUDA, CUDA ↔ CUDA or host ↔ host
+   * (`ERR_DLPACK_DEVICE` otherwise). `src` may be strided. A copy into host memory has completed
+   * when this returns; a copy into device memory is enqueued on the device's stream (or after
+   * `options.stream`'s work, and before its later work).
+   */
+  copy_(src: Tensor, options: CopyOptions = {}): this {
+    const handle = this.#live().handle
+    if (!(src instanceof Tensor)) {
+      throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `copy_(): the source must be a Tensor, got ${describe(src)}`)
+    }
+    const stream = streamValue(checkOptions(options, 'copy_').stream)
+    const source = src._handle()
+    call(() => native.copyBetween(handle, source, stream))
+    return this
   }
 
   /**
@@ -981,11 +1030,11 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
     if (options.offset !== undefined || options.length !== undefined) {
       const offset = options.offset ?? 0
       if (!Number.isSafeInteger(offset) || offset < 0) {
-        throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `offset must be a non-negative integer, got ${String(offset)}`)
+        throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `offset must be a non-negative integer, got ${describe(offset)}`)
       }
       const length = options.length ?? meta.viewLength - offset
       if (!Number.isSafeInteger(length) || length < 0) {
-        throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `length must be a non-negative integer, got ${String(length)}`)
+        throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `length must be a non-negative integer, got ${describe(length)}`)
       }
       const window = call(() => native.handleWindow(this.#live().handle, offset, length))
       const spec = DTYPES[meta.dtype as DType]

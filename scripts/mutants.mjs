@@ -559,6 +559,32 @@ const mutants = [
   { file: bridgeSource, crate: null, bridge: true, id: 'bridge-table-taken-reported-unknown', find: 'status = token != 0 && token < g_next_token ? TABLE_TAKEN : TABLE_UNKNOWN;', replace: 'status = TABLE_UNKNOWN;' },
   { file: bridgeSource, crate: null, bridge: true, id: 'bridge-js-token-upper-bound-dropped', find: '!(value >= 0 && value < 9007199254740992.0)', replace: '!(value >= 0 && value < 1e300)' },
   { file: bridgeSource, crate: null, bridge: true, id: 'bridge-py-float-token-refused', find: '  if (PyFloat_Check(arg)) {\n    double number', replace: '  if (0) {\n    double number' },
+  // src/ops/copy.rs: copies into an existing tensor (Tensor#copy_, to(device, { out }))
+  {
+    id: 'copy-into-read-only',
+    file: `${addon}/ops/copy.rs`,
+    find: '  if dst_layout.read_only {\n    return Err(fail(ErrorKind::ReadOnly, "the destination is read-only"));',
+    replace: '  if false && dst_layout.read_only {\n    return Err(fail(ErrorKind::ReadOnly, "the destination is read-only"));',
+    crate: null,
+    js: ['__test__/cuda/copies.spec.ts'],
+  },
+  {
+    id: 'copy-into-shape-unchecked',
+    file: `${addon}/ops/copy.rs`,
+    find: '  if dst_layout.shape != src_layout.shape {',
+    replace: '  if false && dst_layout.shape != src_layout.shape {',
+    crate: null,
+    js: ['__test__/cuda/copies.spec.ts'],
+  },
+  {
+    id: 'copy-into-strided-destination',
+    file: `${addon}/ops/copy.rs`,
+    find: '  if !dst_layout.contiguous {\n    return Err(fail(\n      ErrorKind::NotContiguous,',
+    replace: '  if false && !dst_layout.contiguous {\n    return Err(fail(\n      ErrorKind::NotContiguous,',
+    crate: null,
+    js: ['__test__/cuda/copies.spec.ts'],
+  },
+
 ]
 
 // ---------------------------------------------------------------------------------------------

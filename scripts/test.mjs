@@ -132,22 +132,24 @@ if (!process.env.NAPI_DLPACK_SKIP_NODE_MATRIX) {
   const withFake = { ...clean, LD_PRELOAD: undefined, LD_LIBRARY_PATH: [fakeDir, ...others].join(':') }
   const withoutFake = { ...clean, LD_PRELOAD: undefined, LD_LIBRARY_PATH: others.length ? others.join(':') : undefined }
   const spec = join('__test__', 'cuda', 'cuda.spec.ts')
-  step('ava CUDA suite, fake driver (test double), 2 devices', process.execPath, [ava, spec], {
+  // Host <-> device copies into new and existing tensors (issue 27), in the same settings.
+  const copies = join('__test__', 'cuda', 'copies.spec.ts')
+  step('ava CUDA suite, fake driver (test double), 2 devices', process.execPath, [ava, spec, copies], {
     ...withFake,
     FAKE_CUDA_DEVICE_COUNT: '2',
     NAPI_DLPACK_CUDA_EXPECT: 'fake',
   })
-  step('ava CUDA suite, fake driver, no memory pools (cuMemAlloc/cuMemFree)', process.execPath, [ava, spec], {
+  step('ava CUDA suite, fake driver, no memory pools (cuMemAlloc/cuMemFree)', process.execPath, [ava, spec, copies], {
     ...withFake,
     FAKE_CUDA_MEMORY_POOLS: '0',
     NAPI_DLPACK_CUDA_EXPECT: 'fake',
   })
   if (process.env.NAPI_DLPACK_REAL_GPU) {
-    step('ava CUDA suite, real GPU', process.execPath, [ava, spec], { ...withoutFake, NAPI_DLPACK_CUDA_EXPECT: 'gpu' })
+    step('ava CUDA suite, real GPU', process.execPath, [ava, spec, copies], { ...withoutFake, NAPI_DLPACK_CUDA_EXPECT: 'gpu' })
   } else {
-    step('ava CUDA suite, no CUDA driver', process.execPath, [ava, spec], { ...withoutFake, NAPI_DLPACK_CUDA_EXPECT: 'none' })
+    step('ava CUDA suite, no CUDA driver', process.execPath, [ava, spec, copies], { ...withoutFake, NAPI_DLPACK_CUDA_EXPECT: 'none' })
   }
-  step('ava CUDA suite, driver without devices (fake, cuInit -> NO_DEVICE)', process.execPath, [ava, spec], {
+  step('ava CUDA suite, driver without devices (fake, cuInit -> NO_DEVICE)', process.execPath, [ava, spec, copies], {
     ...withFake,
     FAKE_CUDA_DEVICE_COUNT: '0',
     NAPI_DLPACK_CUDA_EXPECT: 'none',

@@ -65,18 +65,6 @@ pub(crate) fn alloc(
   Ok((Storage::new(Memory::Cuda(buffer)), layout))
 }
 
-/// A row-major tensor on `device` holding `packed` (the row-major bytes of a tensor of
-/// `layout`'s dtype and shape).
-pub(crate) fn upload(
-  layout: &TensorLayout,
-  packed: &[u8],
-  device: &Arc<CudaDevice>,
-) -> Result<(Arc<Storage>, TensorLayout)> {
-  let buffer = DeviceBuffer::from_host(device, packed)?;
-  let layout = TensorLayout::row_major(layout.dtype, &layout.shape, device.dl_device())?;
-  Ok((Storage::new(Memory::Cuda(buffer)), layout))
-}
-
 /// Copies the span of a CUDA tensor into `out` (`layout.span_bytes` long); the copy has
 /// completed when this returns.
 pub(crate) fn download_span(

@@ -47,6 +47,8 @@ interface ExchangeC {
   borrowScale(value: unknown, factor: number): void
   borrowStatus(value: unknown): { code: string; status: number }
   selectDepth(tables: number): boolean
+  keyedBorrow(value: unknown): { pointer: bigint; sum: number }
+  keyedAdaptedPointer(value: unknown): bigint | null
   installOn(value: unknown): number
   installFinalized(): number
   borrowInspect(value: unknown): {
@@ -564,6 +566,17 @@ test.serial('napi_dlpack_exchange_object_install says whether finalize_cb will r
   })()
   await gcUntil(() => c.installFinalized() === before + installed, 8)
   t.is(c.installFinalized(), before + installed, 'every external made (OK or NOT_INSTALLED) was finalized once')
+})
+
+test('the _by_key helpers with keys kept per environment (header part 5) borrow, export and adapt as the others do', (t) => {
+  const tensor = Tensor.from(new Float32Array([1, 2, 3]))
+  t.deepEqual(c.keyedBorrow(tensor), { pointer: tensor.dataPointer, sum: 6 })
+  t.deepEqual(c.keyedBorrow(tensor.native), { pointer: tensor.dataPointer, sum: 6 }, 'the handle itself')
+  t.deepEqual(c.keyedBorrow(new c.CTensor()).sum, 15, 'a third-party table')
+  t.is(codeOf(() => c.keyedBorrow({})), 'ERR_DLPACK_INVALID_ARGUMENT', 'no table: NO_EXCHANGE')
+  const values = new Float32Array([1, 2, 3])
+  t.is(c.keyedAdaptedPointer({ type: 'float32', dims: [3], location: 'cpu', data: values }), addressOf(values))
+  t.is(c.keyedAdaptedPointer({}), null)
 })
 
 test('fromDLPack of a Tensor is unaffected (the table is an addition)', (t) => {

@@ -587,4 +587,10 @@ test.serial('views of a handle-valued device (OpenCL) move the exported byte_off
   c.release(held)
   view.dispose()
   tensor.dispose()
+  // A view starting below the producer's handle (its elements reach below data + 0 through a
+  // negative stride) has no DLPack byte_offset (unsigned): refused when made.
+  const reversed = fromDLPack(c.makeTensor({ shape: [4], strides: [-1], byteOffset: 0, versioned: true, device: [4, 0] }), { device: [4, 0] })
+  throwsCode(t, () => reversed.slice(0, null, null, -1), 'ERR_DLPACK_BYTE_OFFSET')
+  t.is(reversed.slice(0, 0, 2).byteOffset, 0, 'a view from the first element is fine')
+  reversed.dispose()
 })

@@ -1,6 +1,6 @@
 //! The CUDA functions JS calls (`lib/cuda.ts`, `Tensor.empty/zeros` on a CUDA device, `to()`).
 
-use napi::bindgen_prelude::Unknown;
+use napi::bindgen_prelude::{BigInt, Unknown};
 use napi::Env;
 use napi_derive::napi;
 use napi_dlpack::cuda;
@@ -61,4 +61,19 @@ pub fn to_device<'env>(
   device_id: i32,
 ) -> Result<Unknown<'env>> {
   crate::ops::copy::to_device(env, handle_of(env, &handle)?, device_type, device_id)
+}
+
+/// Copies the elements of `src` into `dst` (`Tensor#copy_`, `to(device, { out })`): same shape
+/// and dtype, `dst` contiguous and writable; host ↔ CUDA, CUDA ↔ CUDA and host ↔ host. `stream`
+/// (a DLPack stream value) orders the copy after that stream's work, and its later work after
+/// the copy.
+#[napi(js_name = "copyBetween")]
+pub fn copy_between(
+  env: &Env,
+  dst: Unknown<'_>,
+  src: Unknown<'_>,
+  stream: Option<BigInt>,
+) -> Result<()> {
+  let stream = crate::cuda::stream_arg(stream.as_ref())?;
+  crate::ops::copy::copy_between(env, handle_of(env, &dst)?, handle_of(env, &src)?, stream)
 }

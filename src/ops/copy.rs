@@ -2,8 +2,11 @@
 //! devices (`to()`).
 
 use napi::bindgen_prelude::Unknown;
+use std::sync::Arc;
+
 use napi::{sys, Env};
-use napi_dlpack::cuda;
+use napi_dlpack::convert::{self, Strided};
+use napi_dlpack::cuda::{self, CudaDevice, DeviceBuffer, Stream};
 use napi_dlpack::ffi::DLDevice;
 use napi_dlpack::{Device, DeviceType, ErrorKind};
 
@@ -13,7 +16,10 @@ use crate::js_memory;
 use crate::layout::TensorLayout;
 use crate::ops::convert::new_dense_handle;
 use crate::ops::import::js_storage_handle;
-use crate::storage::{copy_row_major, copy_row_major_uninit, host_source, try_zeroed_vec, Storage};
+use crate::storage::{
+  copy_row_major, copy_row_major_uninit, dense_copy_vec, host_source, try_zeroed_vec, Memory,
+  Storage,
+};
 
 /// A copy of a tensor in a new handle (`isCopy`): row-major in V8 memory for host tensors, a
 /// device copy on the same device for CUDA tensors.
@@ -71,10 +77,10 @@ pub(crate) fn to_device<'env>(
     }
     (_, DeviceType::Cuda) if source.is_host_accessible() => {
       let device = cuda::device(target.id)?;
-      let mut packed = try_zeroed_vec::<u8>(layout.packed_bytes())?;
-      copy_row_major(&storage, &layout, &mut packed)?;
-      let (storage, layout) = crate::cuda::upload(&layout, &packed, &device)?;
-      new_handle(env, storage, layout)
+      let row_major = TensorLayout::row_major(layout.dtype, &layout.shape, device.dl_device())?;
+      let buffer = DeviceBuffer::alloc(&device, row_major.packed_bytes(), false)?;
+      upload_into(&storage, &layout, &device, buffer.device_ptr())?;
+      new_handle(env, Storage::new(Memory::Cuda(buffer)), row_major)
     }
     (DeviceType::Cuda, DeviceType::Cpu) => {
       // Checked before the ArrayBuffer is made (as the copy itself would).
@@ -134,4 +140,209 @@ pub(crate) fn copy_into(env: &Env, handle: &Handle, bytes: sys::napi_value) -> R
   // call and which do not overlap the source (checked above).
   let out = unsafe { std::slice::from_raw_parts_mut(base, len) };
   copy_row_major(storage, layout, out)
+}
+
+/// The elements of a host tensor, row-major, uploaded to `dst` (device memory of `device`,
+/// `packed_bytes()` long, alive until the copy has run: stream order). A contiguous source is
+/// uploaded straight from its own memory; a strided one is gathered by the dense-copy engine
+/// first. Enqueued on the device's stream; when this returns the source may change or go.
+fn upload_into(
+  storage: &Storage,
+  layout: &TensorLayout,
+  device: &Arc<CudaDevice>,
+  dst: u64,
+) -> Result<()> {
+  let source = host_source(storage, layout)?;
+  if layout.numel == 0 {
+    return Ok(());
+  }
+  if !layout.contiguous {
+    let packed = dense_copy_vec::<u8>(storage, layout)?;
+    // SAFETY: `dst` holds `packed.len()` bytes of device memory that outlives the copy (the
+    // caller's contract); `packed` is pageable memory of ours, which the driver stages before
+    // the call returns.
+    unsafe { device.copy_from_host(dst, &packed)? };
+    return Ok(());
+  }
+  let (start, _) = source.address_range();
+  // SAFETY: a contiguous layout's packed bytes start at its lowest (first) element, inside the
+  // storage that `storage` keeps alive during the call.
+  let bytes = unsafe { std::slice::from_raw_parts(start as *const u8, layout.packed_bytes()) };
+  // SAFETY: as above for `dst`; `bytes` is readable host memory for the call.
+  unsafe { device.copy_from_host(dst, bytes)? };
+  if !matches!(storage.memory(), Memory::Js { .. }) {
+    // The driver stages pageable memory before returning, but reads page-locked memory (a
+    // producer's pinned buffer, memory registered with cuMemHostRegister) later, in stream
+    // order: wait, so the source may change or be released once this returns. V8's memory
+    // is ours and never page-locked.
+    device.synchronize()?;
+  }
+  Ok(())
+}
+
+/// Copies the elements of `src` into `dst` (`Tensor#copy_`): same shape and dtype, `dst`
+/// writable and contiguous, any pair of host-accessible and CUDA devices. With `stream`, the
+/// copy is ordered after the work already on that stream, and that stream's later work after
+/// the copy; otherwise on the devices' legacy default streams. A copy into host memory has
+/// completed when this returns; a copy into device memory is enqueued (stream order).
+pub(crate) fn copy_between(
+  env: &Env,
+  dst: &Handle,
+  src: &Handle,
+  stream: Option<Stream>,
+) -> Result<()> {
+  let (dst_storage, dst_layout) = (dst.storage()?, &dst.layout);
+  let (src_storage, src_layout) = (src.storage()?, &src.layout);
+  dst_storage.check_attached(env)?;
+  src_storage.check_attached(env)?;
+  if dst_layout.read_only {
+    return Err(fail(ErrorKind::ReadOnly, "the destination is read-only"));
+  }
+  if dst_layout.dtype != src_layout.dtype {
+    return Err(fail(
+      ErrorKind::DtypeMismatch,
+      format!(
+        "cannot copy {} into {} (copy_ keeps the dtype: astype converts)",
+        src_layout.dtype, dst_layout.dtype
+      ),
+    ));
+  }
+  if dst_layout.shape != src_layout.shape {
+    return Err(fail(
+      ErrorKind::Shape,
+      format!(
+        "cannot copy shape {:?} into shape {:?}",
+        src_layout.shape, dst_layout.shape
+      ),
+    ));
+  }
+  if !dst_layout.contiguous {
+    return Err(fail(
+      ErrorKind::NotContiguous,
+      "the destination must be contiguous (row-major)",
+    ));
+  }
+  let (to, from) = (dst_layout.device, src_layout.device);
+  let device_kind = |device: napi_dlpack::Device| {
+    if device.is_host_accessible() {
+      Some(false)
+    } else if device.device_type == DeviceType::Cuda {
+      Some(true)
+    } else {
+      None
+    }
+  };
+  let (Some(to_cuda), Some(from_cuda)) = (device_kind(to), device_kind(from)) else {
+    return Err(fail(
+      ErrorKind::Device,
+      format!("copies from {from} to {to} are not supported"),
+    ));
+  };
+  let bytes = dst_layout.packed_bytes();
+  let dst_address = dst_storage.span_address(dst_layout);
+  let src_address = src_storage.span_address(src_layout);
+  let same_space = to_cuda == from_cuda && (!to_cuda || to.id == from.id);
+  if same_space
+    && bytes > 0
+    && dst_address < src_address.saturating_add(src_layout.span_bytes)
+    && src_address < dst_address.saturating_add(bytes)
+  {
+    return Err(fail(
+      ErrorKind::InvalidArgument,
+      "the destination overlaps the source",
+    ));
+  }
+  match (from_cuda, to_cuda) {
+    (false, false) => {
+      let out: &mut [u8] = if bytes == 0 {
+        &mut []
+      } else {
+        // SAFETY: a contiguous, writable host tensor: its packed bytes start at its first
+        // element inside the storage kept alive by the handle; no JS runs during the call, and
+        // the source does not overlap them (checked above).
+        unsafe { std::slice::from_raw_parts_mut(dst_address as *mut u8, bytes) }
+      };
+      copy_row_major(src_storage, src_layout, out)
+    }
+    (false, true) => {
+      let device = crate::cuda::device_of(dst_layout)?;
+      if let Some(stream) = stream {
+        device.wait_for(stream)?;
+      }
+      upload_into(src_storage, src_layout, &device, dst_address as u64)?;
+      // The destination may be a producer's memory: its deleter must wait for this write.
+      dst_storage.note_queued_device_read();
+      if let Some(stream) = stream {
+        device.sync_to(stream)?;
+      }
+      Ok(())
+    }
+    (true, false) => {
+      let device = crate::cuda::device_of(src_layout)?;
+      if let Some(stream) = stream {
+        device.wait_for(stream)?;
+      }
+      let out: &mut [u8] = if bytes == 0 {
+        &mut []
+      } else {
+        // SAFETY: as in the host-host case.
+        unsafe { std::slice::from_raw_parts_mut(dst_address as *mut u8, bytes) }
+      };
+      download_row_major(src_storage, src_layout, out)
+    }
+    (true, true) => {
+      let source = crate::cuda::device_of(src_layout)?;
+      let target = crate::cuda::device_of(dst_layout)?;
+      if let Some(stream) = stream {
+        source.wait_for(stream)?;
+        if target.ordinal() != source.ordinal() {
+          target.wait_for(stream)?;
+        }
+      }
+      if src_layout.contiguous && source.ordinal() == target.ordinal() {
+        // SAFETY: both ranges are device memory of this device kept alive by their storages
+        // until the copy has run (our frees are stream-ordered after it; producers' deleters
+        // wait for our queued work, noted below); they do not overlap (checked above).
+        unsafe { target.copy_device(dst_address as u64, src_address as u64, bytes)? };
+        src_storage.note_queued_device_read();
+        dst_storage.note_queued_device_read();
+      } else {
+        // Across devices, or a strided source (no device gather kernel): through the host.
+        let mut packed = try_zeroed_vec::<u8>(bytes)?;
+        download_row_major(src_storage, src_layout, &mut packed)?;
+        // SAFETY: `bytes` bytes of device memory of `target` at `dst_address`, alive until the
+        // copy has run; the staging Vec is pageable (staged by the driver before it returns).
+        unsafe { target.copy_from_host(dst_address as u64, &packed)? };
+        dst_storage.note_queued_device_read();
+      }
+      if let Some(stream) = stream {
+        target.sync_to(stream)?;
+      }
+      Ok(())
+    }
+  }
+}
+
+/// The elements of a CUDA tensor, row-major, into `out` (`packed_bytes()` long); completed
+/// when this returns. A contiguous source lands straight in `out`; a strided one is downloaded
+/// as its span and gathered on the host by the dense-copy engine.
+fn download_row_major(storage: &Storage, layout: &TensorLayout, out: &mut [u8]) -> Result<()> {
+  if layout.contiguous {
+    return crate::cuda::download_span(storage, layout, out);
+  }
+  let mut span = try_zeroed_vec::<u8>(layout.span_bytes)?;
+  crate::cuda::download_span(storage, layout, &mut span)?;
+  let host = layout.relocated(napi_dlpack::Device::CPU);
+  // SAFETY: `host` is the source's layout over its downloaded span (same shape and strides,
+  // offsets from the span's start), validated when the source was made; `span` is alive and
+  // unchanged while the engine reads it.
+  let source = unsafe {
+    Strided::from_raw(
+      span.as_ptr().add(host.first_byte),
+      host.dtype,
+      &host.shape,
+      &host.strides,
+    )
+  };
+  Ok(convert::copy_dense(&source, out)?)
 }

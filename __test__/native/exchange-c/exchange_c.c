@@ -866,6 +866,108 @@ static napi_value install_finalized_count(napi_env env, napi_callback_info info)
   return result;
 }
 
+/* ---- keys kept per environment (header part 5) ---------------------------- */
+
+/* This environment's keys (instance data: a worker has its own). */
+static napi_dlpack_keys* keys_of(napi_env env) {
+  void* data = NULL;
+  napi_get_instance_data(env, &data);
+  return (napi_dlpack_keys*)data;
+}
+
+static void free_keys(napi_env env, void* data, void* hint) {
+  (void)hint;
+  napi_dlpack_keys_delete(env, (napi_dlpack_keys*)data);
+  free(data);
+}
+
+/* keyedBorrow(value) -> { sum, pointer } through the _by_key forms with the
+ * kept key (borrow, then an owning export, released at once). */
+static napi_value keyed_borrow(napi_env env, napi_callback_info info) {
+  napi_value argv[1], key, result, field;
+  napi_dlpack_borrow borrow;
+  napi_dlpack_extent extent;
+  DLManagedTensorVersioned* exported = NULL;
+  napi_dlpack_status st;
+  const float* first;
+  double sum = 0;
+  int64_t i;
+  get_args(env, info, 1, argv);
+  if (napi_dlpack_keys_get(env, keys_of(env), &key, NULL) != NAPI_DLPACK_OK)
+    THROW(env, "ERR_DLPACK_NAPI", "no keys");
+  st = napi_dlpack_exchange_borrow_by_key(env, argv[0], key, &borrow);
+  if (st != NAPI_DLPACK_OK) return fail_status(env, st);
+  if (napi_dlpack_tensor_extent(&borrow.tensor, borrow.flags, &extent) != NULL ||
+      !extent.c_contiguous || borrow.tensor.dtype.code != kDLFloat || borrow.tensor.dtype.bits != 32) {
+    napi_dlpack_exchange_release(env, &borrow);
+    THROW(env, "ERR_DLPACK_DTYPE_MISMATCH", "expected a contiguous float32 tensor");
+  }
+  first = (const float*)((const char*)borrow.tensor.data + borrow.tensor.byte_offset);
+  for (i = 0; i < extent.numel; i++) sum += first[i];
+  napi_dlpack_exchange_release(env, &borrow);
+  st = napi_dlpack_exchange_export_by_key(env, argv[0], key, &exported);
+  if (st != NAPI_DLPACK_OK) return fail_status(env, st);
+  field = make_bigint(env, (uint64_t)(uintptr_t)exported->dl_tensor.data + exported->dl_tensor.byte_offset);
+  napi_dlpack_tensor_release(NAPI_DLPACK_KIND_VERSIONED, exported);
+  CHECK_NAPI(env, napi_create_object(env, &result));
+  CHECK_NAPI(env, napi_set_named_property(env, result, "pointer", field));
+  CHECK_NAPI(env, napi_create_double(env, sum, &field));
+  CHECK_NAPI(env, napi_set_named_property(env, result, "sum", field));
+  return result;
+}
+
+/* keyedAdaptedPointer(value): adaptedPointer through napi_dlpack_adapt_by_key. */
+static napi_value keyed_adapted_pointer(napi_env env, napi_callback_info info) {
+  napi_value argv[1], key, capsule, out;
+  napi_dlpack_status st;
+  uint32_t kind = 0;
+  void* taken = NULL;
+  get_args(env, info, 1, argv);
+  if (napi_dlpack_keys_get(env, keys_of(env), NULL, &key) != NAPI_DLPACK_OK)
+    THROW(env, "ERR_DLPACK_NAPI", "no keys");
+  st = napi_dlpack_adapt_by_key(env, argv[0], key, &capsule);
+  if (st != NAPI_DLPACK_OK) return NULL; /* the adapter's coded error is pending */
+  if (capsule == NULL) {
+    CHECK_NAPI(env, napi_get_null(env, &out));
+    return out;
+  }
+  st = napi_dlpack_capsule_consume(env, capsule, &kind, &taken);
+  if (st != NAPI_DLPACK_OK) return fail_status(env, st);
+  out = make_bigint(env, (uint64_t)(uintptr_t)((DLManagedTensorVersioned*)taken)->dl_tensor.data +
+                             ((DLManagedTensorVersioned*)taken)->dl_tensor.byte_offset);
+  napi_dlpack_tensor_release(kind, taken);
+  return out;
+}
+
+/* For benches/header-keys-callgrind.mjs: one borrow and release per call, the
+ * key made per call (benchBorrow) or kept (benchBorrowKeyed); benchFloor does
+ * nothing (the cost of the call itself). */
+static napi_value bench_borrow(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  napi_dlpack_borrow borrow;
+  get_args(env, info, 1, argv);
+  if (napi_dlpack_exchange_borrow(env, argv[0], &borrow) != NAPI_DLPACK_OK) THROW(env, "ERR_DLPACK_NAPI", "borrow");
+  napi_dlpack_exchange_release(env, &borrow);
+  return NULL;
+}
+
+static napi_value bench_borrow_keyed(napi_env env, napi_callback_info info) {
+  napi_value argv[1], key;
+  napi_dlpack_borrow borrow;
+  get_args(env, info, 1, argv);
+  if (napi_dlpack_keys_get(env, keys_of(env), &key, NULL) != NAPI_DLPACK_OK ||
+      napi_dlpack_exchange_borrow_by_key(env, argv[0], key, &borrow) != NAPI_DLPACK_OK)
+    THROW(env, "ERR_DLPACK_NAPI", "borrow");
+  napi_dlpack_exchange_release(env, &borrow);
+  return NULL;
+}
+
+static napi_value bench_floor(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  get_args(env, info, 1, argv);
+  return NULL;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor functions[] = {
       {"borrowSum", NULL, borrow_sum, NULL, NULL, NULL, napi_default, NULL},
@@ -873,6 +975,11 @@ static napi_value init(napi_env env, napi_value exports) {
       {"borrowStatus", NULL, borrow_status, NULL, NULL, NULL, napi_default, NULL},
       {"borrowInspect", NULL, borrow_inspect, NULL, NULL, NULL, napi_default, NULL},
       {"selectDepth", NULL, select_depth, NULL, NULL, NULL, napi_default, NULL},
+      {"keyedBorrow", NULL, keyed_borrow, NULL, NULL, NULL, napi_default, NULL},
+      {"keyedAdaptedPointer", NULL, keyed_adapted_pointer, NULL, NULL, NULL, napi_default, NULL},
+      {"benchBorrow", NULL, bench_borrow, NULL, NULL, NULL, napi_default, NULL},
+      {"benchBorrowKeyed", NULL, bench_borrow_keyed, NULL, NULL, NULL, napi_default, NULL},
+      {"benchFloor", NULL, bench_floor, NULL, NULL, NULL, napi_default, NULL},
       {"installOn", NULL, install_on, NULL, NULL, NULL, napi_default, NULL},
       {"installFinalized", NULL, install_finalized_count, NULL, NULL, NULL, napi_default, NULL},
       {"borrowKeep", NULL, borrow_keep, NULL, NULL, NULL, napi_default, NULL},
@@ -892,9 +999,16 @@ static napi_value init(napi_env env, napi_value exports) {
       {"borrowCounts", NULL, borrow_counts, NULL, NULL, NULL, napi_default, NULL},
       {"adaptedPointer", NULL, adapted_pointer, NULL, NULL, NULL, napi_default, NULL},
   };
+  napi_dlpack_keys* keys;
   if (napi_define_properties(env, exports, sizeof functions / sizeof functions[0], functions) !=
       napi_ok)
     return NULL;
+  keys = (napi_dlpack_keys*)malloc(sizeof *keys);
+  if (keys == NULL || napi_dlpack_keys_create(env, keys) != NAPI_DLPACK_OK ||
+      napi_set_instance_data(env, keys, free_keys, NULL) != napi_ok) {
+    free(keys);
+    return NULL;
+  }
   if (define_class(env, exports, "CTensor", &ctensor_api.header) != napi_ok ||
       define_class(env, exports, "BadVersionTensor", &future_api) != napi_ok ||
       define_class(env, exports, "ChainedTensor", &chained_api) != napi_ok)

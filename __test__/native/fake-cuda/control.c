@@ -29,6 +29,8 @@ struct api {
     long long (*live_streams)(void);
     long long (*live_events)(void);
     long long (*host_syncs)(void);
+    long long (*last_host_source)(void);
+    long long (*last_host_destination)(void);
     long long (*pending_ops)(void);
     long long (*async_errors)(void);
     long long (*cross_context_frees)(void);
@@ -64,6 +66,8 @@ static int bind(void *h) {
     SYM(live_streams, "fake_cuda_live_streams");
     SYM(live_events, "fake_cuda_live_events");
     SYM(host_syncs, "fake_cuda_host_syncs");
+    SYM(last_host_source, "fake_cuda_last_host_source");
+    SYM(last_host_destination, "fake_cuda_last_host_destination");
     SYM(pending_ops, "fake_cuda_pending_ops");
     SYM(async_errors, "fake_cuda_async_errors");
     SYM(cross_context_frees, "fake_cuda_cross_context_frees");
@@ -286,6 +290,8 @@ COUNTER_FN(js_live_host_allocations, live_host_allocations)
 COUNTER_FN(js_live_streams, live_streams)
 COUNTER_FN(js_live_events, live_events)
 COUNTER_FN(js_host_syncs, host_syncs)
+COUNTER_FN(js_last_host_source, last_host_source)
+COUNTER_FN(js_last_host_destination, last_host_destination)
 COUNTER_FN(js_pending_ops, pending_ops)
 COUNTER_FN(js_async_errors, async_errors)
 COUNTER_FN(js_cross_context_frees, cross_context_frees)
@@ -320,6 +326,8 @@ NAPI_MODULE_INIT() {
         { "liveStreams", NULL, js_live_streams, NULL, NULL, NULL, napi_enumerable, NULL },
         { "liveEvents", NULL, js_live_events, NULL, NULL, NULL, napi_enumerable, NULL },
         { "hostSyncs", NULL, js_host_syncs, NULL, NULL, NULL, napi_enumerable, NULL },
+        { "lastHostSource", NULL, js_last_host_source, NULL, NULL, NULL, napi_enumerable, NULL },
+        { "lastHostDestination", NULL, js_last_host_destination, NULL, NULL, NULL, napi_enumerable, NULL },
         { "pendingOps", NULL, js_pending_ops, NULL, NULL, NULL, napi_enumerable, NULL },
         { "asyncErrors", NULL, js_async_errors, NULL, NULL, NULL, napi_enumerable, NULL },
         { "crossContextFrees", NULL, js_cross_context_frees, NULL, NULL, NULL, napi_enumerable, NULL },

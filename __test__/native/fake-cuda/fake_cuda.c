@@ -365,6 +365,10 @@ static unsigned long long g_calls[EP_COUNT];
 static struct fault g_faults[EP_COUNT];
 static long long g_live_dev = 0, g_live_host = 0, g_live_streams = 0, g_live_events = 0;
 static long long g_host_syncs = 0, g_async_errors = 0, g_cross_context_frees = 0;
+/* Host addresses of the last copy from host memory and the last copy into host memory (0:
+ * none since the last reset): tests check that a copy read or wrote the tensor's own memory,
+ * not a staging copy of it. */
+static long long g_last_host_source = 0, g_last_host_destination = 0;
 static CUresult g_async_error = CUDA_SUCCESS;
 
 /* per thread */
@@ -1595,6 +1599,8 @@ static CUresult do_copy(int ep, int dst_is_dev, uintptr_t dst, int src_is_dev, u
     if (r) return r;
     struct op *op = new_op(OP_COPY, ep);
     if (!op) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!src_is_dev) g_last_host_source = (long long)src;
+    if (!dst_is_dev) g_last_host_destination = (long long)dst;
     op->dst_is_dev = dst_is_dev;
     op->src_is_dev = src_is_dev;
     op->dst = dst;
@@ -1882,6 +1888,8 @@ EXPORT void fake_cuda_reset(void) {
     for (int i = 0; i < EP_COUNT; i++) __atomic_store_n(&g_calls[i], 0, __ATOMIC_RELAXED);
     memset(g_faults, 0, sizeof g_faults);
     g_host_syncs = 0;
+    g_last_host_source = 0;
+    g_last_host_destination = 0;
     g_async_errors = 0;
     g_cross_context_frees = 0;
     g_async_error = CUDA_SUCCESS;
@@ -1935,6 +1943,8 @@ EXPORT long long fake_cuda_live_host_allocations(void) { return read_locked(&g_l
 EXPORT long long fake_cuda_live_streams(void) { return read_locked(&g_live_streams); }
 EXPORT long long fake_cuda_live_events(void) { return read_locked(&g_live_events); }
 EXPORT long long fake_cuda_host_syncs(void) { return read_locked(&g_host_syncs); }
+EXPORT long long fake_cuda_last_host_source(void) { return read_locked(&g_last_host_source); }
+EXPORT long long fake_cuda_last_host_destination(void) { return read_locked(&g_last_host_destination); }
 EXPORT long long fake_cuda_async_errors(void) { return read_locked(&g_async_errors); }
 EXPORT long long fake_cuda_cross_context_frees(void) { return read_locked(&g_cross_context_frees); }
 

@@ -67,6 +67,9 @@ long long fake_cuda_live_events(void);
  * memset entry points, and async device-to-pageable-host copies (which the
  * real driver also completes before returning). */
 long long fake_cuda_host_syncs(void);
+/* Host address of the last copy from host memory / into host memory (0: none since reset). */
+long long fake_cuda_last_host_source(void);
+long long fake_cuda_last_host_destination(void);
 
 /* Queued operations (all streams) that have not executed yet. Always 0 in
  * immediate mode. */

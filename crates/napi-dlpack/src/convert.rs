@@ -528,22 +528,34 @@ pub fn copy_dense_uninit(
   if copy_planes_of_3(source, out) {
     return Ok(());
   }
+  copy_dense_tiled_from(source, out, TILED_MIN_BYTES);
+  Ok(())
+}
+
+/// From this many bytes on, transposes are tiled. Zero: even a 1 KiB transpose (16x16 float32)
+/// took fewer instructions tiled (one buffered tile) than row by row, measured whole-process
+/// with benches/copies-callgrind.mjs.
+const TILED_MIN_BYTES: usize = 0;
+
+/// The kernels of [`copy_dense_uninit`] after its checks, tiling transposes of `tiled_min`
+/// bytes and more (tests pass 0 to tile every size).
+fn copy_dense_tiled_from(source: &Strided<'_>, out: &mut [MaybeUninit<u8>], tiled_min: usize) {
+  let tiled = out.len() >= tiled_min;
   match source.dtype.itemsize() {
-    1 => copy_elements::<[u8; 1]>(source, out),
-    2 => copy_elements::<[u8; 2]>(source, out),
-    4 => copy_elements::<[u8; 4]>(source, out),
-    8 => copy_elements::<[u8; 8]>(source, out),
-    16 => copy_elements::<[u8; 16]>(source, out),
+    1 => copy_elements::<[u8; 1]>(source, out, tiled),
+    2 => copy_elements::<[u8; 2]>(source, out, tiled),
+    4 => copy_elements::<[u8; 4]>(source, out, tiled),
+    8 => copy_elements::<[u8; 8]>(source, out, tiled),
+    16 => copy_elements::<[u8; 16]>(source, out, tiled),
     other => unreachable!("no dtype is {other} bytes wide"),
   }
-  Ok(())
 }
 
 /// The dense copy of elements `size_of::<E>()` bytes wide: row by row when the destination's
 /// rows are the source's innermost dimension, else tile by tile ([`copy_tiled`]).
-fn copy_elements<E: Copy>(source: &Strided<'_>, out: &mut [MaybeUninit<u8>]) {
+fn copy_elements<E: Copy>(source: &Strided<'_>, out: &mut [MaybeUninit<u8>], tiled: bool) {
   let rows = Rows::of(source.shape, source.strides, None);
-  match transposed_dim(&rows) {
+  match transposed_dim(&rows).filter(|_| tiled) {
     Some(dim) => copy_tiled::<E>(source, &rows, dim, out),
     None => copy_rows::<E>(source, &rows, out),
   }
@@ -1466,6 +1478,13 @@ mod tests {
       let at = (first_byte as i64 + offset * itemsize as i64) as usize;
       want.extend_from_slice(&bytes[at..at + itemsize]);
     }
+    // Tiled whatever the size (copy_dense tiles from TILED_MIN_BYTES on).
+    let mut tiled = vec![0x5Au8; out.len()];
+    copy_dense_tiled_from(&source, as_uninit(&mut tiled), 0);
+    assert!(
+      tiled == want,
+      "tiled: itemsize {itemsize}, {shape:?} {strides:?}"
+    );
     assert!(
       out == want,
       "itemsize {itemsize}, first byte {first_byte}, {shape:?} {strides:?}"

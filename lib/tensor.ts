@@ -255,7 +255,7 @@ export function streamValue(stream: unknown): bigint | null {
   if (typeof stream === 'number' && Number.isSafeInteger(stream)) return BigInt(stream)
   throw new DLPackTypeError(
     'ERR_DLPACK_INVALID_ARGUMENT',
-    `stream must be a bigint, a safe integer, null or undefined, got ${String(stream)}`,
+    `stream must be a bigint, a safe integer, null or undefined, got ${describe(stream)}`,
   )
 }
 
@@ -292,7 +292,7 @@ function wrapMemory(
     ? new Uint8Array(memory.buffer, memory.byteOffset, memory.byteLength)
     : new Uint8Array(buffer)
   if (!Number.isSafeInteger(offset) || offset < 0) {
-    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `offset must be a non-negative integer, got ${String(offset)}`)
+    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `offset must be a non-negative integer, got ${describe(offset)}`)
   }
   const dims = checkShape(shape)
   const steps = strides ? checkShape(strides, 'strides') : null
@@ -897,11 +897,11 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
     if (options.offset !== undefined || options.length !== undefined) {
       const offset = options.offset ?? 0
       if (!Number.isSafeInteger(offset) || offset < 0) {
-        throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `offset must be a non-negative integer, got ${String(offset)}`)
+        throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `offset must be a non-negative integer, got ${describe(offset)}`)
       }
       const length = options.length ?? meta.viewLength - offset
       if (!Number.isSafeInteger(length) || length < 0) {
-        throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `length must be a non-negative integer, got ${String(length)}`)
+        throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `length must be a non-negative integer, got ${describe(length)}`)
       }
       const window = call(() => native.handleWindow(this.#live().handle, offset, length))
       const spec = DTYPES[meta.dtype as DType]

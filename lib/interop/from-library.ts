@@ -8,7 +8,7 @@
  * refused with a stable code unless the caller passes `copy: true`.
  */
 import { type DType, DTYPES, dtypeOfArray, isDType } from '../dtype'
-import { BufferError, DLPackTypeError, TensorDisposedError } from '../errors'
+import { BufferError, DLPackTypeError, TensorDisposedError, describe } from '../errors'
 import { MAX_NDIM } from '../generated/facts'
 import { createFromMemory, type Tensor } from '../tensor'
 
@@ -181,7 +181,7 @@ function fromSharp(source: SharpRawLike): Tensor {
   let dtype: DType | undefined
   if (depth !== undefined) {
     dtype = SHARP_DEPTHS.get(depth)
-    if (dtype === undefined) throw unsupported(`sharp depth '${String(depth)}' has no DLPack dtype`)
+    if (dtype === undefined) throw unsupported(`sharp depth ${describe(depth)} has no DLPack dtype`)
   } else {
     dtype = dtypeOfArray(source.data) ?? 'uint8'
   }
@@ -255,7 +255,7 @@ function tooDeep(what: string): DLPackTypeError {
 
 function arrowLeaf(chunk: ArrowDataLike): ArrowLeaf {
   let data = chunk
-  if (!isDim(chunk.length)) throw invalid(`Arrow chunk length must be a non-negative integer, got ${String(chunk.length)}`)
+  if (!isDim(chunk.length)) throw invalid(`Arrow chunk length must be a non-negative integer, got ${describe(chunk.length)}`)
   let elements = chunk.length
   let hasNulls = chunk.nullCount > 0
   // Bounded: a hostile (or cyclic) chunk whose child is itself must not loop forever.
@@ -300,7 +300,7 @@ function leafValues(leaf: ArrowLeaf, dtype: DType): ArrayBufferView {
     // Checked against the bits there are first: a short buffer is not padded with false, and a
     // huge `length` is refused before anything is allocated.
     if (!isDim(offset) || offset + leaf.elements > bits.length * 8) {
-      throw invalid(`Arrow booleans: ${bits.length * 8} bits hold no ${leaf.elements} values from bit ${String(offset)}`)
+      throw invalid(`Arrow booleans: ${bits.length * 8} bits hold no ${leaf.elements} values from bit ${describe(offset)}`)
     }
     const bytes = new Uint8Array(leaf.elements)
     for (let i = 0; i < leaf.elements; i++) {

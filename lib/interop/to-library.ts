@@ -96,7 +96,7 @@ function checkHost(tensor: TensorFacts): void {
 export function denseData<D extends DType>(tensor: TensorFacts<D>, options: PeerViewOptions = {}): DataArray<D> {
   checkHost(tensor)
   if (tensor.isContiguous && tensor.offset === 0) {
-    const dataOptions: DataOptions = options.allowReadOnly === true ? { allowReadOnly: true } : {}
+    const dataOptions: DataOptions = options?.allowReadOnly === true ? { allowReadOnly: true } : {}
     // `data` spans the lowest to the highest element: for a dense tensor, exactly its elements.
     return tensor.getData(dataOptions)
   }
@@ -109,7 +109,7 @@ export function toOrt<D extends DType>(tensor: TensorFacts<D>, options: OrtOptio
   if (!ORT_TYPES.has(dtype)) {
     throw new DLPackTypeError('ERR_DLPACK_UNSUPPORTED_DTYPE', `ONNX Runtime's JS Tensor has no '${dtype}' type`)
   }
-  if (options.output === true) {
+  if (options?.output === true) {
     checkHost(tensor)
     if (!isDense(tensor)) {
       throw new BufferError(

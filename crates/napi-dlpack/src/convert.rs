@@ -532,9 +532,10 @@ pub fn copy_dense_uninit(
   Ok(())
 }
 
-/// Below this many bytes the copy goes row by row even for transposes: the whole source and
-/// destination fit in L1, and setting up tiles costs more than it saves (a 1 KiB transpose).
-const TILED_MIN_BYTES: usize = 4096;
+/// From this many bytes on, transposes are tiled. Zero: even a 1 KiB transpose (16x16 float32)
+/// took fewer instructions tiled (one buffered tile) than row by row, measured whole-process
+/// with benches/copies-callgrind.mjs.
+const TILED_MIN_BYTES: usize = 0;
 
 /// The kernels of [`copy_dense_uninit`] after its checks, tiling transposes of `tiled_min`
 /// bytes and more (tests pass 0 to tile every size).

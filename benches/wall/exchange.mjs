@@ -22,8 +22,8 @@ import { createRequire } from 'node:module'
 import { Bench } from 'tinybench'
 
 const require = createRequire(import.meta.url)
-const { Tensor, fromDLPack } = require('../dist/index.js')
-const native = require('../index.js')
+const { Tensor, fromDLPack } = require('../../dist/index.js')
+const native = require('../../index.js')
 
 const SIZES = [
   ['1 KiB', 1 << 10],

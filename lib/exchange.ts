@@ -6,9 +6,9 @@
 import { dlpackError } from './errors'
 import { native } from './native.js'
 import { EXCHANGE_API_PROPERTY, Tensor, exchangeHandle } from './tensor'
-import type { AdaptedSource } from './adapters'
+import type { AdaptedSource } from './interop/from-library'
 import type { DType } from './dtype'
-import type { CanDLPack, NDArrayLike } from './protocol'
+import type { CanDLPack, HasExchangeApi, NDArrayLike } from './protocol'
 import type { DLPackCapsule, TensorHandle } from './tensor'
 
 // `dlpackError`: errors thrown to a native consumer through the table are the DLPackError
@@ -17,18 +17,13 @@ native.installExchangeApi(Tensor.prototype, exchangeHandle, (handle: unknown) =>
 
 export { EXCHANGE_API_PROPERTY }
 
-/** An object exposing a DLPack exchange table under `EXCHANGE_API_PROPERTY`, own or inherited (napi-dlpack's `Tensor`, or another addon's tensor class). */
-export interface HasExchangeApi {
-  readonly [EXCHANGE_API_PROPERTY]: unknown
-}
-
 /**
  * What a native function taking `napi_dlpack::arg::TensorArg` accepts: a `Tensor` or its
  * `native` handle (borrowed for the call, no capsule; the handle with no lookup at all), any
  * object exposing an exchange table, a capsule (consumed), any
  * object with `__dlpack__`, and, napi-dlpack being loaded (it is, if you import it), the
  * library tensors and images `fromDLPack` recognises (ONNX Runtime / transformers.js, sharp,
- * ImageData / RawImage, Arrow, tfjs, ndarray-likes: lib/library-adapter.ts), zero-copy over the
+ * ImageData / RawImage, Arrow, tfjs, ndarray-likes: lib/interop/native-adapter.ts), zero-copy over the
  * library's memory. Addons built on the crate name their arguments with this type.
  */
 export type TensorArg = Tensor | TensorHandle | HasExchangeApi | DLPackCapsule | CanDLPack | AdaptedSource | NDArrayLike

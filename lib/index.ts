@@ -35,12 +35,11 @@ export {
 } from './errors'
 export {
   EXCHANGE_API_PROPERTY,
-  type HasExchangeApi,
   type OwnedTensorArg,
   type TensorArg,
   type TensorResult,
 } from './exchange'
-export { ADAPTER_PROPERTY } from './library-adapter'
+export { ADAPTER_PROPERTY } from './interop/native-adapter'
 export {
   type CanDLPack,
   type CanDLPackDevice,
@@ -48,6 +47,7 @@ export {
   externalBuffersAllowed,
   fromDLPack,
   type FromDLPackOptions,
+  type HasExchangeApi,
   isCapsule,
   isCapsuleConsumed,
   MAX_VERSION,
@@ -61,7 +61,7 @@ export {
   type OrtTensorLike,
   type SharpRawLike,
   type TfTensorLike,
-} from './adapters'
+} from './interop/from-library'
 export {
   type ArrowModule,
   type ArrowParts,
@@ -74,20 +74,22 @@ export {
   type SharpPixels,
   type TfDType,
   type TfTensorArgs,
+} from './interop/to-library'
+export {
+  type CopyOptions,
+  type CreateOptions,
+  type DataOptions,
+  type DLPackOptions,
+  type FromArrayOptions,
   type PeerViewOptions,
-} from './interop'
+} from './options'
 export {
   type ArrayDType,
   type ClampedTensor,
-  type CreateOptions,
-  type DataOptions,
   type DLPackCapsule,
-  type DLPackOptions,
-  type FromArrayOptions,
   Tensor,
   type TensorHandle,
   type TensorViews,
   type ToOptions,
-  type CopyOptions,
 } from './tensor'
 export { isTransfer, releaseTransfer, type SharedTransfer, type TensorTransfer, type TokenTransfer } from './transfer'

@@ -1,9 +1,8 @@
 import { native } from './native.js'
 import { type Device, type DeviceLike, toDevice } from './device'
 import { DLDeviceType, type DType, DTYPES, dtypeOfArray, isDType } from './dtype'
-import { type AdaptedSource, type AdaptOptions, adapt, isOrtTensorLike } from './adapters'
+import { type AdaptedSource, type AdaptOptions, adapt, isOrtTensorLike } from './interop/from-library'
 import { BufferError, CapsuleError, DLPackTypeError, describe } from './errors'
-import type { HasExchangeApi } from './exchange'
 import { COPY_MODE, DLPACK_VERSION } from './generated/facts'
 import {
   type ArrayDType,
@@ -12,12 +11,12 @@ import {
   createFromMemory,
   type DLPackCapsule,
   EXCHANGE_API_PROPERTY,
-  type DLPackOptions,
   isSharedArrayBuffer,
   checkExpectedDType,
   streamValue,
   Tensor,
 } from './tensor'
+import type { DLPackOptions } from './options'
 
 /** An object that exports itself through DLPack (the JS `__dlpack__` protocol). */
 export interface CanDLPack<T extends DLDeviceType = DLDeviceType, I extends number = number> {
@@ -30,6 +29,15 @@ export interface CanDLPack<T extends DLDeviceType = DLDeviceType, I extends numb
 /** An object that reports its DLPack device without exporting. */
 export interface CanDLPackDevice<T extends DLDeviceType = DLDeviceType, I extends number = number> {
   __dlpack_device__(): readonly [T, I]
+}
+
+/**
+ * An object exposing a DLPack exchange table under `EXCHANGE_API_PROPERTY`, own or inherited
+ * (napi-dlpack's `Tensor`, or another addon's tensor class). Declared here beside the other
+ * source shapes rather than in lib/exchange.ts, which imports this module (no import cycle).
+ */
+export interface HasExchangeApi {
+  readonly [EXCHANGE_API_PROPERTY]: unknown
 }
 
 /** scijs `ndarray` and `@stdlib/ndarray` style arrays: a TypedArray plus layout, in elements. */
@@ -171,7 +179,7 @@ function fromCapsule(capsule: unknown, checked: CheckedOptions, obtained: boolea
  * - any object with `__dlpack__` (and optionally `__dlpack_device__`);
  * - an ArrayBuffer, SharedArrayBuffer, TypedArray, DataView or Buffer (keeps it alive);
  * - an ndarray-like `{ data, shape, stride | strides, offset }` (scijs ndarray, @stdlib/ndarray);
- * - a library's tensor or image as it is (lib/adapters.ts): ONNX Runtime / transformers.js
+ * - a library's tensor or image as it is (lib/interop/from-library.ts): ONNX Runtime / transformers.js
  *   tensors, sharp raw output, ImageData / RawImage, Arrow vectors, tfjs tensors.
  */
 export function fromDLPack<D extends DType>(source: Tensor<D>, options?: FromDLPackOptions<D>): Tensor<D>
@@ -345,10 +353,10 @@ function fromNDArray(source: NDArrayLike): Tensor {
 
 /**
  * A CPU tensor over the memory of a library's array, tensor or image as it is: an ndarray-like,
- * or one of lib/adapters.ts (ONNX Runtime / transformers.js, sharp, ImageData / RawImage, Arrow,
+ * or one of lib/interop/from-library.ts (ONNX Runtime / transformers.js, sharp, ImageData / RawImage, Arrow,
  * tfjs). `undefined` for an object that is none of them; a coded error for one that cannot be
  * imported as `options` ask. Shared by `fromDLPack` and the adapter typed arguments of native
- * addons call (lib/library-adapter.ts), so both accept the same objects by the same rules.
+ * addons call (lib/interop/native-adapter.ts), so both accept the same objects by the same rules.
  */
 export function fromLibraryObject(source: object, options: AdaptOptions): Tensor | undefined {
   const tensor = userCode(() => libraryTensor(source, options), 'reading the library object')
@@ -359,7 +367,7 @@ function libraryTensor(source: object, options: AdaptOptions): Tensor | undefine
   // An ONNX Runtime / transformers.js tensor is never read as an ndarray-like: its `data` is a
   // getter that throws for GPU locations, and `adapt` checks the location before reading it.
   if (!isOrtTensorLike(source) && isNDArrayLike(source)) return fromNDArray(source)
-  // Library tensors and images (lib/adapters.ts) have a prototype; capsules (Externals) have
+  // Library tensors and images (lib/interop/from-library.ts) have a prototype; capsules (Externals) have
   // none in Node and Deno, so the capsule hot path pays one prototype read and a library
   // object no failed capsule import. (Bun gives Externals a bare prototype: there a capsule
   // is first read as a library object, which costs a few property misses.)

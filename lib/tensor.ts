@@ -18,7 +18,6 @@ import {
   type ImageDataArgs,
   type OrtOptions,
   type OrtTensorArgs,
-  type PeerViewOptions,
   type SharpArgs,
   type TfTensorArgs,
   toArrow,
@@ -26,7 +25,9 @@ import {
   toOrt,
   toSharp,
   toTf,
-} from './interop'
+} from './interop/to-library'
+import { readInfo, type TensorLayout } from './layout'
+import type { CopyOptions, CreateOptions, DataOptions, DLPackOptions, FromArrayOptions, PeerViewOptions } from './options'
 import {
   BufferError,
   DLPackTypeError,
@@ -36,15 +37,7 @@ import {
   dlpackError,
   rethrow,
 } from './errors'
-import {
-  DTYPE_ORDER,
-  EXCHANGE_API_SYMBOL_NAME,
-  HOST_ACCESSIBLE_DEVICE_TYPES,
-  INFO_BIT,
-  MAX_NDIM,
-  INFO_SLOT,
-  INFO_SLOTS,
-} from './generated/facts'
+import { EXCHANGE_API_SYMBOL_NAME, HOST_ACCESSIBLE_DEVICE_TYPES, MAX_NDIM } from './generated/facts'
 import { checkTransfer, claimToken, makeTransfer, type TensorTransfer } from './transfer'
 
 declare const capsuleBrand: unique symbol
@@ -77,49 +70,6 @@ export interface TensorHandle {
   readonly [handleBrand]: 'TensorHandle'
 }
 
-/** Options of `__dlpack__`, mirroring the Python array API's keywords. */
-export interface DLPackOptions {
-  /**
-   * The consumer's stream (CUDA: a `cudaStream_t` as bigint, or `1n` legacy default, `2n`
-   * per-thread default, `-1n` no synchronisation; unset means the legacy default stream; `0`
-   * is refused with `ERR_DLPACK_STREAM`). Numbers are accepted when they are safe integers.
-   * Must be `undefined`/`null` for CPU tensors.
-   */
-  stream?: bigint | number | null
-  /** The newest DLPack version the consumer understands; below `[1, 0]` gives a legacy capsule. */
-  maxVersion?: readonly [number, number] | null
-  /** The device the consumer wants the data on. */
-  dlDevice?: readonly [number, number] | null
-  /** `true`: always copy; `false`: never copy (throw if needed); `null`/`undefined`: copy only if needed. */
-  copy?: boolean | null
-}
-
-/** Options of `Tensor.empty` and `Tensor.zeros`. */
-export interface CreateOptions {
-  /** Where to allocate: `'cpu'` (default, V8 memory) or a CUDA device such as `'cuda:0'`. */
-  device?: DeviceLike
-  /**
-   * Allocate the CPU tensor in a `SharedArrayBuffer` (zero-filled) instead of an `ArrayBuffer`,
-   * so that `transfer()` hands it to worker threads without a copy.
-   */
-  shared?: boolean
-}
-
-/** Options of `Tensor#getData`. */
-export interface DataOptions {
-  /** Return the zero-copy view of a read-only tensor too (do not write to it). */
-  allowReadOnly?: boolean
-  /**
-   * A window: index of its first element within the span `data` covers (in elements, from the
-   * lowest-addressed element; default 0). With `offset` or `length`, `getData` returns a new
-   * view of that window only, which works for tensors larger than the runtime's largest
-   * ArrayBuffer too.
-   */
-  offset?: number
-  /** Elements in the window (default: to the end of the span `data` covers). */
-  length?: number
-}
-
 /** Largest JS array length: `toArray()` refuses tensors with more elements. */
 const MAX_ARRAY_LENGTH = 2 ** 32 - 1
 
@@ -135,33 +85,6 @@ export interface ToOptions {
   out?: Tensor
   /** With `out`: the CUDA stream that orders the copy (see {@link CopyOptions.stream}). */
   stream?: bigint | number | null
-}
-
-/** Options of `Tensor#copy_`. */
-export interface CopyOptions {
-  /**
-   * A CUDA stream (a `cudaStream_t` as bigint, or a DLPack stream value: `1n` legacy default,
-   * `2n` per-thread default): the copy runs after the work already enqueued on it, and work
-   * enqueued on it afterwards runs after the copy. Unset: the devices' legacy default streams.
-   */
-  stream?: bigint | number | null
-}
-
-/** Options of `Tensor.from`. */
-export interface FromArrayOptions<D extends DType = DType> {
-  /** Reinterpret the bytes as this dtype (e.g. `'bfloat16'` over a Uint16Array). */
-  dtype?: D
-  /** Strides in elements (default: row-major). */
-  strides?: readonly number[]
-  /** Offset of the first element, in elements from the start of the array. */
-  offset?: number
-  /** Mark the tensor read-only: exports carry READ_ONLY, `.data` refuses a writable view. */
-  readonly?: boolean
-  /**
-   * uint8 only: JS views of the tensor are `Uint8ClampedArray`s (writes clamp to 0..255, as
-   * `ImageData` and canvas pixels expect). Default: whether `array` is a `Uint8ClampedArray`.
-   */
-  clamped?: boolean
 }
 
 /**
@@ -240,62 +163,6 @@ interface SharedHandle {
   info?: TensorLayout
   /** JS views are `Uint8ClampedArray`s (uint8 only; see `ClampedTensor`). */
   readonly clamped: boolean
-}
-
-/**
- * What `handleInfoInto` reports about a handle: its `TensorLayout` (src/layout.rs), in the slots
- * `INFO_SLOT` names (defined in src/facts.rs, generated into lib/generated/facts.ts).
- */
-interface TensorLayout {
-  readonly dtype: DType
-  readonly deviceType: number
-  readonly deviceId: number
-  readonly byteOffset: number
-  readonly readonly: boolean
-  readonly isCopy: boolean
-  readonly contiguous: boolean
-  readonly numel: number
-  readonly viewOffset: number
-  readonly viewLength: number
-  readonly version: readonly [number, number] | undefined
-  readonly flags: number
-  readonly shape: readonly number[]
-  readonly strides: readonly number[]
-}
-
-/** Reused output buffer of `handleInfoInto` (fixed slots + shape and strides of up to MAX_NDIM dims). */
-const infoSlots = new Float64Array(INFO_SLOTS)
-
-function slotRange(start: number, length: number): number[] {
-  const values = new Array<number>(length)
-  for (let i = 0; i < length; i++) values[i] = infoSlots[start + i] as number
-  return values
-}
-
-function readInfo(handle: unknown): TensorLayout {
-  call(() => native.handleInfoInto(handle, infoSlots))
-  const slots = infoSlots
-  const bits = slots[INFO_SLOT.BITS] as number
-  const ndim = slots[INFO_SLOT.NDIM] as number
-  return {
-    dtype: DTYPE_ORDER[slots[INFO_SLOT.DTYPE] as number] as DType,
-    deviceType: slots[INFO_SLOT.DEVICE_TYPE] as number,
-    deviceId: slots[INFO_SLOT.DEVICE_ID] as number,
-    byteOffset: slots[INFO_SLOT.BYTE_OFFSET] as number,
-    readonly: (bits & INFO_BIT.READ_ONLY) !== 0,
-    isCopy: (bits & INFO_BIT.IS_COPY) !== 0,
-    contiguous: (bits & INFO_BIT.CONTIGUOUS) !== 0,
-    numel: slots[INFO_SLOT.NUMEL] as number,
-    viewOffset: slots[INFO_SLOT.VIEW_OFFSET] as number,
-    viewLength: slots[INFO_SLOT.VIEW_LENGTH] as number,
-    version:
-      (bits & INFO_BIT.HAS_VERSION) !== 0
-        ? Object.freeze([slots[INFO_SLOT.VERSION_MAJOR] as number, slots[INFO_SLOT.VERSION_MINOR] as number] as const)
-        : undefined,
-    flags: slots[INFO_SLOT.FLAGS] as number,
-    shape: Object.freeze(slotRange(INFO_SLOT.SHAPE, ndim)),
-    strides: Object.freeze(slotRange(INFO_SLOT.SHAPE + ndim, ndim)),
-  }
 }
 
 const internal = Symbol('napi-dlpack.internal')

@@ -2,7 +2,7 @@
 // older than its sources, so `npm test`, `npm run demo` and `npm run bench` work on a fresh
 // clone after `npm install`.
 import { execFileSync } from 'node:child_process'
-import { existsSync, readdirSync, statSync } from 'node:fs'
+import { existsSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
@@ -44,5 +44,8 @@ if (!addon || mtime(addon) < rustSources || process.env.NAPI_DLPACK_REBUILD) {
 const distBuilt = Math.min(mtime('dist/index.js'), mtime('dist/index.mjs'))
 if (distBuilt < Math.max(newest('lib', (n) => n.endsWith('.ts') || n.endsWith('.mts')), mtime('index.d.ts'), mtime('tsconfig.json'))) {
   console.log('# compiling the TypeScript layer (tsc)')
+  // From an empty dist/: tsc never deletes the output of a source that moved or went away, and
+  // dist/ is what the package ships.
+  rmSync(join(root, 'dist'), { recursive: true, force: true })
   run(process.execPath, [tsc, '-p', 'tsconfig.json'])
 }

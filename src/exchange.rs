@@ -2,7 +2,7 @@
 //! lets any addon borrow a JS `Tensor` for the duration of a native call without a capsule,
 //! get an owning export of it, or return a tensor to JS as a `Tensor` without linking us.
 //!
-//! `lib/tensor.ts` calls [`install_exchange_api`] once per environment: the table goes on
+//! `lib/exchange.ts` calls [`install_exchange_api`] once per environment: the table goes on
 //! `Tensor.prototype` (so every tensor exposes it) and on `globalThis` (the environment's
 //! default importer, which `napi_dlpack::arg::TensorResult` uses). Each `Tensor` object keeps
 //! its native handle under a private symbol, which the table reads back.

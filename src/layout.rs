@@ -1,6 +1,6 @@
 //! [`TensorLayout`]: where one tensor's elements lie inside a storage, and its flags. The same
 //! facts reach JS as the `TensorLayout` object of `handleInfo` and, on the hot path, as the
-//! numbers `handleInfoInto` writes ([`TensorLayout::write_slots`]); `lib/tensor.ts` reads them
+//! numbers `handleInfoInto` writes ([`TensorLayout::write_slots`]); `lib/layout.ts` reads them
 //! back as its own `TensorLayout`.
 //!
 //! Everything here is plain data and arithmetic: no Node-API, no memory access.

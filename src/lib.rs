@@ -15,7 +15,7 @@
 //! | handle | `handle` | the native handle: a storage plus a layout |
 //! | storage | `storage` | where a tensor's bytes live, row-major copies, export addresses |
 //! | layout | `layout` | `TensorLayout`: a tensor's place in its storage (plain data) |
-//! | JS memory | `js_memory` | raw Node-API calls on ArrayBuffers and externals; env teardown |
+//! | JS memory | `js_memory` | raw Node-API calls: `env` (per-environment state, teardown), `buffers` (ArrayBuffers, limits, the untransferable mark), `externals` (tagged externals) |
 //! | errors | `errors` | the one error type and the one Node-API status check |
 //! | facts | `facts` | what the addon and `lib/` must agree on (copy modes, `handleInfoInto`'s slots), generated into `lib/generated/facts.ts` |
 //!

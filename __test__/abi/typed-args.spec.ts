@@ -5,7 +5,7 @@
 // fixture's CTensor), unknown table majors, and the generated index.d.ts (typed below through
 // `typeof import(...)`, so `tsc` checks that it names napi-dlpack's types).
 // Library tensors and images (ONNX Runtime, transformers.js, sharp, ImageData, Arrow) are typed
-// arguments as they are, through napi-dlpack's library adapter (lib/library-adapter.ts).
+// arguments as they are, through napi-dlpack's library adapter (lib/interop/native-adapter.ts).
 // Runs in both modes (with NAPI_DLPACK_NO_EXTERNAL_BUFFERS=1: the Electron path).
 import { execFileSync } from 'node:child_process'
 import { existsSync } from 'node:fs'

@@ -1,6 +1,6 @@
 // ONNX models written as bytes (no download, no onnx package): a minimal protobuf writer, enough
 // for ONNX's ModelProto (onnx/onnx.proto field numbers). Shared by the tests that run ONNX Runtime
-// (onnxruntime.spec.ts, the worker pool in workers.spec.ts) and benches/workers.mjs; plain
+// (onnxruntime.spec.ts, the worker pool in workers.spec.ts) and benches/wall/workers.mjs; plain
 // JavaScript so worker threads and the benchmark load it without a TypeScript loader
 // (types: onnx-model.d.mts).
 

@@ -1,4 +1,4 @@
-// The ways back from a Tensor to a library (lib/interop.ts): each gives the library dense
+// The ways back from a Tensor to a library (lib/interop/to-library.ts): each gives the library dense
 // row-major data, so a strided view (a transpose, a slice, a negative stride) comes out with the
 // right elements or is refused with a code, never read as the wrong ones. Each test below failed
 // before its fix: `tf.tensor(t.data, t.shape)` (the old way back) read a transposed tensor's

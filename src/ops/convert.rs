@@ -132,7 +132,7 @@ pub(crate) fn new_dense_handle<'env>(
   }
   if len < UNINIT_MIN_BYTES {
     // Small: a zeroed ArrayBuffer costs fewer instructions than an uninitialised Buffer (fewer
-    // Node-API calls; zeroing a few KiB is nothing). Measured with benches/copies-callgrind.mjs.
+    // Node-API calls; zeroing a few KiB is nothing). Measured with benches/callgrind/copies.mjs.
     // SAFETY: our env, on its thread.
     let (array_buffer, data) = unsafe { js_memory::arraybuffer_new(env.raw(), len)? };
     // SAFETY: V8 gave us `len` writable bytes at `data`, referenced by nothing else yet.

@@ -939,7 +939,7 @@ static napi_value keyed_adapted_pointer(napi_env env, napi_callback_info info) {
   return out;
 }
 
-/* For benches/header-keys-callgrind.mjs: one borrow and release per call, the
+/* For benches/callgrind/header-keys.mjs: one borrow and release per call, the
  * key made per call (benchBorrow) or kept (benchBorrowKeyed); benchFloor does
  * nothing (the cost of the call itself). */
 static napi_value bench_borrow(napi_env env, napi_callback_info info) {

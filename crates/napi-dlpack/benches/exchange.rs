@@ -23,7 +23,7 @@
 //! and compile-time rank (`Fixed`)), and import + validate + release of one
 //! static `DLManagedTensorVersioned` with a no-op deleter (ours: `ForeignTensor::new`; dlpark:
 //! `Managed::from_raw` + `validate`). `EXCHANGE_CALLGRIND=<case>:<n>` runs one of these `n`
-//! times and exits, for instruction counts: `node benches/exchange-callgrind.mjs`.
+//! times and exits, for instruction counts: `node benches/callgrind/exchange.mjs`.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

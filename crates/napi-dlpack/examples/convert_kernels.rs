@@ -1,5 +1,5 @@
 //! The conversion kernels alone (no JS, no allocation) on a 1920x1080x3 uint8 image, for
-//! counting their instructions with callgrind: `benches/convert-kernels-callgrind.sh` runs each
+//! counting their instructions with callgrind: `benches/callgrind/convert-kernels.mjs` runs each
 //! case with 1 and 3 calls and reports the difference per element, so set-up cancels out.
 //!
 //!   convert_kernels <normalise|chw_u8|contiguous|scale|plain> <calls>

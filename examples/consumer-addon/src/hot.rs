@@ -87,7 +87,7 @@ hot_function! {
 
 // Benchmarks: the argument conversion alone (`benchHot*`), and the hot call without it
 // (`benchHotEmpty*`, arguments taken as they are), against napi-rs's `benchTensorArg*` and
-// `benchFloor*` and the raw C floors of benches/lookup-routes. They return `undefined`, as the
+// `benchFloor*` and the raw C floors of benches/callgrind/lookup-routes. They return `undefined`, as the
 // C floors do.
 
 hot_function! {

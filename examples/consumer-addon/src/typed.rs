@@ -200,7 +200,7 @@ pub fn matrix_capsule(
 }
 
 // ---------------------------------------------------------------------------------------------
-// Benchmarks (benches/bench.mjs): the argument conversion alone, against an empty call of the
+// Benchmarks (benches/wall/exchange.mjs): the argument conversion alone, against an empty call of the
 // same arity taking plain values.
 // ---------------------------------------------------------------------------------------------
 

@@ -3,15 +3,15 @@
 //! sharp's raw output, `ImageData` / `RawImage`, Apache Arrow vectors, tfjs tensors,
 //! ndarray-like objects) without knowing any of them.
 //!
-//! The recognisers are written once, in napi-dlpack's JavaScript (`lib/adapters.ts`, the ones
-//! `fromDLPack` uses). When that package is loaded, it defines on `globalThis` of the
-//! environment, under the registered symbol `Symbol.for(ADAPTER_PROPERTY)`, a function
-//! `adapt(value)` that returns a DLPack capsule over the library's own memory (zero-copy, by
-//! `fromDLPack`'s rules and with its error codes where that needs a copy), or `undefined` for
-//! a value it does not recognise. A consumer calls it last, after the exchange table, the
-//! capsule and `__dlpack__` checks, so the other paths pay nothing for it; without
-//! napi-dlpack loaded there is no function and nothing changes. [`crate::arg::TensorArg`]
-//! and [`crate::arg::OwnedTensorArg`] do exactly that.
+//! The recognisers are written once, in napi-dlpack's JavaScript
+//! (`lib/interop/from-library.ts`, the ones `fromDLPack` uses). When that package is loaded, it
+//! defines on `globalThis` of the environment, under the registered symbol
+//! `Symbol.for(ADAPTER_PROPERTY)`, a function `adapt(value)` that returns a DLPack capsule over
+//! the library's own memory (zero-copy, by `fromDLPack`'s rules and with its error codes where
+//! that needs a copy), or `undefined` for a value it does not recognise. A consumer calls it
+//! last, after the exchange table, the capsule and `__dlpack__` checks, so the other paths pay
+//! nothing for it; without napi-dlpack loaded there is no function and nothing changes.
+//! [`crate::arg::TensorArg`] and [`crate::arg::OwnedTensorArg`] do exactly that.
 
 use core::ptr;
 

@@ -1,4 +1,4 @@
-// `npm run bench` (also alone: `node --expose-gc benches/convert.mjs [--quick]`): the native
+// `npm run bench` (also alone: `node --expose-gc benches/wall/convert.mjs [--quick]`): the native
 // conversions (`permute` + `astype`, `contiguous`) against the plain JS loops users write today,
 // on a 1920x1080x3 uint8 image (HWC, as sharp and canvas decode it). Before timing, each pair is
 // checked to give the same bytes. The cases are interleaved round by round (JS, native, JS,
@@ -17,7 +17,7 @@
 import { createRequire } from 'node:module'
 
 const require = createRequire(import.meta.url)
-const { Tensor } = require('../dist/index.js')
+const { Tensor } = require('../../dist/index.js')
 
 const quick = process.argv.includes('--quick')
 const ROUNDS = quick ? 5 : 15

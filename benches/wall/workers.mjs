@@ -1,4 +1,4 @@
-// `node benches/workers.mjs`: handing a tensor to a worker_threads Worker, which reads its first
+// `node benches/wall/workers.mjs`: handing a tensor to a worker_threads Worker, which reads its first
 // and last element and answers. Three ways, timed in the same run, interleaved (one round of each
 // way per sample), medians of the round trips (post -> worker reads -> answer received):
 //
@@ -28,10 +28,10 @@
 import { createRequire } from 'node:module'
 import { Worker } from 'node:worker_threads'
 
-import { denseReluModel } from '../__test__/harness/onnx-model.mjs'
+import { denseReluModel } from '../../__test__/harness/onnx-model.mjs'
 
 const require = createRequire(import.meta.url)
-const { Tensor, fromDLPack } = require('../dist/index.js')
+const { Tensor, fromDLPack } = require('../../dist/index.js')
 
 const SIZES = [
   ['4 KiB', 1 << 10],
@@ -47,7 +47,7 @@ const only = (process.argv.find((arg) => arg.startsWith('--only='))?.slice(7).sp
 const worker = new Worker(
   `
   const { parentPort } = require('node:worker_threads')
-  const { Tensor } = require(${JSON.stringify(require.resolve('../dist/index.js'))})
+  const { Tensor } = require(${JSON.stringify(require.resolve('../../dist/index.js'))})
   parentPort.on('message', ({ way, payload }) => {
     if (way === 'structured clone') {
       parentPort.postMessage(payload[0] + payload[payload.length - 1])
@@ -141,7 +141,7 @@ function startPoolWorker(model, weights) {
   const worker = new Worker(
     `
     const { parentPort, workerData } = require('node:worker_threads')
-    const { Tensor } = require(${JSON.stringify(require.resolve('../dist/index.js'))})
+    const { Tensor } = require(${JSON.stringify(require.resolve('../../dist/index.js'))})
     const ort = require(${JSON.stringify(ortPath)})
     const options = { executionProviders: ['cpu'], logSeverityLevel: 4, intraOpNumThreads: 1, interOpNumThreads: 1 }
     const ready = (async () => {

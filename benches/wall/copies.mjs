@@ -1,4 +1,4 @@
-// `npm run bench` (also alone: `node --expose-gc benches/copies.mjs [--quick]`): the dense-copy
+// `npm run bench` (also alone: `node --expose-gc benches/wall/copies.mjs [--quick]`): the dense-copy
 // engine (napi_dlpack::convert::copy_dense, behind contiguous(), toTypedArray(),
 // __dlpack__({ copy: true }), astype's same-dtype path and the host side of transfers).
 //
@@ -24,7 +24,7 @@ import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 
 const require = createRequire(import.meta.url)
-const { Tensor } = require('../dist/index.js')
+const { Tensor } = require('../../dist/index.js')
 
 const quick = process.argv.includes('--quick')
 // --small: only the small copies (before/after comparisons of the set-up cost).
@@ -52,7 +52,7 @@ for line in sys.stdin:
   print(ms, cpu_ms, flush=True)
 `
 async function startNumpy() {
-  const local = fileURLToPath(new URL('../examples/python-bridge/.python-packages', import.meta.url))
+  const local = fileURLToPath(new URL('../../examples/python-bridge/.python-packages', import.meta.url))
   const env = { ...process.env }
   if (existsSync(local)) env.PYTHONPATH = [local, env.PYTHONPATH].filter(Boolean).join(':')
   for (const python of ['python3', '/usr/bin/python3']) {

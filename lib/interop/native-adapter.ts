@@ -2,13 +2,13 @@
  * The library adapter (include/napi_dlpack.h part 4, docs/protocol.md §6): installs on
  * `globalThis`, for this environment, the function native addons call when a tensor argument is
  * none of the things they read natively (an exchange table, a capsule, `__dlpack__`). It runs
- * `fromDLPack`'s recognisers of library tensors and images (lib/adapters.ts, ndarray-likes), so
+ * `fromDLPack`'s recognisers of library tensors and images (lib/interop/from-library.ts, ndarray-likes), so
  * `napi_dlpack::arg::TensorArg` (and any C addon) accepts an ONNX Runtime tensor, sharp's raw
  * output, an ImageData or an Arrow vector as it is, without a second definition of them in Rust.
  */
-import { ADAPTER_SYMBOL_NAME } from './generated/facts'
-import { MAX_VERSION, fromLibraryObject } from './protocol'
-import type { DLPackCapsule } from './tensor'
+import { ADAPTER_SYMBOL_NAME } from '../generated/facts'
+import { MAX_VERSION, fromLibraryObject } from '../protocol'
+import type { DLPackCapsule } from '../tensor'
 
 /** The key of the adapter on `globalThis`: `Symbol.for(NAPI_DLPACK_ADAPTER_PROPERTY)`. */
 export const ADAPTER_PROPERTY: unique symbol = Symbol.for(ADAPTER_SYMBOL_NAME)

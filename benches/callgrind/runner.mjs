@@ -1,16 +1,16 @@
-// The one callgrind runner of the `*-callgrind.mjs` benchmarks: on a shared 2-core machine wall
+// The one callgrind runner of the benchmarks in benches/callgrind/: on a shared 2-core machine wall
 // time is noise, instruction counts are not. Each script runs a case with LOW and HIGH
 // operations and reports the difference divided by HIGH - LOW (`perOperation`), so start-up,
 // warm-up and teardown cancel out; `converged` does it over two consecutive pairs, to show the
 // count no longer moves with the run length (V8's warm-up is over before LOW).
 //
-// Run directly, it runs every benches/*-callgrind.mjs and *-callgrind.sh in turn (this is
+// Run directly, it runs every other .mjs and .sh of benches/callgrind/ in turn (this is
 // `npm run bench:callgrind`):
 //
-//   node benches/callgrind.mjs [script-name-part ...]    (needs valgrind; takes a while)
+//   node benches/callgrind/runner.mjs [script-name-part ...]    (needs valgrind; takes a while)
 import { spawnSync } from 'node:child_process'
 import { readdirSync } from 'node:fs'
-import { dirname, join } from 'node:path'
+import { basename, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 /**
@@ -58,7 +58,7 @@ if (isMain) {
   const here = dirname(fileURLToPath(import.meta.url))
   const wanted = process.argv.slice(2)
   const scripts = readdirSync(here)
-    .filter((name) => /-callgrind\.(mjs|sh)$/.test(name))
+    .filter((name) => /\.(mjs|sh)$/.test(name) && name !== basename(fileURLToPath(import.meta.url)))
     .filter((name) => wanted.length === 0 || wanted.some((part) => name.includes(part)))
     .sort()
   let failed = false

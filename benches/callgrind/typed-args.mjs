@@ -1,9 +1,9 @@
-// Instructions per call of tensor arguments (benches/typed-args.mjs's cases), counted by
+// Instructions per call of tensor arguments (benches/wall/typed-args.mjs's cases), counted by
 // callgrind (valgrind): wall time on a shared 2-core machine is noise, instruction counts are
 // not. Side by side, for 1, 3 and 8 arguments:
 //
 //   raw        a raw C callback of that arity (napi_get_cb_info only: the floor;
-//              benches/lookup-routes/lookup_routes.c)
+//              benches/callgrind/lookup-routes/lookup_routes.c)
 //   napiEmpty  an empty napi-rs `#[napi]` function of that arity (plain objects, not converted)
 //   hotEmpty   an empty hot function (napi_dlpack::hot_function!) of that arity
 //   object     `#[napi]` with TensorArg arguments, given napi-dlpack Tensors
@@ -20,20 +20,20 @@
 // (MID, HIGH): equal counts show LOW is past V8's warm-up (with the earlier LOW of 5,000 the
 // floors were still moving).
 //
-//   node benches/typed-args-callgrind.mjs [case ...]     (needs valgrind; takes ~15 minutes)
+//   node benches/callgrind/typed-args.mjs [case ...]     (needs valgrind; takes ~15 minutes)
 import { execFileSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { converged, instructions } from './callgrind.mjs'
+import { converged, instructions } from './runner.mjs'
 
 const here = dirname(fileURLToPath(import.meta.url))
-const root = join(here, '..')
+const root = join(here, '..', '..')
 const addonPath = join(root, 'target', 'consumer-addon', 'consumer_addon.node')
 if (!existsSync(addonPath)) execFileSync('bash', [join(root, '__test__', 'native', 'consumer-addon', 'build.sh')], { stdio: 'inherit' })
 execFileSync(
   'bash',
-  [join(root, '__test__', 'native', 'c-addon', 'build-fixture.sh'), 'lookup-routes', 'benches/lookup-routes/lookup_routes.c', 'lookup_routes.node'],
+  [join(root, '__test__', 'native', 'c-addon', 'build-fixture.sh'), 'lookup-routes', 'benches/callgrind/lookup-routes/lookup_routes.c', 'lookup_routes.node'],
   { stdio: ['ignore', 'ignore', 'inherit'] },
 )
 const routesPath = join(root, 'target', 'lookup-routes', 'lookup_routes.node')

@@ -3,7 +3,7 @@
 // card (nvidia-smi, else the driver's device count). Without a usable CUDA driver it prints why
 // and exits 77 (skipped), measuring nothing.
 //
-//   node --expose-gc benches/gpu.mjs [--quick] [--max-mib N]    (default sizes: 1 KiB .. 1 GiB)
+//   node --expose-gc benches/wall/gpu.mjs [--quick] [--max-mib N]    (default sizes: 1 KiB .. 1 GiB)
 //
 // Each figure is the median of ROUNDS runs of one operation, timed from the call to the end of
 // a stream synchronisation (so an enqueued upload counts until it has landed). GB/s = bytes /
@@ -21,8 +21,8 @@ import { execFileSync, spawnSync } from 'node:child_process'
 import { createRequire } from 'node:module'
 
 const require = createRequire(import.meta.url)
-const { Tensor, cuda } = require('../dist/index.js')
-const { native } = require('../dist/native.js')
+const { Tensor, cuda } = require('../../dist/index.js')
+const { native } = require('../../dist/native.js')
 
 if (!cuda.isAvailable()) {
   console.error(`bench:gpu: no usable CUDA device (${cuda.unavailableReason() ?? 'unknown reason'}): nothing measured`)

@@ -1,5 +1,5 @@
 // The Node-API routes from a JS value to a native pointer that a borrowed tensor argument could
-// take, each as an otherwise empty native function, so benches/lookup-routes-callgrind.mjs can
+// take, each as an otherwise empty native function, so benches/callgrind/lookup-routes.mjs can
 // count what each route adds to a native call (issue 13's borrowed-path goal: 50 ns per
 // tensor). Every route checks what a consumer must check before trusting the pointer, except
 // `viaUnwrapOnly`, measured as the lower bound of a wrapped object (napi_unwrap alone cannot

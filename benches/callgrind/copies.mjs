@@ -1,17 +1,17 @@
-// Instructions per call of the small copies of benches/copies.mjs (the engine's set-up cost),
+// Instructions per call of the small copies of benches/wall/copies.mjs (the engine's set-up cost),
 // counted by callgrind: wall time on a shared 2-core machine is noise, instruction counts are
 // not. Each case runs twice in its own `node --predictable` process with LOW and HIGH calls; the
 // difference divided by HIGH - LOW is reported, so start-up and teardown cancel out.
 //
-//   node benches/copies-callgrind.mjs [package root]     (needs valgrind; takes minutes)
+//   node benches/callgrind/copies.mjs [package root]     (needs valgrind; takes minutes)
 //
 // The package root (default: this checkout) is where dist/ and the .node are loaded from: give
 // a copy of another build's dist/, index.js and .node to compare two builds.
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { instructions, perOperation } from './callgrind.mjs'
+import { instructions, perOperation } from './runner.mjs'
 
-const root = resolve(process.argv[2] ?? join(dirname(fileURLToPath(import.meta.url)), '..'))
+const root = resolve(process.argv[2] ?? join(dirname(fileURLToPath(import.meta.url)), '..', '..'))
 const LOW = 2000
 const HIGH = 12000
 const CASES = {

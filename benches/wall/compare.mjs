@@ -1,13 +1,13 @@
-// `node benches/compare.mjs [checkout]`: the steady-state cost of the capsule path of one build
+// `node benches/wall/compare.mjs [checkout]`: the steady-state cost of the capsule path of one build
 // (default: this checkout), for comparing builds on the same machine. Run it alternately on two
 // checkouts (each built with `npm run build`), since this VM drifts by tens of percent over
 // seconds. Each operation runs in batches of 1 000 followed by one event-loop turn inside the
-// timed region, so capsule finalizers are paid where they are caused (see benches/bench.mjs).
+// timed region, so capsule finalizers are paid where they are caused (see benches/wall/exchange.mjs).
 import { createRequire } from 'node:module'
 import { resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
-const root = resolve(process.argv[2] ?? fileURLToPath(new URL('..', import.meta.url)))
+const root = resolve(process.argv[2] ?? fileURLToPath(new URL('../..', import.meta.url)))
 const require = createRequire(`${root}/`)
 const { Tensor, fromDLPack } = require(`${root}/dist/index.js`)
 const native = require(`${root}/index.js`)

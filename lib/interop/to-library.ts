@@ -1,12 +1,32 @@
 /**
- * The other direction of lib/adapters.ts: a Tensor handed to JS libraries in the shapes they
- * take, importing nothing from them. Zero-copy where the tensor is dense row-major (the only
- * layout ORT, ImageData and Arrow know); a dense copy otherwise, never silently a view of other
- * elements.
+ * The other direction of lib/interop/from-library.ts: a Tensor handed to JS libraries in the
+ * shapes they take, importing nothing from them. Zero-copy where the tensor is dense row-major
+ * (the only layout ORT, ImageData and Arrow know); a dense copy otherwise, never silently a view
+ * of other elements.
  */
-import { DLDeviceType, type DataArray, type DType } from './dtype'
-import { BufferError, DLPackTypeError, ReadOnlyError } from './errors'
-import type { DataOptions, Tensor } from './tensor'
+import type { Device } from '../device'
+import { DLDeviceType, type DataArray, type DType } from '../dtype'
+import { BufferError, DLPackTypeError, ReadOnlyError } from '../errors'
+import type { DataOptions, PeerViewOptions } from '../options'
+
+export type { PeerViewOptions }
+
+/**
+ * What the conversions read of a tensor. `Tensor` has all of it and passes itself; typing it
+ * structurally here keeps this module free of lib/tensor.ts, which imports it (no import cycle).
+ */
+export interface TensorFacts<D extends DType = DType> {
+  readonly dtype: D
+  readonly device: Device
+  readonly shape: readonly number[]
+  readonly ndim: number
+  readonly isContiguous: boolean
+  readonly offset: number
+  readonly readonly: boolean
+  getData(options?: DataOptions): DataArray<D>
+  toTypedArray(): DataArray<D>
+  astype(dtype: 'int32'): { readonly data: DataArray<'int32'> }
+}
 
 /** The element types onnxruntime-common's `Tensor` has a TypedArray for. */
 export type OrtType = 'bool' | 'int8' | 'int16' | 'int32' | 'int64' | 'uint8' | 'uint16' | 'uint32' | 'uint64' | 'float16' | 'float32' | 'float64'
@@ -28,12 +48,6 @@ const ORT_TYPES: ReadonlySet<DType> = new Set<OrtType>([
 
 /** `new ort.Tensor(...args)`: type, data, dims. */
 export type OrtTensorArgs<D extends DType = DType> = [type: D & OrtType, data: DataArray<D>, dims: number[]]
-
-/** Options of `toOrt`, `toImageData`, `toTf`, `toSharp` and `toArrow`. */
-export interface PeerViewOptions {
-  /** Hand out the zero-copy view of a read-only tensor too (the library must not write to it). */
-  allowReadOnly?: boolean
-}
 
 /** Options of `toOrt`. */
 export interface OrtOptions extends PeerViewOptions {
@@ -68,7 +82,7 @@ export type SharpPixels = Uint8Array | Uint8ClampedArray | Int8Array | Uint16Arr
 /** `sharp(...args)`: the pixels, dense row-major, and their `raw` description. */
 export type SharpArgs = [pixels: SharpPixels, options: { raw: { width: number; height: number; channels: 1 | 2 | 3 | 4 } }]
 
-function checkHost(tensor: Tensor): void {
+function checkHost(tensor: TensorFacts): void {
   const type = tensor.device.type
   if (type !== DLDeviceType.CPU && type !== DLDeviceType.CUDAHost && type !== DLDeviceType.ROCMHost) {
     throw new BufferError('ERR_DLPACK_NOT_CPU', `tensor memory is on ${String(tensor.device)}; call .to('cpu') first`)
@@ -79,7 +93,7 @@ function checkHost(tensor: Tensor): void {
  * The tensor's elements, dense row-major: its own memory when it is laid out so (`data`), else
  * a copy (`toTypedArray()`).
  */
-export function denseData<D extends DType>(tensor: Tensor<D>, options: PeerViewOptions = {}): DataArray<D> {
+export function denseData<D extends DType>(tensor: TensorFacts<D>, options: PeerViewOptions = {}): DataArray<D> {
   checkHost(tensor)
   if (tensor.isContiguous && tensor.offset === 0) {
     const dataOptions: DataOptions = options?.allowReadOnly === true ? { allowReadOnly: true } : {}
@@ -90,7 +104,7 @@ export function denseData<D extends DType>(tensor: Tensor<D>, options: PeerViewO
 }
 
 /** See `Tensor#toOrt`. */
-export function toOrt<D extends DType>(tensor: Tensor<D>, options: OrtOptions = {}): OrtTensorArgs<D> {
+export function toOrt<D extends DType>(tensor: TensorFacts<D>, options: OrtOptions = {}): OrtTensorArgs<D> {
   const dtype = tensor.dtype
   if (!ORT_TYPES.has(dtype)) {
     throw new DLPackTypeError('ERR_DLPACK_UNSUPPORTED_DTYPE', `ONNX Runtime's JS Tensor has no '${dtype}' type`)
@@ -112,12 +126,12 @@ export function toOrt<D extends DType>(tensor: Tensor<D>, options: OrtOptions = 
 }
 
 /** A tensor's elements are exactly its `data` (dense row-major from its first element). */
-function isDense(tensor: Tensor): boolean {
+function isDense(tensor: TensorFacts): boolean {
   return tensor.isContiguous && tensor.offset === 0
 }
 
 /** `[height, width, channels]` of an image tensor (`[height, width]`: 1 channel). */
-function imageShape(tensor: Tensor, what: string): [number, number, number] {
+function imageShape(tensor: TensorFacts, what: string): [number, number, number] {
   const shape = tensor.shape
   const [height, width, channels = 1] = shape as [number, number, number?]
   if ((shape.length !== 2 && shape.length !== 3) || channels < 1 || channels > 4) {
@@ -130,7 +144,7 @@ function imageShape(tensor: Tensor, what: string): [number, number, number] {
 }
 
 /** See `Tensor#toImageData`. */
-export function toImageData(tensor: Tensor, options: PeerViewOptions = {}): ImageDataArgs {
+export function toImageData(tensor: TensorFacts, options: PeerViewOptions = {}): ImageDataArgs {
   const dtype = tensor.dtype
   if (dtype !== 'uint8') throw new DLPackTypeError('ERR_DLPACK_UNSUPPORTED_DTYPE', `image pixels are uint8, not ${dtype}`)
   const [height, width, channels] = imageShape(tensor, 'an image')
@@ -162,7 +176,7 @@ const TF_TYPES: Partial<Record<DType, TfDType>> = {
 }
 
 /** See `Tensor#toTf`. */
-export function toTf(tensor: Tensor, options: PeerViewOptions = {}): TfTensorArgs {
+export function toTf(tensor: TensorFacts, options: PeerViewOptions = {}): TfTensorArgs {
   const dtype = tensor.dtype
   const tfType = TF_TYPES[dtype]
   if (tfType === undefined) {
@@ -182,7 +196,7 @@ export function toTf(tensor: Tensor, options: PeerViewOptions = {}): TfTensorArg
 const SHARP_TYPES: ReadonlySet<DType> = new Set<DType>(['uint8', 'int8', 'uint16', 'int16', 'uint32', 'int32', 'float32', 'float64'])
 
 /** See `Tensor#toSharp`. */
-export function toSharp(tensor: Tensor, options: PeerViewOptions = {}): SharpArgs {
+export function toSharp(tensor: TensorFacts, options: PeerViewOptions = {}): SharpArgs {
   const dtype = tensor.dtype
   if (!SHARP_TYPES.has(dtype)) {
     throw new DLPackTypeError('ERR_DLPACK_UNSUPPORTED_DTYPE', `sharp's raw pixels are 8, 16 or 32-bit integers or float32/float64, not ${dtype}`)
@@ -225,7 +239,7 @@ export interface ArrowParts {
   listSizes: number[]
 }
 
-export function arrowParts(tensor: Tensor, options: PeerViewOptions = {}): ArrowParts {
+export function arrowParts(tensor: TensorFacts, options: PeerViewOptions = {}): ArrowParts {
   const dtype = tensor.dtype
   const type = (ARROW_TYPE_NAMES as Partial<Record<DType, ArrowTypeName>>)[dtype]
   if (type === undefined) {
@@ -260,7 +274,7 @@ export interface ArrowModule {
  * FixedSizeLists. Zero-copy for dense tensors. The result's type is the caller's own Arrow
  * `Vector` type (`as Vector<Float32>`).
  */
-export function toArrow(tensor: Tensor, arrow: ArrowModule, options: PeerViewOptions = {}): unknown {
+export function toArrow(tensor: TensorFacts, arrow: ArrowModule, options: PeerViewOptions = {}): unknown {
   const { type, values, rows, listSizes } = arrowParts(tensor, options)
   const classes = arrow as unknown as Record<string, new () => unknown>
   const Leaf = classes[type]

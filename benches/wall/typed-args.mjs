@@ -4,7 +4,7 @@
 // of the same call shape:
 //
 //   raw C floor    a raw Node-API callback in C of that arity (napi_get_cb_info only;
-//                  benches/lookup-routes/lookup_routes.c)
+//                  benches/callgrind/lookup-routes/lookup_routes.c)
 //   empty napi-rs  an empty #[napi] call taking plain objects
 //   empty hot      an empty hot function (napi_dlpack::hot_function!) taking plain objects
 //   Tensor         napi-dlpack Tensors, borrowed through the exchange table (no capsule)
@@ -16,7 +16,7 @@
 // reports the median over rounds of ns per call, and per tensor above the raw C floor and above
 // the empty call of its kind.
 //
-//   node --expose-gc benches/typed-args.mjs [--quick]
+//   node --expose-gc benches/wall/typed-args.mjs [--quick]
 import { execFileSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { createRequire } from 'node:module'
@@ -24,7 +24,7 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const here = dirname(fileURLToPath(import.meta.url))
-const root = join(here, '..')
+const root = join(here, '..', '..')
 const require = createRequire(import.meta.url)
 const addonPath = join(root, 'target', 'consumer-addon', 'consumer_addon.node')
 try {
@@ -34,11 +34,11 @@ try {
   if (!existsSync(addonPath)) throw error
   console.warn('consumer-addon: could not rebuild, using the existing build')
 }
-const { Tensor } = require('../dist/index.js')
+const { Tensor } = require('../../dist/index.js')
 const addon = require(addonPath)
 execFileSync(
   'bash',
-  [join(root, '__test__', 'native', 'c-addon', 'build-fixture.sh'), 'lookup-routes', 'benches/lookup-routes/lookup_routes.c', 'lookup_routes.node'],
+  [join(root, '__test__', 'native', 'c-addon', 'build-fixture.sh'), 'lookup-routes', 'benches/callgrind/lookup-routes/lookup_routes.c', 'lookup_routes.node'],
   { stdio: ['ignore', 'ignore', 'inherit'] },
 )
 const routes = require(join(root, 'target', 'lookup-routes', 'lookup_routes.node'))

@@ -1,4 +1,4 @@
-// Instructions per call of the cases of benches/convert.mjs (the JS loop and the native
+// Instructions per call of the cases of benches/wall/convert.mjs (the JS loop and the native
 // conversion on a 1920x1080x3 uint8 image), counted by callgrind (valgrind): on a shared 2-core
 // machine wall time is noise, instruction counts are not. Each side of each case runs twice in
 // its own node process, with LOW and HIGH calls; the difference divided by HIGH - LOW is
@@ -8,12 +8,12 @@
 // preallocated on both sides where the case allows (page faults are the kernel's, which
 // callgrind does not count).
 //
-//   node benches/convert-callgrind.mjs [case ...]     (needs valgrind; takes a few minutes)
-import { instructions, perOperation } from './callgrind.mjs'
+//   node benches/callgrind/convert.mjs [case ...]     (needs valgrind; takes a few minutes)
+import { instructions, perOperation } from './runner.mjs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..')
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const LOW = 2
 const HIGH = 4
 const ELEMENTS = 1920 * 1080 * 3

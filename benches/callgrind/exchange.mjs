@@ -6,14 +6,14 @@
 // `--no-criterion`, the medians of the same cases from `cargo bench ... -- vs_dlpark`:
 // criterion's (one case after another) and an interleaved pass (the cases in turn, each round).
 //
-//   node benches/exchange-callgrind.mjs [--no-criterion]     (needs valgrind)
+//   node benches/callgrind/exchange.mjs [--no-criterion]     (needs valgrind)
 import { execFileSync } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { instructions, perOperation } from './callgrind.mjs'
+import { instructions, perOperation } from './runner.mjs'
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..')
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const LOW = 10_000
 const HIGH = 110_000
 const CASES = [

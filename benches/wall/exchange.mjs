@@ -15,15 +15,15 @@
 //                        from a raw Node-API callback like the exchange's own entry points
 //   copy baseline        TypedArray.prototype.slice() of the same bytes
 //   library tensor       fromDLPack({ type, dims, data, location }) (an ONNX Runtime tensor's
-//                        fields, lib/adapters.ts), against its baseline Tensor.from(data, dims)
+//                        fields, lib/interop/from-library.ts), against its baseline Tensor.from(data, dims)
 import { cpus } from 'node:os'
 import { createRequire } from 'node:module'
 
 import { Bench } from 'tinybench'
 
 const require = createRequire(import.meta.url)
-const { Tensor, fromDLPack } = require('../dist/index.js')
-const native = require('../index.js')
+const { Tensor, fromDLPack } = require('../../dist/index.js')
+const native = require('../../index.js')
 
 const SIZES = [
   ['1 KiB', 1 << 10],

@@ -7,13 +7,13 @@
 // `node --predictable` process, with LOW and HIGH calls; the difference divided by HIGH - LOW is
 // the cost per call.
 //
-//   node benches/header-keys-callgrind.mjs     (needs valgrind, a C compiler and a built package)
+//   node benches/callgrind/header-keys.mjs     (needs valgrind, a C compiler and a built package)
 import { execFileSync } from 'node:child_process'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { instructions, perOperation } from './callgrind.mjs'
+import { instructions, perOperation } from './runner.mjs'
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..')
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 execFileSync('bash', [join(root, '__test__', 'native', 'exchange-c', 'build.sh')], { stdio: ['ignore', 'ignore', 'inherit'] })
 const addonPath = join(root, 'target', 'exchange-c', 'exchange_c.node')
 const packagePath = join(root, 'dist', 'index.js')

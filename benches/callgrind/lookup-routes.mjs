@@ -1,22 +1,22 @@
 // What each Node-API route from a JS value to a native pointer adds to a native call, in
 // instructions (callgrind): the routes a borrowed tensor argument could take (issue 13's goal
 // is 50 ns per tensor above an empty call). The routes are the plain C functions of
-// benches/lookup-routes/lookup_routes.c, so only Node-API is counted, none of this package's
+// benches/callgrind/lookup-routes/lookup_routes.c, so only Node-API is counted, none of this package's
 // code. Each case runs twice in its own `node --predictable` process, with LOW and HIGH calls;
 // the difference divided by HIGH - LOW is the cost per call, and the floor's is subtracted.
 // Then wall time in this process: medians of 40 interleaved rounds of 200,000 calls per route.
 //
-//   node benches/lookup-routes-callgrind.mjs     (needs valgrind and a C compiler; run it with
+//   node benches/callgrind/lookup-routes.mjs     (needs valgrind and a C compiler; run it with
 //                                                 another node binary to measure that version)
 import { execFileSync } from 'node:child_process'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { instructions, perOperation } from './callgrind.mjs'
+import { instructions, perOperation } from './runner.mjs'
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..')
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 execFileSync(
   'bash',
-  [join(root, '__test__', 'native', 'c-addon', 'build-fixture.sh'), 'lookup-routes', 'benches/lookup-routes/lookup_routes.c', 'lookup_routes.node'],
+  [join(root, '__test__', 'native', 'c-addon', 'build-fixture.sh'), 'lookup-routes', 'benches/callgrind/lookup-routes/lookup_routes.c', 'lookup_routes.node'],
   { stdio: ['ignore', 'ignore', 'inherit'] },
 )
 const addonPath = join(root, 'target', 'lookup-routes', 'lookup_routes.node')

@@ -24,51 +24,21 @@ use crate::js_memory;
 use crate::ops::negotiation::{CopyRequest, ExportRequest, ImportRequest, StreamOption};
 use crate::own_capsule::handle_of;
 
-type RawCallback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value;
-
 #[napi(module_exports)]
 pub fn register_fast_calls(exports: Object, env: Env) -> napi::Result<()> {
   // Before any handle can exist: handles start with the exchange table's header.
   crate::exchange::register_table();
-  const CALLS: [(&str, RawCallback); 4] = [
-    ("exportCapsule", export_capsule),
-    ("importCapsule", import_capsule),
-    ("handleInfoInto", handle_info_into),
-    ("benchTaggedExternal", bench_tagged_external),
-  ];
-  let names: Vec<CString> = CALLS
-    .iter()
-    .map(|(name, _)| CString::new(*name).map_err(|e| napi::Error::from_reason(e.to_string())))
-    .collect::<napi::Result<_>>()?;
-  let properties: Vec<sys::napi_property_descriptor> = CALLS
-    .iter()
-    .zip(&names)
-    .map(|((_, callback), name)| sys::napi_property_descriptor {
-      utf8name: name.as_ptr(),
-      name: ptr::null_mut(),
-      method: Some(*callback),
-      getter: None,
-      setter: None,
-      value: ptr::null_mut(),
-      attributes: sys::PropertyAttributes::enumerable,
-      data: ptr::null_mut(),
-    })
-    .collect();
-  // SAFETY: our env and its exports object; the names outlive the call (V8 copies them).
-  let status = unsafe {
-    sys::napi_define_properties(
-      env.raw(),
-      exports.raw(),
-      properties.len(),
-      properties.as_ptr(),
-    )
-  };
-  if status != sys::Status::napi_ok {
-    return Err(napi::Error::from_reason(
-      napi_failure("napi_define_properties", status).reason,
-    ));
-  }
-  Ok(())
+  // The crate's registration of raw callbacks (what its hot calls use too).
+  napi_dlpack::hot::define(
+    &env,
+    &exports,
+    &[
+      (c"exportCapsule", export_capsule),
+      (c"importCapsule", import_capsule),
+      (c"handleInfoInto", handle_info_into),
+      (c"benchTaggedExternal", bench_tagged_external),
+    ],
+  )
 }
 
 /// Runs `body` with the call's first `N` arguments (missing ones are `undefined`) and how many

@@ -1,7 +1,7 @@
 /**
  * Argument checking for the layout and dtype conversions of `Tensor` (`permute`, `transpose`,
- * `contiguous`, `astype`). The kernels are native (`napi_dlpack::convert`, bound in
- * src/convert.rs); the exact formula is documented on `Tensor#astype` and in docs/guide.md.
+ * `contiguous`, `astype`) and the views. The kernels are native (`napi_dlpack::convert`, bound in
+ * src/binding/convert.rs and src/ops/convert.rs); the exact formula is documented on `Tensor#astype` and in docs/guide.md.
  */
 import { type DType, isDType } from './dtype'
 import { DLPackTypeError, describe, dlpackError } from './errors'

@@ -6,7 +6,7 @@
 //! and after the body: measured with callgrind on Node 20, an empty `#[napi]` function of one
 //! argument runs ~1,000 instructions more than a raw C callback of one argument, more than
 //! everything this crate does to borrow a tensor (see `docs/benchmarks.md`). A function made
-//! with [`hot_function!`] is registered as the raw callback itself: it reads its arguments
+//! with [`hot_function!`](crate::hot_function) is registered as the raw callback itself: it reads its arguments
 //! with one `napi_get_cb_info` into a stack array, converts each with the same
 //! [`FromNapiValue`] conversions a `#[napi]` function uses ([`TensorArg`](crate::arg::TensorArg),
 //! [`OwnedTensorArg`](crate::arg::OwnedTensorArg), numbers, strings, ...), runs the body and
@@ -56,11 +56,11 @@ use napi::{Env, JsValue};
 
 use crate::error::{DLPackError, ErrorKind};
 
-/// Re-exported for [`hot_function!`]'s expansion.
+/// Re-exported for [`hot_function!`](crate::hot_function)'s expansion.
 #[doc(hidden)]
 pub use napi::sys;
 
-/// What [`hot_function!`] makes: a raw Node-API callback.
+/// What [`hot_function!`](crate::hot_function) makes: a raw Node-API callback.
 pub type Callback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value;
 
 /// The most arguments a hot function takes.
@@ -145,7 +145,7 @@ impl<S: AsRef<str>> IntoJsError for napi::Error<S> {
 /// runs `body`, and returns its result converted to JS, or throws its error. A panic anywhere
 /// in there (a conversion, the body, a drop) is caught: the arguments are dropped while it
 /// unwinds and JS gets an `Error` with code `ERR_DLPACK_NAPI` carrying the panic's message.
-/// [`hot_function!`] is the usual way to call this.
+/// [`hot_function!`](crate::hot_function) is the usual way to call this.
 ///
 /// # Safety
 /// `env` and `info` must be the ones Node-API passed to the callback now running.

@@ -1,19 +1,8 @@
 import test from 'ava'
 
 import { BufferError, DLPackTypeError, DTYPES, type DType, ReadOnlyError, Tensor, TensorDisposedError } from '../../dist/index.js'
-import { throwsCode } from '../harness/helpers.js'
+import { random, throwsCode } from '../harness/helpers.js'
 
-/** Deterministic pseudo-random numbers (mulberry32), so a failure can be replayed. */
-function random(seed: number): () => number {
-  let state = seed >>> 0
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32
-  }
-}
 
 type Layout = { shape: number[]; strides: number[]; offset: number; span: number }
 

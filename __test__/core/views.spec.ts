@@ -27,7 +27,7 @@ import {
   externalBuffersAllowed,
   fromDLPack,
 } from '../../dist/index.js'
-import { drainGarbage, gcUntil, throwsCode } from '../harness/helpers.js'
+import { drainGarbage, gcUntil, random, throwsCode } from '../harness/helpers.js'
 
 // ---------------------------------------------------------------------------------------------
 // The C consumer (__test__/c-addon): what a native addon sees of an export.
@@ -65,17 +65,6 @@ const zeroCopy = externalBuffersAllowed()
 // ---------------------------------------------------------------------------------------------
 // Random sources
 
-/** Deterministic pseudo-random numbers (mulberry32), so a failure can be replayed. */
-function random(seed: number): () => number {
-  let state = seed >>> 0
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32
-  }
-}
 
 const int = (next: () => number, lo: number, hi: number) => lo + Math.floor(next() * (hi - lo + 1))
 

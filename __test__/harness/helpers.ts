@@ -67,3 +67,15 @@ export function addressOf(array: ArrayBufferView): bigint {
   whole.dispose()
   return base + BigInt(array.byteOffset)
 }
+
+/** Deterministic pseudo-random numbers (mulberry32), so a failure can be replayed. */
+export function random(seed: number): () => number {
+  let state = seed >>> 0
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0
+    let t = state
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32
+  }
+}

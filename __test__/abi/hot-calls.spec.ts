@@ -5,9 +5,6 @@
 // writes, disposed tensors refused, every borrow released on every path (a later argument's
 // failure, the body's error, a panic), and panics turned into coded errors.
 // Runs in both modes (with NAPI_DLPACK_NO_EXTERNAL_BUFFERS=1: the Electron path).
-import { execFileSync } from 'node:child_process'
-import { existsSync } from 'node:fs'
-import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Worker } from 'node:worker_threads'
@@ -16,7 +13,7 @@ import test from 'ava'
 
 import { native } from '../../dist/native.js'
 import { type HasExchangeApi, Tensor, externalBuffersAllowed, isCapsuleConsumed } from '../../dist/index.js'
-import { codeOf, drainGarbage, gcUntil } from '../harness/helpers.js'
+import { codeOf, drainGarbage, gcUntil, nativeFixture } from '../harness/helpers.js'
 
 type Addon = typeof import('../../examples/consumer-addon/index.js')
 interface ExchangeC {
@@ -29,13 +26,8 @@ interface ExchangeC {
 
 const here = dirname(fileURLToPath(import.meta.url))
 const root = join(here, '..', '..')
-const require = createRequire(import.meta.url)
-const addonPath = join(root, 'target', 'consumer-addon', 'consumer_addon.node')
-if (!existsSync(addonPath)) execFileSync('bash', [join(here, '..', 'native', 'consumer-addon', 'build.sh')], { stdio: 'inherit' })
-const cPath = join(root, 'target', 'exchange-c', 'exchange_c.node')
-if (!existsSync(cPath)) execFileSync('bash', [join(here, '..', 'native', 'exchange-c', 'build.sh')], { stdio: 'inherit' })
-const addon = require(addonPath) as Addon
-const c = require(cPath) as ExchangeC
+const { path: addonPath, addon } = nativeFixture<Addon>('consumer-addon', 'consumer_addon.node')
+const { addon: c } = nativeFixture<ExchangeC>('exchange-c', 'exchange_c.node')
 
 const zeroCopy = externalBuffersAllowed()
 const live = () => native.nativeStats().liveStorages

@@ -8,7 +8,6 @@
 // arguments as they are, through napi-dlpack's library adapter (lib/interop/native-adapter.ts).
 // Runs in both modes (with NAPI_DLPACK_NO_EXTERNAL_BUFFERS=1: the Electron path).
 import { execFileSync } from 'node:child_process'
-import { existsSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -22,7 +21,7 @@ import sharp from 'sharp'
 
 import { native } from '../../dist/native.js'
 import { type DLPackCapsule, EXCHANGE_API_PROPERTY, type HasExchangeApi, Tensor, externalBuffersAllowed, fromDLPack, isCapsule, isCapsuleConsumed } from '../../dist/index.js'
-import { addressOf, codeOf, drainGarbage, gcUntil } from '../harness/helpers.js'
+import { addressOf, codeOf, drainGarbage, gcUntil, nativeFixture } from '../harness/helpers.js'
 
 type Typed = typeof import('../../examples/consumer-addon/index.js')
 interface Extras {
@@ -48,12 +47,8 @@ interface ExchangeC {
 const here = dirname(fileURLToPath(import.meta.url))
 const root = join(here, '..', '..')
 const require = createRequire(import.meta.url)
-const addonPath = join(root, 'target', 'consumer-addon', 'consumer_addon.node')
-if (!existsSync(addonPath)) execFileSync('bash', [join(here, '..', 'native', 'consumer-addon', 'build.sh')], { stdio: 'inherit' })
-const cPath = join(root, 'target', 'exchange-c', 'exchange_c.node')
-if (!existsSync(cPath)) execFileSync('bash', [join(here, '..', 'native', 'exchange-c', 'build.sh')], { stdio: 'inherit' })
-const addon = require(addonPath) as Typed & Extras
-const c = require(cPath) as ExchangeC
+const { path: addonPath, addon } = nativeFixture<Typed & Extras>('consumer-addon', 'consumer_addon.node')
+const { path: cPath, addon: c } = nativeFixture<ExchangeC>('exchange-c', 'exchange_c.node')
 const { ImageData } = require('@napi-rs/canvas') as typeof import('@napi-rs/canvas')
 
 const zeroCopy = externalBuffersAllowed()

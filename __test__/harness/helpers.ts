@@ -1,4 +1,10 @@
 // Shared test helpers (not a test file: ava only runs *.spec.ts).
+import { execFileSync } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
 import type { ExecutionContext } from 'ava'
 
 import { DLPackError, Tensor } from '../../dist/index.js'
@@ -78,4 +84,17 @@ export function random(seed: number): () => number {
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
     return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32
   }
+}
+
+const repositoryRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
+
+/**
+ * A native test fixture's addon, `target/<dir>/<file>`, loaded (built first by
+ * `__test__/native/<dir>/build.sh` when missing: `npm test` builds every fixture first, a spec
+ * run on its own builds the ones it needs).
+ */
+export function nativeFixture<T>(dir: string, file: string): { path: string; addon: T } {
+  const path = join(repositoryRoot, 'target', dir, file)
+  if (!existsSync(path)) execFileSync('bash', [join(repositoryRoot, '__test__', 'native', dir, 'build.sh')], { stdio: 'inherit' })
+  return { path, addon: createRequire(import.meta.url)(path) as T }
 }

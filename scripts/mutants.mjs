@@ -673,10 +673,13 @@ const ava = join(scratch, 'node_modules', 'ava', 'entrypoints', 'cli.mjs')
  * failure). A build failure counts as not killed: the mutant must compile. */
 function jsTests(log, specs = [join('__test__', 'abi', 'c-addon.spec.ts')]) {
   const built =
-    run(scratch, process.execPath, [napiCli, 'build', '--platform', '--release', '--js', 'index.js', '--dts', 'index.d.ts'], {
+    run(scratch, process.execPath, [napiCli, 'build', '--platform', '--release', '--output-dir', join('lib', 'binding'), '--js', 'index.js', '--dts', 'index.d.ts'], {
       env: cargoEnv,
       log,
-    }) && run(scratch, 'bash', [join(scratch, '__test__', 'native', 'consumer-addon', 'build.sh')], { log })
+    }) &&
+    // The mutated addon goes where the scratch copy's dist/loader.js loads it.
+    run(scratch, process.execPath, [join(scratch, 'scripts', 'copy-binding.mjs')], { log }) &&
+    run(scratch, 'bash', [join(scratch, '__test__', 'native', 'consumer-addon', 'build.sh')], { log })
   if (!built) return { built: false, killed: false }
   const passed = run(scratch, process.execPath, [ava, '--fail-fast', ...specs], { timeoutSeconds: 600, log })
   return { built: true, killed: !passed }

@@ -197,6 +197,28 @@ withCuda('writes through .data are seen by exports, imports and copies (pointer 
   t.deepEqual(Array.from(shared.data), [10, 20, 3, 4])
 })
 
+withCuda("__dlpack__({ dlDevice: [1, 0] }) exports pinned memory as kDLCPU, zero-copy (for CPU-only consumers)", (t) => {
+  const pinned = Tensor.from(seq(4)).pin()
+  const asCpu = peer!.consume(pinned.__dlpack__({ dlDevice: [1, 0] }))
+  t.deepEqual(asCpu.device, [1, 0])
+  t.is(asCpu.data, pinned.dataPointer, 'the same bytes, no copy')
+  t.deepEqual(peer!.consume(pinned.__dlpack__({ dlDevice: [1, 0], copy: false })).device, [1, 0])
+  t.deepEqual(peer!.consume(pinned.__dlpack__({ dlDevice: [3, 0] })).device, [3, 0])
+  // copy: true: a private host copy, on the CPU.
+  const copied = peer!.consume(pinned.__dlpack__({ dlDevice: [1, 0], copy: true }))
+  t.deepEqual(copied.device, [1, 0])
+  t.not(copied.data, pinned.dataPointer)
+  // Back through fromDLPack: a CPU tensor over the same pinned bytes.
+  const back = fromDLPack(pinned.__dlpack__({ dlDevice: [1, 0] }))
+  t.is(String(back.device), 'cpu')
+  t.is(back.dataPointer, pinned.dataPointer)
+  t.deepEqual(back.toArray(), [0, 1, 2, 3])
+  // Not device memory, and CPU memory is not pinned memory.
+  throwsCode(t, () => pinned.__dlpack__({ dlDevice: [2, 0] }), 'ERR_DLPACK_DEVICE')
+  throwsCode(t, () => Tensor.from(seq(2)).__dlpack__({ dlDevice: [3, 0] }), 'ERR_DLPACK_DEVICE')
+  throwsCode(t, () => Tensor.from(seq(2)).__dlpack__({ dlDevice: [3, 0], copy: false }), 'ERR_DLPACK_COPY_REQUIRED')
+})
+
 // ---------------------------------------------------------------------------------------------
 // Copies: host <-> pinned <-> CUDA, straight from and into the pinned memory
 

@@ -559,6 +559,58 @@ const mutants = [
   { file: bridgeSource, crate: null, bridge: true, id: 'bridge-table-taken-reported-unknown', find: 'status = token != 0 && token < g_next_token ? TABLE_TAKEN : TABLE_UNKNOWN;', replace: 'status = TABLE_UNKNOWN;' },
   { file: bridgeSource, crate: null, bridge: true, id: 'bridge-js-token-upper-bound-dropped', find: '!(value >= 0 && value < 9007199254740992.0)', replace: '!(value >= 0 && value < 1e300)' },
   { file: bridgeSource, crate: null, bridge: true, id: 'bridge-py-float-token-refused', find: '  if (PyFloat_Check(arg)) {\n    double number', replace: '  if (0) {\n    double number' },
+  // crates/napi-dlpack/src/cuda/staging.rs: the pinned staging pipeline's ordering (killed by
+  // __test__/cuda/staging.spec.ts against the fake CUDA driver's deferred streams)
+  {
+    id: 'staging-upload-skips-chunk-wait',
+    file: `${crate}/cuda/staging.rs`,
+    find: '      self.settle(bound, index)?;\n      fill(offset, self.chunk_bytes(index, bytes))?;',
+    replace: '      fill(offset, self.chunk_bytes(index, bytes))?;',
+    crate: null,
+    js: ['__test__/cuda/staging.spec.ts'],
+  },
+  {
+    id: 'staging-download-reads-before-wait',
+    file: `${crate}/cuda/staging.rs`,
+    find: '      self.settle(bound, index)?;\n      let (offset, bytes) = span(k);',
+    replace: '      let (offset, bytes) = span(k);',
+    crate: null,
+    js: ['__test__/cuda/staging.spec.ts'],
+  },
+  {
+    id: 'staging-event-recorded-before-dma',
+    file: `${crate}/cuda/staging.rs`,
+    // The event recorded before the piece's DMA is enqueued: waiting for it does not wait for
+    // that DMA.
+    find: '      self.settle(bound, index)?;\n      fill(offset, self.chunk_bytes(index, bytes))?;',
+    replace: '      self.settle(bound, index)?;\n      self.record(bound, index)?;\n      fill(offset, self.chunk_bytes(index, bytes))?;\n      if true {\n        check("", unsafe { (bound.driver.memcpy_htod_async)(dst + offset as u64, self.chunks[index].host.cast(), bytes, LEGACY_STREAM) })?;\n        offset += bytes;\n        continue;\n      }',
+    crate: null,
+    js: ['__test__/cuda/staging.spec.ts'],
+  },
+  {
+    id: 'staging-recovery-without-stream-sync',
+    file: `${crate}/cuda/staging.rs`,
+    find: '    let code = unsafe { (bound.driver.stream_synchronize)(LEGACY_STREAM) };\n    if code != CUDA_SUCCESS {\n      return false;',
+    replace: '    let code = CUDA_SUCCESS;\n    if code != CUDA_SUCCESS {\n      return false;',
+    crate: null,
+    js: ['__test__/cuda/staging.spec.ts'],
+  },
+  {
+    id: 'staging-retries-pinned-alloc-every-copy',
+    file: `${crate}/cuda/staging.rs`,
+    find: '        Err(_) => StagingState::Failed,',
+    replace: '        Err(_) => StagingState::Empty,',
+    crate: null,
+    js: ['__test__/cuda/staging.spec.ts'],
+  },
+  {
+    id: 'staging-kept-after-last-environment',
+    file: `${addon}/js_memory/env.rs`,
+    find: '  cuda::staging_env_ended();',
+    replace: '',
+    crate: null,
+    js: ['__test__/cuda/staging.spec.ts'],
+  },
   // src/ops/copy.rs: copies into an existing tensor (Tensor#copy_, to(device, { out }))
   {
     id: 'copy-into-read-only',
@@ -678,7 +730,14 @@ function jsTests(log, specs = [join('__test__', 'abi', 'c-addon.spec.ts')]) {
       log,
     }) && run(scratch, 'bash', [join(scratch, '__test__', 'native', 'consumer-addon', 'build.sh')], { log })
   if (!built) return { built: false, killed: false }
-  const passed = run(scratch, process.execPath, [ava, '--fail-fast', ...specs], { timeoutSeconds: 600, log })
+  // The CUDA specs run against the fake CUDA driver (a test double), as in scripts/test.mjs: it
+  // must be first on the library path when the process starts.
+  const cudaSpecs = specs.some((spec) => spec.startsWith(join('__test__', 'cuda')))
+  if (cudaSpecs && !run(scratch, 'bash', [join(scratch, '__test__', 'native', 'fake-cuda', 'build.sh')], { log })) return { built: false, killed: false }
+  const env = cudaSpecs
+    ? { LD_LIBRARY_PATH: join(scratch, 'target', 'fake-cuda'), FAKE_CUDA_DEVICE_COUNT: '2', NAPI_DLPACK_CUDA_EXPECT: 'fake' }
+    : {}
+  const passed = run(scratch, process.execPath, [ava, '--fail-fast', ...specs], { env, timeoutSeconds: 600, log })
   return { built: true, killed: !passed }
 }
 

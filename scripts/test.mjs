@@ -133,23 +133,31 @@ if (!process.env.NAPI_DLPACK_SKIP_NODE_MATRIX) {
   const withoutFake = { ...clean, LD_PRELOAD: undefined, LD_LIBRARY_PATH: others.length ? others.join(':') : undefined }
   const spec = join('__test__', 'cuda', 'cuda.spec.ts')
   // Host <-> device copies into new and existing tensors (issue 27), in the same settings.
+  // The pinned staging pipeline (issue 27), in the same settings too.
   const copies = join('__test__', 'cuda', 'copies.spec.ts')
-  step('ava CUDA suite, fake driver (test double), 2 devices', process.execPath, [ava, spec, copies], {
+  const staging = join('__test__', 'cuda', 'staging.spec.ts')
+  step('ava CUDA suite, fake driver (test double), 2 devices', process.execPath, [ava, spec, copies, staging], {
     ...withFake,
     FAKE_CUDA_DEVICE_COUNT: '2',
     NAPI_DLPACK_CUDA_EXPECT: 'fake',
   })
-  step('ava CUDA suite, fake driver, no memory pools (cuMemAlloc/cuMemFree)', process.execPath, [ava, spec, copies], {
+  step('ava CUDA suite, fake driver, no memory pools (cuMemAlloc/cuMemFree)', process.execPath, [ava, spec, copies, staging], {
     ...withFake,
     FAKE_CUDA_MEMORY_POOLS: '0',
     NAPI_DLPACK_CUDA_EXPECT: 'fake',
   })
+  step('ava staging pipeline, fake driver, Electron mode (no external buffers)', process.execPath, [ava, staging], {
+    ...withFake,
+    FAKE_CUDA_DEVICE_COUNT: '2',
+    NAPI_DLPACK_CUDA_EXPECT: 'fake',
+    NAPI_DLPACK_NO_EXTERNAL_BUFFERS: '1',
+  })
   if (process.env.NAPI_DLPACK_REAL_GPU) {
-    step('ava CUDA suite, real GPU', process.execPath, [ava, spec, copies], { ...withoutFake, NAPI_DLPACK_CUDA_EXPECT: 'gpu' })
+    step('ava CUDA suite, real GPU', process.execPath, [ava, spec, copies, staging], { ...withoutFake, NAPI_DLPACK_CUDA_EXPECT: 'gpu' })
   } else {
-    step('ava CUDA suite, no CUDA driver', process.execPath, [ava, spec, copies], { ...withoutFake, NAPI_DLPACK_CUDA_EXPECT: 'none' })
+    step('ava CUDA suite, no CUDA driver', process.execPath, [ava, spec, copies, staging], { ...withoutFake, NAPI_DLPACK_CUDA_EXPECT: 'none' })
   }
-  step('ava CUDA suite, driver without devices (fake, cuInit -> NO_DEVICE)', process.execPath, [ava, spec, copies], {
+  step('ava CUDA suite, driver without devices (fake, cuInit -> NO_DEVICE)', process.execPath, [ava, spec, copies, staging], {
     ...withFake,
     FAKE_CUDA_DEVICE_COUNT: '0',
     NAPI_DLPACK_CUDA_EXPECT: 'none',

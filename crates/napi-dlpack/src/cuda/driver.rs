@@ -93,6 +93,8 @@ driver_table! {
   event_synchronize = "cuEventSynchronize": fn(CuEvent);
   event_destroy = "cuEventDestroy_v2": fn(CuEvent);
   pointer_get_attributes = "cuPointerGetAttributes": fn(c_uint, *mut c_int, *mut *mut c_void, CuDevicePtr);
+  mem_host_alloc = "cuMemHostAlloc": fn(*mut *mut c_void, usize, c_uint);
+  mem_free_host = "cuMemFreeHost": fn(*mut c_void);
 }
 
 fn cuda_error(message: impl Into<String>) -> DLPackError {

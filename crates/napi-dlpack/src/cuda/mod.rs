@@ -59,6 +59,7 @@ mod buffer;
 mod device;
 mod driver;
 mod release;
+mod staging;
 mod validation;
 
 pub use buffer::{DeviceBuffer, DeviceTensor};
@@ -67,6 +68,10 @@ pub use driver::{check_available, device_count, is_available};
 pub use release::{
   drain_releases, release_after_queued_work, release_stats, warn_if_undrained, ReleaseStats,
   RELEASE_DRAIN_LIMIT,
+};
+pub use staging::{
+  release_staging, staging_env_ended, staging_stats, Staged, StagingStats, MIN_PIECE_BYTES,
+  STAGING_CHUNKS, STAGING_CHUNK_BYTES, STAGING_MIN_BYTES,
 };
 pub use validation::{pointer_info, validate_foreign, PointerInfo, MEMORY_TYPE_DEVICE};
 

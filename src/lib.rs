@@ -20,8 +20,8 @@
 //! | facts | `facts` | what the addon and `lib/` must agree on (copy modes, `handleInfoInto`'s slots), generated into `lib/generated/facts.ts` |
 //!
 //! - **JS meets Rust** in `binding` only: `#[napi]` functions (declared in the generated
-//!   `index.d.ts`) and the raw hot-path calls of `binding::fast` (declared in `lib/native.ts`);
-//!   native addons come in through `exchange`.
+//!   `lib/binding/index.d.ts`) and the raw hot-path calls of `binding::fast` (declared in
+//!   `lib/native.ts`); native addons come in through `exchange`.
 //! - **A tensor enters** in `ops::import`: JS memory wrapped in place (`wrapBuffer`), a capsule
 //!   consumed (`importCapsule`), a tensor handed over by native code (`import_foreign`).
 //! - **A tensor leaves** in `ops::export` (`exportCapsule`: a capsule, through

@@ -101,6 +101,7 @@ async function quiet() {
 async function freshPool() {
   await quiet()
   cuda.releaseStaging()
+  await quiet() // pinned memory is freed on the release thread
 }
 
 test.after.always(() => {
@@ -286,12 +287,13 @@ fakeOnly('no pinned memory: the copy takes the direct path, leaks nothing, and t
   const hostBefore = control!.liveHostAllocations()
   const source = pattern(2 * MiB, 19)
   for (const nth of [1, 2]) {
-    cuda.releaseStaging()
+    await freshPool()
     control!.setFault('cuMemHostAlloc', nth, OUT_OF_MEMORY)
     const before = stats()
     const device = Tensor.from(source).to('cuda:0')
     t.is(stats().fallbacks - before.fallbacks, 1, `chunk ${nth} failing: the direct path`)
     t.is(stats().staged, before.staged)
+    await quiet() // pinned memory is freed on the release thread
     t.is(control!.liveHostAllocations(), hostBefore, `chunk ${nth} failing: the first chunk was freed`)
     t.is(stats().chunks, 0)
     // The device does not try again until the pool is released.
@@ -364,6 +366,7 @@ fakeOnly('when even the recovery fails, the pool is freed and the next copy make
   control!.setFault('cuStreamSynchronize', 1, UNKNOWN)
   throwsCode(t, () => Tensor.from(source).to('cuda:0'), 'ERR_CUDA')
   t.is(stats().chunks, 0, 'dropped')
+  await quiet()
   t.is(control!.liveHostAllocations(), hostLive - 2, 'and freed')
   control!.reset()
   await deferred(() => {
@@ -383,19 +386,22 @@ fakeOnly('releaseStaging() frees the chunks and their events after the DMAs stil
   const hostLive = control!.liveHostAllocations()
   const events = control!.liveEvents()
   const source = pattern(3 * CHUNK, 31)
-  await deferred(() => {
+  await deferred(async () => {
     const device = Tensor.from(source).to('cuda:0')
     t.is(control!.liveHostAllocations(), hostLive + 2)
     t.is(control!.liveEvents(), events + 2)
-    // The last pieces are still queued, reading the chunks: the release waits for them.
+    const pending = control!.pendingOps()
+    t.true(pending > 0, 'the last pieces are still queued, reading the chunks')
     cuda.releaseStaging()
-    t.is(control!.liveHostAllocations(), hostLive)
+    t.true(control!.pendingOps() < pending, 'the release waited for them')
     t.is(control!.liveEvents(), events)
     t.is(stats().chunks, 0)
-    t.true(same(device.to('cpu').data, source), 'the queued pieces read the chunks before they were freed')
+    await quiet() // pinned memory is freed on the release thread
+    t.is(control!.liveHostAllocations(), hostLive)
+    t.is(control!.callCount('cuMemFreeHost'), 2)
+    t.true(same(device.to('cpu').data, source))
     device.dispose()
   })
-  t.is(control!.callCount('cuMemFreeHost'), 2)
 })
 
 fakeOnly('the pool goes with the last environment that made a staged copy', async (t) => {
@@ -413,10 +419,15 @@ fakeOnly('the pool goes with the last environment that made a staged copy', asyn
     ;(async () => {
       cuda.isAvailable()
       const base = control.liveHostAllocations()
+      const settled = async () => {
+      for (let i = 0; i < 200 && native.cudaReleaseStats().pending > 0; i++) await new Promise((resolve) => setTimeout(resolve, 5))
+    }
       await run()
+      await settled()
       const afterWorker = [native.cudaStagingStats().chunks, control.liveHostAllocations() - base]
       eval(copy)
       await run()
+      await settled()
       const withMain = [native.cudaStagingStats().chunks, control.liveHostAllocations() - base]
       console.log(JSON.stringify({ afterWorker, withMain }))
     })()

@@ -29,8 +29,9 @@
 //! cut into pieces of at least [`MIN_PIECE_BYTES`], a quarter of the copy where that is larger,
 //! so that they overlap too.
 //!
-//! **Lifetime.** The pool is allocated on the first staged copy of a device (`cuMemHostAlloc`,
-//! portable) and reused by every later one, from any thread (one copy at a time: a copy that
+//! **Lifetime.** The pool is allocated on the first staged copy of a device (portable pinned
+//! memory, [`PinnedBuffer`]: a chunk of one device is also read by the other device's DMA in
+//! cross-device copies) and reused by every later one, from any thread (one copy at a time: a copy that
 //! finds the pool busy takes the direct path instead of waiting). It is released by
 //! [`release_staging`] (the addon calls it when the last JS environment that made a staged
 //! copy ends) and dropped, without freeing, when the device was reset under us
@@ -47,6 +48,7 @@ use core::cell::Cell;
 
 use super::device::*;
 use super::driver::*;
+use super::pinned::PinnedBuffer;
 use super::release::release_failed;
 use super::*;
 
@@ -59,10 +61,6 @@ pub const STAGING_MIN_BYTES: usize = 256 << 10;
 /// The smallest piece a staged copy is cut into (but the last).
 pub const MIN_PIECE_BYTES: usize = 256 << 10;
 
-/// `CU_MEMHOSTALLOC_PORTABLE`: page-locked for every context, not only the allocating one (a
-/// chunk of one device is also read by the other device's DMA in cross-device copies that
-/// stage through the host).
-const HOST_ALLOC_PORTABLE: c_uint = 1;
 /// `CU_MEMORYTYPE_HOST`.
 const MEMORY_TYPE_HOST: u32 = 1;
 /// `CU_POINTER_ATTRIBUTE_BUFFER_ID`: unique per allocation in the process.
@@ -70,6 +68,8 @@ const POINTER_BUFFER_ID: c_int = 7;
 
 /// One page-locked chunk and the event recorded after the last DMA that used it.
 struct Chunk {
+  /// Portable pinned memory (`pinned.rs`): freed on the release thread when dropped.
+  buffer: PinnedBuffer,
   host: *mut u8,
   /// The driver's id of the allocation (0 where the driver reports none): a reset device has
   /// freed it, and a new allocation at the same address has another id.
@@ -98,8 +98,9 @@ pub(super) enum StagingState {
   Failed,
 }
 
-// SAFETY: the chunk pointers are page-locked host memory owned by the pool, and events are
-// process-wide driver handles; the pool is only used under its device's lock.
+// SAFETY: the chunks are page-locked host memory owned by the pool (`host` is the address of
+// `buffer`), and events are process-wide driver handles; the pool is only used under its
+// device's lock.
 unsafe impl Send for StagingState {}
 
 static STAGED: AtomicUsize = AtomicUsize::new(0);
@@ -191,33 +192,31 @@ fn piece_bytes(len: usize, unit: usize) -> usize {
 
 impl Pool {
   /// Allocates the chunks; on failure frees what it had allocated.
-  fn alloc(bound: &Bound) -> Result<Pool> {
+  fn alloc(device: &Arc<CudaDevice>, bound: &Bound) -> Result<Pool> {
     let mut pool = Pool {
       chunks: Vec::with_capacity(STAGING_CHUNKS),
       next: 0,
     };
     for _ in 0..STAGING_CHUNKS {
-      let mut host: *mut c_void = core::ptr::null_mut();
-      // SAFETY: valid out-pointer; our context is current.
-      let code = unsafe {
-        (bound.driver.mem_host_alloc)(&mut host, STAGING_CHUNK_BYTES, HOST_ALLOC_PORTABLE)
+      let buffer = match PinnedBuffer::alloc(device, STAGING_CHUNK_BYTES) {
+        Ok(buffer) => buffer,
+        Err(error) => {
+          pool.free(bound);
+          return Err(error);
+        }
       };
-      if let Err(error) = check("allocating page-locked staging memory", code) {
-        pool.free(bound);
-        return Err(error);
-      }
       let mut event: CuEvent = core::ptr::null_mut();
       // SAFETY: valid out-pointer; our context is current.
       let code = unsafe { (bound.driver.event_create)(&mut event, EVENT_DISABLE_TIMING) };
       if let Err(error) = check("cuEventCreate (staging)", code) {
-        // SAFETY: the allocation just made, not in any pool yet.
-        unsafe { (bound.driver.mem_free_host)(host) };
+        drop(buffer);
         pool.free(bound);
         return Err(error);
       }
       LIVE_CHUNKS.fetch_add(1, Ordering::SeqCst);
       pool.chunks.push(Chunk {
-        host: host.cast(),
+        host: buffer.as_ptr(),
+        buffer,
         buffer_id: 0,
         event,
         in_flight: false,
@@ -293,16 +292,16 @@ impl Pool {
     true
   }
 
-  /// Waits for the chunks' DMAs and frees them (failures are counted: nobody to report to).
+  /// Waits for the chunks' DMAs, destroys their events and frees them (on the release thread;
+  /// failures are counted: nobody to report to).
   fn free(self, bound: &Bound) {
     for chunk in self.chunks {
-      // SAFETY: our event and allocation, each released once, after the last DMA using the
-      // chunk has run.
+      // SAFETY: our event, destroyed once, after the last DMA using the chunk has run.
       unsafe {
         if chunk.in_flight {
           let code = (bound.driver.event_synchronize)(chunk.event);
           if code != CUDA_SUCCESS {
-            // The DMA may still read the chunk: make sure nothing is queued before freeing.
+            // The DMA may still use the chunk: make sure nothing is queued before freeing.
             let code = (bound.driver.stream_synchronize)(LEGACY_STREAM);
             if code != CUDA_SUCCESS {
               release_failed("cuStreamSynchronize (staging)", code);
@@ -313,11 +312,8 @@ impl Pool {
         if code != CUDA_SUCCESS {
           release_failed("cuEventDestroy (staging)", code);
         }
-        let code = (bound.driver.mem_free_host)(chunk.host.cast());
-        if code != CUDA_SUCCESS {
-          release_failed("cuMemFreeHost (staging)", code);
-        }
       }
+      drop(chunk.buffer);
       LIVE_CHUNKS.fetch_sub(1, Ordering::SeqCst);
     }
   }
@@ -326,6 +322,10 @@ impl Pool {
   fn forget(self) {
     LIVE_CHUNKS.fetch_sub(self.chunks.len(), Ordering::SeqCst);
     POOLS_LOST.fetch_add(1, Ordering::SeqCst);
+    for chunk in self.chunks {
+      // Freeing memory that is no longer ours could free someone else's allocation.
+      core::mem::forget(chunk.buffer);
+    }
   }
 
   fn chunk_bytes(&mut self, index: usize, len: usize) -> &mut [u8] {
@@ -438,7 +438,7 @@ impl CudaDevice {
   /// Runs `copy` with the device's pool (allocated on first use), or returns
   /// [`Staged::Direct`] when there is none to be had.
   fn with_pool(
-    &self,
+    self: &Arc<Self>,
     len: usize,
     copy: &mut dyn FnMut(&mut Pool, &Bound) -> Result<()>,
   ) -> Result<Staged> {
@@ -462,7 +462,7 @@ impl CudaDevice {
     // failed allocation.
     note_user();
     if let StagingState::Empty = &*state {
-      *state = match Pool::alloc(&bound) {
+      *state = match Pool::alloc(self, &bound) {
         Ok(pool) => StagingState::Ready(pool),
         Err(_) => StagingState::Failed,
       };
@@ -495,7 +495,7 @@ impl CudaDevice {
   /// `dst .. dst + len` must be device memory of this device that stays allocated until the
   /// copy has run (stream order: until later work on our stream, or a sync).
   pub unsafe fn upload_staged(
-    &self,
+    self: &Arc<Self>,
     dst: u64,
     len: usize,
     unit: usize,
@@ -517,7 +517,7 @@ impl CudaDevice {
   /// # Safety
   /// `src .. src + len` must be device memory that stays allocated for the call.
   pub unsafe fn download_staged(
-    &self,
+    self: &Arc<Self>,
     src: u64,
     len: usize,
     drain: &mut dyn FnMut(usize, &[u8]) -> Result<()>,
@@ -534,7 +534,7 @@ impl CudaDevice {
   ///
   /// # Safety
   /// As [`CudaDevice::copy_from_host`].
-  pub unsafe fn upload(&self, dst: u64, src: &[u8]) -> Result<()> {
+  pub unsafe fn upload(self: &Arc<Self>, dst: u64, src: &[u8]) -> Result<()> {
     let mut fill = |offset: usize, piece: &mut [u8]| {
       piece.copy_from_slice(&src[offset..offset + piece.len()]);
       Ok(())
@@ -552,7 +552,7 @@ impl CudaDevice {
   ///
   /// # Safety
   /// As [`CudaDevice::copy_to_host`].
-  pub unsafe fn download(&self, dst: &mut [u8], src: u64) -> Result<()> {
+  pub unsafe fn download(self: &Arc<Self>, dst: &mut [u8], src: u64) -> Result<()> {
     let len = dst.len();
     let mut drain = |offset: usize, piece: &[u8]| {
       dst[offset..offset + piece.len()].copy_from_slice(piece);

@@ -9,10 +9,10 @@
 
 use std::sync::Arc;
 
-use napi_dlpack::cuda::{self, CudaDevice, DeviceBuffer, Stream};
-use napi_dlpack::{DType, ForeignTensor};
+use napi_dlpack::cuda::{self, CudaDevice, DeviceBuffer, PinnedBuffer, Stream};
+use napi_dlpack::{DType, Device, DeviceType, ErrorKind, ForeignTensor};
 
-use crate::errors::Result;
+use crate::errors::{fail, Result};
 use crate::layout::TensorLayout;
 use crate::storage::{Memory, Storage};
 
@@ -33,6 +33,49 @@ pub(crate) fn alloc(
   let layout = TensorLayout::row_major(dtype, shape, device.dl_device())?;
   let buffer = DeviceBuffer::alloc(&device, layout.packed_bytes(), zeroed)?;
   Ok((Storage::new(Memory::Cuda(buffer)), layout))
+}
+
+/// The device of every pinned tensor we allocate: `cuda_host:0`. Pinned memory is allocated
+/// portable (usable by every context) and mapped at the same address on every device, so it
+/// belongs to no device: the DLPack device id of `kDLCUDAHost` carries no meaning here, and is
+/// 0, as PyTorch reports for `pin_memory()` tensors.
+pub(crate) const CUDA_HOST: Device = Device {
+  device_type: DeviceType::CudaHost,
+  id: 0,
+};
+
+/// The context pinned memory is allocated in (and freed in): device 0's primary context. Fails
+/// with `ERR_DLPACK_DEVICE` for a `cuda_host:N` other than 0 (checked before the driver, so the
+/// code does not depend on the machine), then `ERR_CUDA_UNAVAILABLE` without a driver.
+pub(crate) fn pinned_device(target: Device) -> Result<Arc<CudaDevice>> {
+  if target != CUDA_HOST {
+    return Err(fail(
+      ErrorKind::Device,
+      format!(
+        "cannot allocate pinned memory on {target}: pinned host memory belongs to no device \
+         (it is usable by every one), so its device is cuda_host (cuda_host:0)"
+      ),
+    ));
+  }
+  Ok(cuda::device(0)?)
+}
+
+/// A new row-major tensor in pinned host memory (`cuda_host:0`); `zeroed`: every byte 0, else
+/// undefined contents.
+pub(crate) fn alloc_pinned(
+  dtype: DType,
+  shape: &[i64],
+  target: Device,
+  zeroed: bool,
+) -> Result<(Arc<Storage>, TensorLayout)> {
+  let device = pinned_device(target)?;
+  let layout = TensorLayout::row_major(dtype, shape, CUDA_HOST)?;
+  let buffer = if zeroed {
+    PinnedBuffer::alloc_zeroed(&device, layout.packed_bytes())?
+  } else {
+    PinnedBuffer::alloc(&device, layout.packed_bytes())?
+  };
+  Ok((Storage::new(Memory::Pinned(buffer)), layout))
 }
 
 /// Copies the span of a CUDA tensor into `out` (`layout.span_bytes` long); the copy has

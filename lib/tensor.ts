@@ -1120,8 +1120,9 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
    */
   toShared(): Tensor<D> {
     const meta = this.#meta()
-    const host = meta.deviceType === DLDeviceType.CPU || meta.deviceType === DLDeviceType.CUDAHost || meta.deviceType === DLDeviceType.ROCMHost
-    if (host && isSharedArrayBuffer(this.getData({ allowReadOnly: true }).buffer)) return this._share()
+    // Only CPU tensors can be over a SharedArrayBuffer: other host memory (pinned, a
+    // producer's) is never V8's, and may have no JS view at all (pinned memory in Electron).
+    if (meta.deviceType === DLDeviceType.CPU && isSharedArrayBuffer(this.getData({ allowReadOnly: true }).buffer)) return this._share()
     const copy = Tensor.empty(meta.shape, meta.dtype as D, { shared: true })
     const target = copy.getData()
     call(() => native.copyHandleInto(this.#live().handle, new Uint8Array(target.buffer, target.byteOffset, target.byteLength)))

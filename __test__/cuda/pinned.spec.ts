@@ -190,6 +190,11 @@ withCuda('writes through .data are seen by exports, imports and copies (pointer 
   t.not(copy.dataPointer, pinned.dataPointer)
   t.deepEqual(Array.from(copy.data), [10, 20, 3, 4])
   t.is(String(copy.device), 'cuda_host:0')
+  // toShared(): a copy into a SharedArrayBuffer (pinned memory is never V8's).
+  const shared = pinned.toShared()
+  t.is(String(shared.device), 'cpu')
+  t.not(shared.dataPointer, pinned.dataPointer)
+  t.deepEqual(Array.from(shared.data), [10, 20, 3, 4])
 })
 
 // ---------------------------------------------------------------------------------------------
@@ -461,4 +466,8 @@ withCuda('Electron mode: .data and getData refuse with ERR_DLPACK_COPY_REQUIRED;
   t.deepEqual(pinned.toArray(), [20, 21, 22, 23], 'writes through the import reach the original')
   pinned.copy_(Tensor.from(seq(4, 10)))
   t.deepEqual(pinned.to('cuda:0').to('cpu').toArray(), [10, 11, 12, 13])
+  // toShared(): a copy into a SharedArrayBuffer, which Electron views like any V8 memory.
+  const shared = pinned.toShared()
+  t.is(String(shared.device), 'cpu')
+  t.deepEqual(Array.from(shared.data), [10, 11, 12, 13])
 })

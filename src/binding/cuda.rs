@@ -5,7 +5,7 @@ use napi::Env;
 use napi_derive::napi;
 use napi_dlpack::cuda;
 
-use crate::binding::parse_dtype;
+use crate::binding::args::{parse_dtype, stream_arg};
 use crate::errors::Result;
 use crate::handle::new_handle;
 use crate::own_capsule::handle_of;
@@ -101,6 +101,6 @@ pub fn copy_between(
   src: Unknown<'_>,
   stream: Option<BigInt>,
 ) -> Result<()> {
-  let stream = crate::cuda::stream_arg(stream.as_ref())?;
+  let stream = stream_arg(stream.as_ref())?;
   crate::ops::copy::copy_between(env, handle_of(env, &dst)?, handle_of(env, &src)?, stream)
 }

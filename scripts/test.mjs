@@ -134,30 +134,34 @@ if (!process.env.NAPI_DLPACK_SKIP_NODE_MATRIX) {
   const spec = join('__test__', 'cuda', 'cuda.spec.ts')
   // Host <-> device copies into new and existing tensors (issue 27), in the same settings.
   const copies = join('__test__', 'cuda', 'copies.spec.ts')
+  // The pinned staging pipeline (issue 27), in the same settings, plus Electron mode below.
+  const staging = join('__test__', 'cuda', 'staging.spec.ts')
   // Pinned host tensors (cuda_host, issue 27), in the same settings, plus Electron mode below.
   const pinned = join('__test__', 'cuda', 'pinned.spec.ts')
-  step('ava CUDA suite, fake driver (test double), 2 devices', process.execPath, [ava, spec, copies, pinned], {
+  step('ava CUDA suite, fake driver (test double), 2 devices', process.execPath, [ava, spec, copies, pinned, staging], {
     ...withFake,
     FAKE_CUDA_DEVICE_COUNT: '2',
     NAPI_DLPACK_CUDA_EXPECT: 'fake',
   })
-  step('ava CUDA suite, fake driver, no memory pools (cuMemAlloc/cuMemFree)', process.execPath, [ava, spec, copies, pinned], {
+  step('ava CUDA suite, fake driver, no memory pools (cuMemAlloc/cuMemFree)', process.execPath, [ava, spec, copies, pinned, staging], {
     ...withFake,
     FAKE_CUDA_MEMORY_POOLS: '0',
     NAPI_DLPACK_CUDA_EXPECT: 'fake',
   })
-  // No external ArrayBuffers (Electron): pinned memory has no JS view, foreign pinned imports copy.
-  step('ava pinned-tensor suite, fake driver, external buffers disallowed (Electron mode)', process.execPath, [ava, pinned], {
+  // No external ArrayBuffers (Electron): pinned memory has no JS view, foreign pinned imports
+  // copy; staged copies still land in V8 memory.
+  step('ava pinned-tensor and staging suites, fake driver, 2 devices, external buffers disallowed (Electron mode)', process.execPath, [ava, pinned, staging], {
     ...withFake,
+    FAKE_CUDA_DEVICE_COUNT: '2',
     NAPI_DLPACK_NO_EXTERNAL_BUFFERS: '1',
     NAPI_DLPACK_CUDA_EXPECT: 'fake',
   })
   if (process.env.NAPI_DLPACK_REAL_GPU) {
-    step('ava CUDA suite, real GPU', process.execPath, [ava, spec, copies, pinned], { ...withoutFake, NAPI_DLPACK_CUDA_EXPECT: 'gpu' })
+    step('ava CUDA suite, real GPU', process.execPath, [ava, spec, copies, pinned, staging], { ...withoutFake, NAPI_DLPACK_CUDA_EXPECT: 'gpu' })
   } else {
-    step('ava CUDA suite, no CUDA driver', process.execPath, [ava, spec, copies, pinned], { ...withoutFake, NAPI_DLPACK_CUDA_EXPECT: 'none' })
+    step('ava CUDA suite, no CUDA driver', process.execPath, [ava, spec, copies, pinned, staging], { ...withoutFake, NAPI_DLPACK_CUDA_EXPECT: 'none' })
   }
-  step('ava CUDA suite, driver without devices (fake, cuInit -> NO_DEVICE)', process.execPath, [ava, spec, copies, pinned], {
+  step('ava CUDA suite, driver without devices (fake, cuInit -> NO_DEVICE)', process.execPath, [ava, spec, copies, pinned, staging], {
     ...withFake,
     FAKE_CUDA_DEVICE_COUNT: '0',
     NAPI_DLPACK_CUDA_EXPECT: 'none',

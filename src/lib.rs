@@ -8,7 +8,7 @@
 //!
 //! | layer | modules | what it holds |
 //! |---|---|---|
-//! | binding | `binding` (`tensor`, `convert`, `cuda`, `fast`, `transfer`), `exchange` | every function JS (or a native addon, through the exchange table) calls: argument conversion, nothing else |
+//! | binding | `binding` (`tensor`, `convert`, `cuda`, `fast`, `transfer`; `args`: shared argument conversion), `exchange` | every function JS (or a native addon, through the exchange table) calls: argument conversion, nothing else |
 //! | operations | `ops` (`negotiation`, `import`, `export`, `copy`, `convert`, `view`, `transfer`) | what a call does with tensors; `negotiation` turns import and export requests into plans (pure) |
 //! | CUDA | `cuda` | device allocations and copies, streams, driver checks of imports |
 //! | recognition | `own_capsule` | which handle is behind a JS value; the capsules we make |

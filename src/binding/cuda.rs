@@ -5,7 +5,7 @@ use napi::Env;
 use napi_derive::napi;
 use napi_dlpack::cuda;
 
-use crate::binding::parse_dtype;
+use crate::binding::args::{parse_dtype, stream_arg};
 use crate::errors::Result;
 use crate::handle::new_handle;
 use crate::own_capsule::handle_of;
@@ -34,6 +34,13 @@ pub fn cuda_unavailable_reason() -> Option<String> {
 #[napi(js_name = "cudaSynchronize")]
 pub fn cuda_synchronize(device_id: i32) -> Result<()> {
   Ok(cuda::device(device_id)?.synchronize()?)
+}
+
+/// Frees the pinned staging chunks of every device (those not in use by a copy right now);
+/// after a failed pinned allocation, the next large copy tries again. Never throws.
+#[napi(js_name = "cudaReleaseStaging")]
+pub fn cuda_release_staging() {
+  cuda::release_staging()
 }
 
 /// A new row-major tensor in device memory (`zeroed`: memset to 0, else undefined contents).
@@ -94,6 +101,6 @@ pub fn copy_between(
   src: Unknown<'_>,
   stream: Option<BigInt>,
 ) -> Result<()> {
-  let stream = crate::cuda::stream_arg(stream.as_ref())?;
+  let stream = stream_arg(stream.as_ref())?;
   crate::ops::copy::copy_between(env, handle_of(env, &dst)?, handle_of(env, &src)?, stream)
 }

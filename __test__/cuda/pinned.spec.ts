@@ -255,6 +255,18 @@ fakeOnly("pinned -> cuda: the driver reads the pinned memory itself, no staging 
     pinned.copy_(Tensor.from(seq(1024, 5000)))
     t.deepEqual(Array.from(queued.to('cpu').data.subarray(0, 3)), [0, 1, 2], 'the device copy holds the values at the time of to()')
   })
+  // Above the staging pipeline's threshold too: pinned memory is never staged (one DMA, from
+  // the tensor itself), also when it comes back as a cpu tensor (exported as kDLCPU).
+  const big = Tensor.zeros([1 << 20], 'uint8', { device: 'cuda_host' }) // 1 MiB
+  const asCpu = fromDLPack(big.__dlpack__({ dlDevice: [1, 0] }))
+  t.is(String(asCpu.device), 'cpu')
+  for (const [what, source] of [['cuda_host', big], ['its kDLCPU export', asCpu]] as const) {
+    control!.reset()
+    const up = source.to('cuda:0')
+    t.is(BigInt(control!.lastHostSource()), big.dataPointer, `${what}: the DMA read the pinned memory`)
+    t.is(control!.callCount('cuMemcpyHtoDAsync_v2'), 1, `${what}: one copy, no staging chunks`)
+    up.dispose()
+  }
   // copy_ into an existing device tensor, also straight from the pinned memory.
   const dst = Tensor.empty([1024], 'float32', { device: 'cuda:0' })
   control!.reset()

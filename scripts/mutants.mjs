@@ -562,6 +562,64 @@ const mutants = [
   { file: bridgeSource, crate: null, bridge: true, id: 'bridge-table-taken-reported-unknown', find: 'status = token != 0 && token < g_next_token ? TABLE_TAKEN : TABLE_UNKNOWN;', replace: 'status = TABLE_UNKNOWN;' },
   { file: bridgeSource, crate: null, bridge: true, id: 'bridge-js-token-upper-bound-dropped', find: '!(value >= 0 && value < 9007199254740992.0)', replace: '!(value >= 0 && value < 1e300)' },
   { file: bridgeSource, crate: null, bridge: true, id: 'bridge-py-float-token-refused', find: '  if (PyFloat_Check(arg)) {\n    double number', replace: '  if (0) {\n    double number' },
+  // crates/napi-dlpack/src/cuda/staging.rs: the pinned staging pipeline's ordering (killed by
+  // __test__/cuda/staging.spec.ts against the fake CUDA driver's deferred streams)
+  {
+    id: 'staging-upload-skips-chunk-wait',
+    file: `${crate}/cuda/staging.rs`,
+    find: '      self.settle(bound, index)?;\n      fill(offset, self.chunk_bytes(index, bytes))?;',
+    replace: '      fill(offset, self.chunk_bytes(index, bytes))?;',
+    crate: null,
+    js: ['__test__/cuda/staging.spec.ts'],
+    fakeCuda: true,
+  },
+  {
+    id: 'staging-download-reads-before-wait',
+    file: `${crate}/cuda/staging.rs`,
+    find: '      self.settle(bound, index)?;\n      let (offset, bytes) = span(k);',
+    replace: '      let (offset, bytes) = span(k);',
+    crate: null,
+    js: ['__test__/cuda/staging.spec.ts'],
+    fakeCuda: true,
+  },
+  {
+    id: 'staging-event-recorded-before-dma',
+    file: `${crate}/cuda/staging.rs`,
+    // The event recorded before the piece's DMA is enqueued: waiting for it does not wait for
+    // that DMA.
+    find: '      self.settle(bound, index)?;\n      fill(offset, self.chunk_bytes(index, bytes))?;',
+    replace: '      self.settle(bound, index)?;\n      self.record(bound, index)?;\n      fill(offset, self.chunk_bytes(index, bytes))?;\n      if true {\n        check("", unsafe { (bound.driver.memcpy_htod_async)(dst + offset as u64, self.chunks[index].host.cast(), bytes, LEGACY_STREAM) })?;\n        offset += bytes;\n        continue;\n      }',
+    crate: null,
+    js: ['__test__/cuda/staging.spec.ts'],
+    fakeCuda: true,
+  },
+  {
+    id: 'staging-recovery-without-stream-sync',
+    file: `${crate}/cuda/staging.rs`,
+    find: '    let code = unsafe { (bound.driver.stream_synchronize)(LEGACY_STREAM) };\n    if code != CUDA_SUCCESS {\n      return false;',
+    replace: '    let code = CUDA_SUCCESS;\n    if code != CUDA_SUCCESS {\n      return false;',
+    crate: null,
+    js: ['__test__/cuda/staging.spec.ts'],
+    fakeCuda: true,
+  },
+  {
+    id: 'staging-retries-pinned-alloc-every-copy',
+    file: `${crate}/cuda/staging.rs`,
+    find: '        Err(_) => StagingState::Failed,',
+    replace: '        Err(_) => StagingState::Empty,',
+    crate: null,
+    js: ['__test__/cuda/staging.spec.ts'],
+    fakeCuda: true,
+  },
+  {
+    id: 'staging-kept-after-last-environment',
+    file: `${addon}/js_memory/env.rs`,
+    find: '  cuda::staging_env_ended();',
+    replace: '',
+    crate: null,
+    js: ['__test__/cuda/staging.spec.ts'],
+    fakeCuda: true,
+  },
   // Pinned host tensors (cuda_host): freed exactly once, exported as kDLCUDAHost, uploads that
   // wait for the DMA out of pinned memory, no silent copies of pinned memory in Electron.
   {

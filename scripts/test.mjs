@@ -132,13 +132,16 @@ if (!process.env.NAPI_DLPACK_SKIP_NODE_MATRIX) {
   const withFake = { ...clean, LD_PRELOAD: undefined, LD_LIBRARY_PATH: [fakeDir, ...others].join(':') }
   const withoutFake = { ...clean, LD_PRELOAD: undefined, LD_LIBRARY_PATH: others.length ? others.join(':') : undefined }
   // Every spec of __test__/cuda/ (by topic: setting, devices, export-import, streams, release,
-  // faults, views, copies, pinned, ...), so a new one runs in every setting without a list here.
+  // faults, views, copies, pinned, staging, ...), so that a new one runs in every setting
+  // without a list to keep here.
   const suite = readdirSync(join(root, '__test__', 'cuda'))
     .filter((name) => name.endsWith('.spec.ts'))
     .sort()
     .map((name) => join('__test__', 'cuda', name))
-  // Pinned host tensors (cuda_host, issue 27), also in Electron mode below.
+  // Pinned host tensors (cuda_host) and the pinned staging pipeline (issue 27), also in
+  // Electron mode below.
   const pinned = join('__test__', 'cuda', 'pinned.spec.ts')
+  const staging = join('__test__', 'cuda', 'staging.spec.ts')
   step('ava CUDA suite, fake driver (test double), 2 devices', process.execPath, [ava, ...suite], {
     ...withFake,
     FAKE_CUDA_DEVICE_COUNT: '2',
@@ -149,9 +152,11 @@ if (!process.env.NAPI_DLPACK_SKIP_NODE_MATRIX) {
     FAKE_CUDA_MEMORY_POOLS: '0',
     NAPI_DLPACK_CUDA_EXPECT: 'fake',
   })
-  // No external ArrayBuffers (Electron): pinned memory has no JS view, foreign pinned imports copy.
-  step('ava pinned-tensor suite, fake driver, external buffers disallowed (Electron mode)', process.execPath, [ava, pinned], {
+  // No external ArrayBuffers (Electron): pinned memory has no JS view, foreign pinned imports
+  // copy; staged copies still land in V8 memory.
+  step('ava pinned-tensor and staging suites, fake driver, 2 devices, external buffers disallowed (Electron mode)', process.execPath, [ava, pinned, staging], {
     ...withFake,
+    FAKE_CUDA_DEVICE_COUNT: '2',
     NAPI_DLPACK_NO_EXTERNAL_BUFFERS: '1',
     NAPI_DLPACK_CUDA_EXPECT: 'fake',
   })

@@ -197,6 +197,28 @@ withCuda('writes through .data are seen by exports, imports and copies (pointer 
   t.deepEqual(Array.from(shared.data), [10, 20, 3, 4])
 })
 
+withCuda("__dlpack__({ dlDevice: [1, 0] }) exports pinned memory as kDLCPU, zero-copy (for CPU-only consumers)", (t) => {
+  const pinned = Tensor.from(seq(4)).pin()
+  const asCpu = peer!.consume(pinned.__dlpack__({ dlDevice: [1, 0] }))
+  t.deepEqual(asCpu.device, [1, 0])
+  t.is(asCpu.data, pinned.dataPointer, 'the same bytes, no copy')
+  t.deepEqual(peer!.consume(pinned.__dlpack__({ dlDevice: [1, 0], copy: false })).device, [1, 0])
+  t.deepEqual(peer!.consume(pinned.__dlpack__({ dlDevice: [3, 0] })).device, [3, 0])
+  // copy: true: a private host copy, on the CPU.
+  const copied = peer!.consume(pinned.__dlpack__({ dlDevice: [1, 0], copy: true }))
+  t.deepEqual(copied.device, [1, 0])
+  t.not(copied.data, pinned.dataPointer)
+  // Back through fromDLPack: a CPU tensor over the same pinned bytes.
+  const back = fromDLPack(pinned.__dlpack__({ dlDevice: [1, 0] }))
+  t.is(String(back.device), 'cpu')
+  t.is(back.dataPointer, pinned.dataPointer)
+  t.deepEqual(back.toArray(), [0, 1, 2, 3])
+  // Not device memory, and CPU memory is not pinned memory.
+  throwsCode(t, () => pinned.__dlpack__({ dlDevice: [2, 0] }), 'ERR_DLPACK_DEVICE')
+  throwsCode(t, () => Tensor.from(seq(2)).__dlpack__({ dlDevice: [3, 0] }), 'ERR_DLPACK_DEVICE')
+  throwsCode(t, () => Tensor.from(seq(2)).__dlpack__({ dlDevice: [3, 0], copy: false }), 'ERR_DLPACK_COPY_REQUIRED')
+})
+
 // ---------------------------------------------------------------------------------------------
 // Copies: host <-> pinned <-> CUDA, straight from and into the pinned memory
 
@@ -233,6 +255,18 @@ fakeOnly("pinned -> cuda: the driver reads the pinned memory itself, no staging 
     pinned.copy_(Tensor.from(seq(1024, 5000)))
     t.deepEqual(Array.from(queued.to('cpu').data.subarray(0, 3)), [0, 1, 2], 'the device copy holds the values at the time of to()')
   })
+  // Above the staging pipeline's threshold too: pinned memory is never staged (one DMA, from
+  // the tensor itself), also when it comes back as a cpu tensor (exported as kDLCPU).
+  const big = Tensor.zeros([1 << 20], 'uint8', { device: 'cuda_host' }) // 1 MiB
+  const asCpu = fromDLPack(big.__dlpack__({ dlDevice: [1, 0] }))
+  t.is(String(asCpu.device), 'cpu')
+  for (const [what, source] of [['cuda_host', big], ['its kDLCPU export', asCpu]] as const) {
+    control!.reset()
+    const up = source.to('cuda:0')
+    t.is(BigInt(control!.lastHostSource()), big.dataPointer, `${what}: the DMA read the pinned memory`)
+    t.is(control!.callCount('cuMemcpyHtoDAsync_v2'), 1, `${what}: one copy, no staging chunks`)
+    up.dispose()
+  }
   // copy_ into an existing device tensor, also straight from the pinned memory.
   const dst = Tensor.empty([1024], 'float32', { device: 'cuda:0' })
   control!.reset()

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use napi::Env;
 use napi_dlpack::convert::{self, Strided};
-use napi_dlpack::cuda::{self, DeviceBuffer};
+use napi_dlpack::cuda::{self, DeviceBuffer, PinnedBuffer};
 use napi_dlpack::{DeviceType, ErrorKind, ForeignTensor};
 
 use crate::errors::{fail, Result};
@@ -37,10 +37,16 @@ pub enum Memory {
   /// CUDA device memory we allocated (`Tensor.empty/zeros` on a CUDA device, `to('cuda:N')`).
   /// Its writes are enqueued on the device's legacy default stream. Never host-dereferenced.
   Cuda(DeviceBuffer),
+  /// Page-locked host memory we allocated (`cuda_host` tensors: `Tensor.empty/zeros` on
+  /// `cuda_host`, `to('cuda_host')`). Host memory for the CPU; freed with `cuMemFreeHost` when
+  /// the last owner (tensor, JS view, export) lets go, on whatever thread that is. No device
+  /// work of ours is ever left queued on it: our copies into and out of it complete before the
+  /// call returns.
+  Pinned(PinnedBuffer),
 }
 
 // SAFETY: `base` points into the ArrayBuffer that `buffer` keeps alive; the pointer itself is
-// plain data. BufferRef, ForeignTensor and DeviceBuffer are Send + Sync.
+// plain data. BufferRef, ForeignTensor, DeviceBuffer and PinnedBuffer are Send + Sync.
 unsafe impl Send for Memory {}
 // SAFETY: as above; `&Memory` only reads.
 unsafe impl Sync for Memory {}
@@ -108,6 +114,7 @@ impl Storage {
       Memory::Foreign(tensor) => foreign_span_start(tensor),
       Memory::Owned(words) => words.as_ptr() as *mut u8,
       Memory::Cuda(buffer) => buffer.device_ptr() as usize as *mut u8,
+      Memory::Pinned(buffer) => buffer.as_ptr(),
     }
   }
 
@@ -119,6 +126,7 @@ impl Storage {
       Memory::Foreign(tensor) => tensor.layout().span_bytes(),
       Memory::Owned(words) => words.len() * std::mem::size_of::<u64>(),
       Memory::Cuda(buffer) => buffer.len(),
+      Memory::Pinned(buffer) => buffer.len(),
     }
   }
 
@@ -192,7 +200,7 @@ impl Storage {
       ),
       // Our own memory: data points at the first element, byte_offset 0, which every consumer
       // reads correctly (including those that ignore byte_offset).
-      Memory::Js { .. } | Memory::Owned(_) => (
+      Memory::Js { .. } | Memory::Owned(_) | Memory::Pinned(_) => (
         // SAFETY: first_byte lies inside the storage region (checked at construction).
         unsafe { self.base().add(layout.first_byte) }.cast::<c_void>(),
         0,
@@ -344,6 +352,118 @@ pub fn dense_copy_vec<T: Copy>(storage: &Storage, layout: &TensorLayout) -> Resu
   // u8 or u64, any bytes are a valid value).
   unsafe { out.set_len(words) };
   Ok(out)
+}
+
+/// The elements of a strided host tensor in row-major order, copied out a range at a time by
+/// the dense-copy engine: how the staging pipeline gathers a strided source straight into its
+/// page-locked chunks (no whole-tensor copy first).
+///
+/// A range is a run of whole "rows" of one axis (`axis`: every element with the same indices up
+/// to it), each `unit` bytes of the row-major output. The axis is the outermost one whose rows
+/// are at most `max_unit` bytes, so that pieces are close to the size asked for; a run that
+/// crosses an index of an outer axis is copied as one engine call per outer index.
+pub struct RowRuns<'a> {
+  first: *const u8,
+  dtype: napi_dlpack::DType,
+  shape: &'a [i64],
+  strides: &'a [i64],
+  axis: usize,
+  unit: usize,
+}
+
+impl<'a> RowRuns<'a> {
+  /// `None` for a tensor without dimensions (one element: nothing to cut).
+  pub fn new(
+    storage: &'a Storage,
+    layout: &'a TensorLayout,
+    max_unit: usize,
+  ) -> Result<Option<RowRuns<'a>>> {
+    host_source(storage, layout)?;
+    let ndim = layout.shape.len();
+    if ndim == 0 {
+      return Ok(None);
+    }
+    let itemsize = layout.dtype.itemsize();
+    // Bytes of one index of axis `j`: the elements of the axes after it.
+    let mut unit = itemsize;
+    let mut axis = ndim - 1;
+    while axis > 0 {
+      let wider = unit.saturating_mul(layout.shape[axis].max(0) as usize);
+      if wider > max_unit {
+        break;
+      }
+      unit = wider;
+      axis -= 1;
+    }
+    Ok(Some(RowRuns {
+      // SAFETY: the first element lies inside the storage region (validated with the layout).
+      first: unsafe { storage.base().add(layout.first_byte) },
+      dtype: layout.dtype,
+      shape: &layout.shape,
+      strides: &layout.strides,
+      axis,
+      unit,
+    }))
+  }
+
+  /// Bytes of one row: offsets and lengths given to [`RowRuns::copy`] are multiples of it.
+  pub fn unit(&self) -> usize {
+    self.unit
+  }
+
+  /// Writes bytes `offset .. offset + out.len()` of the row-major copy into `out`.
+  pub fn copy(
+    &self,
+    offset: usize,
+    out: &mut [u8],
+  ) -> std::result::Result<(), napi_dlpack::DLPackError> {
+    if !offset.is_multiple_of(self.unit) || !out.len().is_multiple_of(self.unit) {
+      return Err(napi_dlpack::DLPackError::new(
+        ErrorKind::InvalidArgument,
+        format!(
+          "a range of rows of {} bytes was asked for at {offset} (+{})",
+          self.unit,
+          out.len()
+        ),
+      ));
+    }
+    let rows_of_axis = self.shape[self.axis].max(0) as usize;
+    let itemsize = self.dtype.itemsize() as isize;
+    let mut row = offset / self.unit;
+    let mut written = 0;
+    let mut inner_shape: Vec<i64> = self.shape[self.axis..].to_vec();
+    let inner_strides = &self.strides[self.axis..];
+    while written < out.len() {
+      let (outer, start) = (row / rows_of_axis, row % rows_of_axis);
+      // At least one row: `out.len() - written` is a non-zero multiple of `unit`.
+      let rows = (rows_of_axis - start).min((out.len() - written) / self.unit);
+      // Element offset of (outer indices, start, 0, ...) from the first element.
+      let mut element = start as i64 * self.strides[self.axis];
+      let mut rest = outer;
+      for dim in (0..self.axis).rev() {
+        let size = self.shape[dim] as usize;
+        element += (rest % size) as i64 * self.strides[dim];
+        rest /= size;
+      }
+      inner_shape[0] = rows as i64;
+      // SAFETY: the run's elements are elements of the validated layout (indices within the
+      // shape), so they lie in the storage `RowRuns::new` was given, alive for 'a and not written
+      // during the copy. Wrapping: the offset may be negative (negative strides).
+      let source = unsafe {
+        napi_dlpack::convert::Strided::from_raw(
+          self.first.wrapping_offset(element as isize * itemsize),
+          self.dtype,
+          &inner_shape,
+          inner_strides,
+        )
+      };
+      let bytes = rows * self.unit;
+      convert::copy_dense(&source, &mut out[written..written + bytes])?;
+      written += bytes;
+      row += rows;
+    }
+    Ok(())
+  }
 }
 
 #[cfg(test)]

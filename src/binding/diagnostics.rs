@@ -108,6 +108,38 @@ pub fn cuda_release_stats() -> CudaReleaseStats {
   }
 }
 
+#[napi(object)]
+pub struct CudaStagingStats {
+  /// Page-locked staging chunks allocated now (all devices).
+  pub chunks: u32,
+  pub chunk_bytes: u32,
+  /// Copies that went through the staging pipeline so far.
+  pub staged: u32,
+  /// Copies large enough to stage that took the direct path (no pinned memory; pool busy).
+  pub fallbacks: u32,
+  /// Pools dropped because their device was reset under us.
+  pub pools_lost: u32,
+  /// Copies of fewer bytes than this take the direct path.
+  pub min_bytes: u32,
+  /// The smallest piece a staged copy is cut into.
+  pub min_piece_bytes: u32,
+}
+
+/// What the pinned staging pipeline did (tests and diagnostics). Never throws.
+#[napi(js_name = "cudaStagingStats")]
+pub fn cuda_staging_stats() -> CudaStagingStats {
+  let stats = cuda::staging_stats();
+  CudaStagingStats {
+    chunks: stats.chunks as u32,
+    chunk_bytes: stats.chunk_bytes as u32,
+    staged: stats.staged as u32,
+    fallbacks: stats.fallbacks as u32,
+    pools_lost: stats.pools_lost as u32,
+    min_bytes: cuda::STAGING_MIN_BYTES as u32,
+    min_piece_bytes: cuda::MIN_PIECE_BYTES as u32,
+  }
+}
+
 /// Tokens made and not yet claimed or released, in the whole process (leak checks).
 #[napi(js_name = "pendingTransfers")]
 pub fn pending_transfers() -> u32 {

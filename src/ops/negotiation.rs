@@ -65,6 +65,9 @@ pub enum Source {
     same_capsule: bool,
     /// Its storage is V8 memory (viewable in every runtime).
     js_memory: bool,
+    /// Its storage is our pinned memory (`cuda_host`): shared in every runtime, like the
+    /// tensor it came from, whose JS view is refused where external buffers are (Electron).
+    pinned: bool,
     device: Device,
     span_bytes: usize,
     /// The first element is aligned to the element size.
@@ -126,13 +129,16 @@ fn plan_for(request: &ImportRequest, source: &Source, runtime: &Runtime) -> Resu
     Source::Own {
       same_capsule,
       js_memory,
+      pinned,
       device,
       span_bytes,
       aligned,
     } => {
       // Our own export, unless a copy was asked for: share the original storage, no copy, no
-      // re-validation of metadata we produced ourselves, wherever JS can view it as it is.
-      let viewable = js_memory || !device.is_host_accessible() || runtime.external_buffers;
+      // re-validation of metadata we produced ourselves, wherever JS can view it as it is (or,
+      // for pinned memory, wherever the original tensor is usable: everywhere).
+      let viewable =
+        js_memory || pinned || !device.is_host_accessible() || runtime.external_buffers;
       if request.copy != CopyRequest::Always && viewable {
         return Ok(if same_capsule {
           ImportPlan::AdoptOwn
@@ -231,6 +237,9 @@ pub struct ExportPlan {
   pub copy: bool,
   /// The consumer's stream, for CUDA tensors (`None`: the legacy default stream).
   pub stream: Option<Stream>,
+  /// The device the export names: the tensor's, or `cpu` for pinned host memory (`cuda_host`)
+  /// asked for as `dlDevice: [1, 0]` (the same bytes, readable by the CPU: no copy).
+  pub device: Device,
 }
 
 /// Checks an export request against the tensor's device and picks the export. The checks run in
@@ -256,8 +265,12 @@ pub fn plan_export(request: &ExportRequest, device: Device) -> Result<ExportPlan
       ));
     }
   }
+  // Pinned host memory is CPU memory too: a consumer that only takes kDLCPU (NumPy) gets it
+  // under that name, zero-copy.
+  let pinned_as_cpu =
+    device.device_type == DeviceType::CudaHost && request.device == Some(Device::CPU);
   if let Some(target) = request.device {
-    if target != device {
+    if target != device && !pinned_as_cpu {
       return Err(fail(
         if request.copy == CopyRequest::Never {
           ErrorKind::CopyRequired
@@ -280,6 +293,7 @@ pub fn plan_export(request: &ExportRequest, device: Device) -> Result<ExportPlan
     format,
     copy: request.copy == CopyRequest::Always,
     stream,
+    device: if pinned_as_cpu { Device::CPU } else { device },
   })
 }
 
@@ -326,6 +340,7 @@ mod tests {
     Source::Own {
       same_capsule,
       js_memory,
+      pinned: false,
       device,
       span_bytes: 64,
       aligned: true,
@@ -392,6 +407,20 @@ mod tests {
     );
     assert_eq!(
       plan(own(true, false, Device::CPU), ELECTRON).unwrap(),
+      ImportPlan::HostCopy
+    );
+    // Our own pinned memory is shared in Electron too (its JS view is what is refused there).
+    let pinned = Source::Own {
+      same_capsule: true,
+      js_memory: false,
+      pinned: true,
+      device: CUDA_HOST,
+      span_bytes: 64,
+      aligned: true,
+    };
+    assert_eq!(plan(pinned, ELECTRON).unwrap(), ImportPlan::AdoptOwn);
+    assert_eq!(
+      plan(own(true, false, CUDA_HOST), ELECTRON).unwrap(),
       ImportPlan::HostCopy
     );
     // copy: false never gets a copy of an own export either.
@@ -545,7 +574,8 @@ mod tests {
       ExportPlan {
         format: ExportFormat::Versioned,
         copy: false,
-        stream: None
+        stream: None,
+        device: Device::CPU,
       }
     );
     for (major, format) in [
@@ -647,5 +677,39 @@ mod tests {
       ..to(CUDA1, CopyRequest::IfNeeded)
     };
     assert_eq!(code(export(CUDA0, both)), "ERR_DLPACK_DEVICE");
+  }
+
+  #[test]
+  fn pinned_memory_exports_as_cpu_memory_when_asked() {
+    let to = |device, copy| ExportRequest {
+      device: Some(device),
+      copy,
+      ..PLAIN
+    };
+    assert_eq!(export(CUDA_HOST, PLAIN).unwrap().device, CUDA_HOST);
+    for copy in [
+      CopyRequest::IfNeeded,
+      CopyRequest::Never,
+      CopyRequest::Always,
+    ] {
+      let plan = export(CUDA_HOST, to(Device::CPU, copy)).unwrap();
+      assert_eq!(plan.device, Device::CPU);
+      assert_eq!(plan.copy, copy == CopyRequest::Always);
+    }
+    assert_eq!(
+      export(CUDA_HOST, to(CUDA_HOST, CopyRequest::Never))
+        .unwrap()
+        .device,
+      CUDA_HOST
+    );
+    // Only that way: CPU memory is not pinned memory, and pinned memory is not device memory.
+    assert_eq!(
+      code(export(Device::CPU, to(CUDA_HOST, CopyRequest::IfNeeded))),
+      "ERR_DLPACK_DEVICE"
+    );
+    assert_eq!(
+      code(export(CUDA_HOST, to(CUDA0, CopyRequest::IfNeeded))),
+      "ERR_DLPACK_DEVICE"
+    );
   }
 }

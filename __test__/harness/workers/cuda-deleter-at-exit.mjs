@@ -1,4 +1,4 @@
-// Child process for cuda.spec.ts (fake driver, FAKE_CUDA_DEFERRED=1): imports a foreign CUDA
+// Child process for __test__/cuda/release.spec.ts (fake driver, FAKE_CUDA_DEFERRED=1): imports a foreign CUDA
 // tensor from the cuda-peer whose deleter takes 500 ms, queues a copy out of it (which does not
 // run: deferred mode) and disposes it, so the deleter is handed to the release thread; then the
 // process ends at once (argv[2]: 'natural', or 'exit' for process.exit(0)), or (argv[2]:
@@ -10,7 +10,7 @@ import { Worker, isMainThread, parentPort } from 'node:worker_threads'
 
 const require = createRequire(import.meta.url)
 const { fromDLPack } = require('../../../dist/index.js')
-const native = require('../../../index.js')
+const native = require('../../../dist/binding/index.js')
 const peer = require('../../../target/cuda-peer/cuda_peer.node')
 const mode = isMainThread ? process.argv[2] : 'in-worker'
 

@@ -79,6 +79,12 @@ export declare function cudaEmpty(dtype: string, shape: Array<number>, deviceId:
 /** Whether CUDA is usable (a driver with at least one device). Never throws. */
 export declare function cudaIsAvailable(): boolean
 
+/**
+ * Frees the pinned staging chunks of every device (those not in use by a copy right now);
+ * after a failed pinned allocation, the next large copy tries again. Never throws.
+ */
+export declare function cudaReleaseStaging(): void
+
 /** What the CUDA release paths did (tests and diagnostics). Never throws. */
 export declare function cudaReleaseStats(): CudaReleaseStats
 
@@ -89,6 +95,25 @@ export declare function cudaReleaseStats(): CudaReleaseStats
 export interface CudaReleaseStats {
   pending: number
   errors: number
+}
+
+/** What the pinned staging pipeline did (tests and diagnostics). Never throws. */
+export declare function cudaStagingStats(): CudaStagingStats
+
+export interface CudaStagingStats {
+  /** Page-locked staging chunks allocated now (all devices). */
+  chunks: number
+  chunkBytes: number
+  /** Copies that went through the staging pipeline so far. */
+  staged: number
+  /** Copies large enough to stage that took the direct path (no pinned memory; pool busy). */
+  fallbacks: number
+  /** Pools dropped because their device was reset under us. */
+  poolsLost: number
+  /** Copies of fewer bytes than this take the direct path. */
+  minBytes: number
+  /** The smallest piece a staged copy is cut into. */
+  minPieceBytes: number
 }
 
 /** Blocks until the work enqueued on `cuda:<deviceId>`'s stream has run. */
@@ -170,6 +195,12 @@ export declare function pendingTransfers(): number
 
 /** A zero-copy view with dimension `i` being dimension `axes[i]` (see `ops::convert::permute`). */
 export declare function permuteHandle(handle: unknown, axes: Array<number>): unknown
+
+/**
+ * A new row-major tensor in pinned host memory on `cuda_host:<deviceId>` (only 0 exists:
+ * see `crate::cuda::CUDA_HOST`); `zeroed`: every byte 0, else undefined contents.
+ */
+export declare function pinnedEmpty(dtype: string, shape: Array<number>, deviceId: number, zeroed: boolean): unknown
 
 /**
  * Releases the handle's storage now (`dispose()`); later calls fail with ERR_TENSOR_DISPOSED.

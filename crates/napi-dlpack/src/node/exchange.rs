@@ -774,30 +774,35 @@ pub unsafe fn global_api(env: sys::napi_env) -> Result<Option<&'static ExchangeA
   unsafe { find_api(env, global) }
 }
 
-thread_local! {
-  /// The default importer's table of this thread's environment, for ids: `(env, table)`.
-  static ID_API: core::cell::Cell<(sys::napi_env, *const ExchangeApi)> =
-    const { core::cell::Cell::new((ptr::null_mut(), ptr::null())) };
-}
+/// The table that borrows handle ids, once found ([`id_api`]).
+static ID_API: core::sync::atomic::AtomicPtr<ExchangeApi> =
+  core::sync::atomic::AtomicPtr::new(ptr::null_mut());
 
-/// The table that borrows handle ids in this environment: the default importer's
-/// ([`global_api`]), looked up once per thread and environment (tables live for the process).
-/// A number or an id external carries no table of its own; the environment's default importer
-/// (napi-dlpack, when its JS module is loaded) is the producer that made it.
+/// The table that borrows handle ids: the default importer's ([`global_api`]) of the first
+/// environment that had one with `dltensor_from_id`, then kept for the process (tables live
+/// for the process; a process-wide static costs no thread-local access, which in a dynamically
+/// loaded addon is a `__tls_get_addr` call). A number or an id external carries no table of its
+/// own: napi-dlpack, whose JS module installs the default importer, made it. Every environment
+/// with napi-dlpack loaded has the same table (a second copy of napi-dlpack in the process would
+/// not be asked: its ids are refused, `docs/protocol.md` §5.6); where napi-dlpack is not loaded
+/// the table refuses every id, since none was made on that thread.
 ///
 /// # Safety
 /// `env` must be the current, live environment of the calling JS thread.
 #[inline(always)]
 pub unsafe fn id_api(env: sys::napi_env) -> Result<Option<&'static ExchangeApi>, DLPackError> {
-  let (cached_env, api) = ID_API.with(core::cell::Cell::get);
-  if cached_env == env && !api.is_null() {
-    // SAFETY: a process-lifetime table found in this environment before.
+  let api = ID_API.load(core::sync::atomic::Ordering::Acquire);
+  if !api.is_null() {
+    // SAFETY: a process-lifetime table found before.
     return Ok(Some(unsafe { &*api }));
   }
   // SAFETY: forwarded contract.
   let found = unsafe { global_api(env)? };
-  if let Some(api) = found {
-    ID_API.with(|cache| cache.set((env, ptr::from_ref(api))));
+  if let Some(api) = found.filter(|api| api.dltensor_from_id().is_some()) {
+    ID_API.store(
+      ptr::from_ref(api).cast_mut(),
+      core::sync::atomic::Ordering::Release,
+    );
   }
   Ok(found)
 }

@@ -549,7 +549,7 @@ pub unsafe fn find(
 }
 
 /// What an external passed as the value itself lends through: a producer may hand its
-/// [`OBJECT_TAG`] external to JS (napi-dlpack's `Tensor.native`), and a consumer given one
+/// [`OBJECT_TAG`] external to JS, and a consumer given one
 /// borrows it with no property lookup at all (`docs/protocol.md` §5.2). `Ok(None)` for anything
 /// else, a capsule or another addon's external included (and for a non-external, without
 /// throwing: the first Node-API call fails on it, so this may be tried before `napi_typeof`).
@@ -567,7 +567,7 @@ pub unsafe fn find_in_external(
 
 /// What a value of any type is, for a consumer given it as an argument: `None` when it is not
 /// an external at all (then ask `napi_typeof`), else [`find_in_external`]'s answer. One
-/// Node-API call for a handle (`Tensor.native`) instead of a `napi_typeof` and then the
+/// Node-API call for a per-object external instead of a `napi_typeof` and then the
 /// external's data.
 ///
 /// # Safety

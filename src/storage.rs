@@ -161,7 +161,11 @@ impl Storage {
     if let Memory::Js { buffer, .. } = &self.memory {
       if !self.marked_untransferable.load(Ordering::Relaxed) {
         // SAFETY: our env, on its thread (checked by `value`).
-        unsafe { js_memory::mark_untransferable(env.raw(), buffer.value(env.raw())?)? };
+        let value = unsafe { buffer.value(env.raw())? };
+        // SAFETY: as above; `value` is a live ArrayBuffer of this env.
+        unsafe { js_memory::mark_untransferable(env.raw(), value)? };
+        // SAFETY: as above.
+        unsafe { js_memory::note_exported(env.raw(), value) };
         self.marked_untransferable.store(true, Ordering::Relaxed);
       }
     }

@@ -6,7 +6,7 @@
 import { type DType, isDType } from './dtype'
 import { DLPackTypeError, describe, dlpackError } from './errors'
 import { MAX_NDIM } from './generated/facts'
-import type { AstypeArgs } from '../index.js'
+import type { AstypeArgs } from './binding/index.js'
 
 /** One value for every element, or one per index along `axis`. */
 export type PerChannel = number | readonly number[]
@@ -66,7 +66,7 @@ export function permuteAxes(args: readonly (number | readonly number[])[]): numb
  * truncation, which would hide `1.5`); their ranges and the layout arithmetic are checked
  * natively (`napi_dlpack::view_layout`), where the view is also checked against the memory.
  */
-export type ViewRequest = import('../index.js').ViewRequest
+export type ViewRequest = import('./binding/index.js').ViewRequest
 
 /** The sizes of `reshape(...shape)` / `reshape([...shape])` (and `view`, `expand`). */
 export function viewShape(op: string, args: readonly (number | readonly number[])[]): number[] {

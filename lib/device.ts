@@ -40,10 +40,21 @@ export class Device<T extends DLDeviceType = DLDeviceType, I extends number = nu
   }
 
   static readonly CPU = new Device(DLDeviceType.CPU, 0)
+
+  /** `cuda_host` (`cuda_host:0`): pinned host memory of the CUDA driver (DLPack `kDLCUDAHost`). */
+  static readonly CUDA_HOST = new Device(DLDeviceType.CUDAHost, 0)
 }
 
-/** Anything that names a device: `'cpu'`, `'cuda:1'`, `[2, 1]`, `{ type: 2, id: 1 }`, a Device. */
-export type DeviceLike = Device | string | readonly [number, number] | { readonly type: number; readonly id: number }
+/**
+ * The device strings napi-dlpack allocates on and copies to, spelled out for completion:
+ * `'cpu'`, `'cuda'` / `'cuda:N'` (device memory), `'cuda_host'` (pinned host memory, DLPack
+ * `kDLCUDAHost`; its only id is 0). Any other DLPack device name (`'rocm:0'`, ...) is a
+ * `string` too: such tensors can be imported and carried, not allocated.
+ */
+export type DeviceString = 'cpu' | 'cuda' | `cuda:${number}` | 'cuda_host' | 'cuda_host:0' | (string & {})
+
+/** Anything that names a device: `'cpu'`, `'cuda:1'`, `'cuda_host'`, `[2, 1]`, `{ type: 2, id: 1 }`, a Device. */
+export type DeviceLike = Device | DeviceString | readonly [number, number] | { readonly type: number; readonly id: number }
 
 const BY_NAME = new Map(Object.entries(NAMES).map(([type, name]) => [name, Number(type) as DLDeviceType]))
 
@@ -59,7 +70,7 @@ export function toDevice(value: DeviceLike): Device {
     return type === DLDeviceType.CPU ? Device.CPU : new Device(type, id)
   }
   if (typeof value !== 'object' || value === null) {
-    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `invalid device ${describe(value)}: expected 'cpu', 'cuda:N', [type, id] or { type, id }`)
+    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `invalid device ${describe(value)}: expected 'cpu', 'cuda:N', 'cuda_host', [type, id] or { type, id }`)
   }
   // Each field read once: what is checked is what is used.
   const [type, id]: unknown[] = Array.isArray(value)

@@ -10,7 +10,7 @@
  */
 export { type AstypeOptions, type PerChannel } from './convert'
 export { cuda } from './cuda'
-export { Device, type DeviceLike, toDevice } from './device'
+export { Device, type DeviceLike, type DeviceString, toDevice } from './device'
 export {
   type DataArray,
   DLDataTypeCode,

@@ -1,5 +1,6 @@
 /**
- * Loads the native addon through the loader `napi build` generates (`index.js`), and turns its
+ * Loads the native addon through the loader `napi build` generates (`binding/index.js`, copied
+ * from lib/binding/ to dist/binding/ by scripts/copy-binding.mjs), and turns its
  * failure into an error whose first line says what to do. The generated loader tries every
  * candidate it knows (the local build, the platform package, then WASI fallbacks) and throws
  * a generic "Cannot find native binding" whose first cause is the last candidate tried
@@ -79,7 +80,8 @@ function causeMessages(error: unknown): string[] {
 export function bindingError(error: unknown): DLPackError {
   const suffix = hostSuffix()
   const platformPackage = `${PACKAGE}-${suffix}`
-  const localBuild = join(packageRoot, `${PACKAGE}.${suffix}.node`)
+  // Where `napi build --output-dir lib/binding` puts a local build, once copied beside the loader.
+  const localBuild = join(__dirname, 'binding', `${PACKAGE}.${suffix}.node`)
   if (existsSync(localBuild) || resolves(platformPackage)) {
     // Present but unloadable: a libc too old, a wrong architecture, a version mismatch. The
     // generated loader's own message is generic; the first of its causes that is not a
@@ -165,7 +167,7 @@ function installSource(): InstallSource {
 /** The generated loader's exports. */
 export function loadBinding(): unknown {
   try {
-    return require('../index.js') as unknown
+    return require('./binding/index.js') as unknown
   } catch (error) {
     throw bindingError(error)
   }

@@ -1,12 +1,12 @@
 /**
- * The addon's exports: the bindings `napi build` generates (`index.js` / `index.d.ts`) plus
+ * The addon's exports: the bindings `napi build` generates (`binding/index.js` / `index.d.ts`) plus
  * the raw Node-API entry points of the exchange's hot path (`src/binding/fast.rs`), which the generator
  * does not see because they bypass napi-rs's argument conversion.
  */
 import { constants } from 'node:buffer'
 import * as workerThreads from 'node:worker_threads'
 
-import type * as Generated from '../index.js'
+import type * as Generated from './binding/index.js'
 import { loadBinding } from './loader'
 
 /** The hand-registered calls (see `src/binding/fast.rs`); `@internal`, like the rest of the binding. */

@@ -26,7 +26,10 @@ export interface DLPackOptions {
 
 /** Options of `Tensor.empty` and `Tensor.zeros`. */
 export interface CreateOptions {
-  /** Where to allocate: `'cpu'` (default, V8 memory) or a CUDA device such as `'cuda:0'`. */
+  /**
+   * Where to allocate: `'cpu'` (default, V8 memory), a CUDA device such as `'cuda:0'`, or
+   * `'cuda_host'` (pinned host memory: see docs/cuda.md).
+   */
   device?: DeviceLike
   /**
    * Allocate the CPU tensor in a `SharedArrayBuffer` (zero-filled) instead of an `ArrayBuffer`,

@@ -515,7 +515,10 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
   /**
    * A new tensor. On the CPU (default) it lives in V8 memory (zero-filled, since ArrayBuffers
    * are) and is zero-copy to export everywhere, Electron included. With `{ device: 'cuda:N' }`
-   * it is device memory with undefined contents (use `zeros` for zeros).
+   * it is device memory with undefined contents (use `zeros` for zeros). With
+   * `{ device: 'cuda_host' }` it is pinned (page-locked) host memory from the CUDA driver, with
+   * undefined contents: readable and writable from JS like CPU memory, exported as `kDLCUDAHost`,
+   * and copied to and from CUDA devices by DMA (see docs/cuda.md, "Pinned host tensors").
    */
   static empty<D extends DType = 'float32'>(
     shape: readonly number[],
@@ -525,7 +528,7 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
     return Tensor.#create(shape, dtype, options, false)
   }
 
-  /** A new zero-filled tensor (on a CUDA device with `{ device: 'cuda:N' }`). */
+  /** A new zero-filled tensor (on a CUDA device with `{ device: 'cuda:N' }`, in pinned host memory with `{ device: 'cuda_host' }`). */
   static zeros<D extends DType = 'float32'>(
     shape: readonly number[],
     dtype: D = 'float32' as D,
@@ -555,18 +558,23 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
     if (device.type === DLDeviceType.CUDA) {
       return Tensor._fromHandle(call(() => native.cudaEmpty(dtype, shape, device.id, zeroed))) as Tensor<D>
     }
+    if (device.type === DLDeviceType.CUDAHost) {
+      return Tensor._fromHandle(call(() => native.pinnedEmpty(dtype, shape, device.id, zeroed))) as Tensor<D>
+    }
     if (device.type !== DLDeviceType.CPU) {
-      throw new BufferError('ERR_DLPACK_DEVICE', `cannot allocate tensors on ${String(device)} (cpu and cuda are supported)`)
+      throw new BufferError('ERR_DLPACK_DEVICE', `cannot allocate tensors on ${String(device)} (cpu, cuda and cuda_host are supported)`)
     }
     const buffer = shared ? new SharedArrayBuffer(numel * itemsize) : new ArrayBuffer(numel * itemsize)
     return Tensor._fromHandle(wrapMemory(buffer, dtype, shape, undefined, 0, false)) as Tensor<D>
   }
 
   /**
-   * This tensor on `device` (`'cpu'`, `'cuda:0'`, ...), as a new Tensor: host → device,
-   * device → host and device → device copies. Already there: a new Tensor sharing the same
-   * memory, or a copy with `{ copy: true }`. CUDA copies are enqueued on the device's legacy
-   * default stream; a copy to the host waits for it.
+   * This tensor on `device` (`'cpu'`, `'cuda:0'`, `'cuda_host'`, ...), as a new Tensor: host →
+   * device, device → host and device → device copies (`'cuda_host'`, pinned host memory, counts
+   * as host memory: see `pin()`). Already there: a new Tensor sharing the same memory, or a copy
+   * with `{ copy: true }`. CUDA copies are enqueued on the device's legacy default stream; a copy
+   * to the host waits for it, and so does an upload from memory that is not V8's (pinned
+   * memory is read by DMA after the call), so the source may change once `to()` returns.
    */
   to(device: DeviceLike, options: ToOptions = {}): Tensor<D> {
     const handle = this.#live().handle
@@ -585,6 +593,17 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
     }
     if (target.equals(this.device) && !copy) return this._share()
     return Tensor._fromHandle(call(() => native.toDevice(handle, target.type, target.id))) as Tensor<D>
+  }
+
+  /**
+   * This tensor in pinned (page-locked) host memory: `to('cuda_host')`, PyTorch's
+   * `pin_memory()`. Already pinned (`cuda_host`): a new Tensor sharing the memory. Otherwise a
+   * row-major copy (from a CUDA tensor: its span, strides kept, as for `to('cpu')`), which then
+   * uploads to and downloads from CUDA devices by DMA, without a staging copy. Throws
+   * `ERR_CUDA_UNAVAILABLE` without a CUDA driver.
+   */
+  pin(): Tensor<D> {
+    return this.to(Device.CUDA_HOST)
   }
 
   /**
@@ -1101,8 +1120,9 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
    */
   toShared(): Tensor<D> {
     const meta = this.#meta()
-    const host = meta.deviceType === DLDeviceType.CPU || meta.deviceType === DLDeviceType.CUDAHost || meta.deviceType === DLDeviceType.ROCMHost
-    if (host && isSharedArrayBuffer(this.getData({ allowReadOnly: true }).buffer)) return this._share()
+    // Only CPU tensors can be over a SharedArrayBuffer: other host memory (pinned, a
+    // producer's) is never V8's, and may have no JS view at all (pinned memory in Electron).
+    if (meta.deviceType === DLDeviceType.CPU && isSharedArrayBuffer(this.getData({ allowReadOnly: true }).buffer)) return this._share()
     const copy = Tensor.empty(meta.shape, meta.dtype as D, { shared: true })
     const target = copy.getData()
     call(() => native.copyHandleInto(this.#live().handle, new Uint8Array(target.buffer, target.byteOffset, target.byteLength)))

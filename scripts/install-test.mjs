@@ -269,7 +269,8 @@ check(`without ${platformName}: the error's first line says to install it; a bro
 
 // ---- 4b. the seven platform packages: layouts, and the loader finding each one ----------------
 // What a user on each platform gets: npm/<platform>/package.json must carry the os/cpu/libc that
-// make npm install it there and only there, and the file name the generated loader (index.js)
+// make npm install it there and only there, and the file name the generated loader
+// (lib/binding/index.js, published as dist/binding/index.js)
 // asks for; the main package must list every one as an optional dependency. Then, in child
 // processes that fake process.platform/arch (and musl), the installed package must ask the OS
 // loader for exactly that package's file, and without the package name what to install.
@@ -277,7 +278,7 @@ const declaredTargets = allTargets()
 const NPM_LIBC = { gnu: 'glibc', musl: 'musl' }
 check(`npm/: one package per target of napi.targets (${declaredTargets.length}), os/cpu/libc, file names the loader asks for, optionalDependencies`, () => {
   const problems = []
-  const loaderSource = readFileSync(join(root, 'index.js'), 'utf8')
+  const loaderSource = readFileSync(join(root, 'lib', 'binding', 'index.js'), 'utf8')
   const dirs = new Set(targetDirs)
   for (const target of declaredTargets) {
     const where = `npm/${target.platform}/package.json`
@@ -293,9 +294,9 @@ check(`npm/: one package per target of napi.targets (${declaredTargets.length}),
     }
     if (!pkg.files?.includes(file)) problems.push(`${where}: files does not list ${file}`)
     // The generated loader's candidates on that platform: the package, and the same file name
-    // next to index.js (a local build).
-    if (!loaderSource.includes(`require('${want.name}')`)) problems.push(`index.js never requires ${want.name}`)
-    if (!loaderSource.includes(`require('./${file}')`)) problems.push(`index.js never requires ./${file}`)
+    // next to the loader (a local build).
+    if (!loaderSource.includes(`require('${want.name}')`)) problems.push(`lib/binding/index.js never requires ${want.name}`)
+    if (!loaderSource.includes(`require('./${file}')`)) problems.push(`lib/binding/index.js never requires ./${file}`)
   }
   for (const extra of dirs) problems.push(`npm/${extra} is not a target of napi.targets`)
   // The packed main package, as `napi prepublish` publishes it.
@@ -308,7 +309,7 @@ check(`npm/: one package per target of napi.targets (${declaredTargets.length}),
   if (problems.length) throw new Error(problems.join('\n'))
 })
 
-// A preload that makes this Linux x64 Node look like another platform to both loaders (index.js
+// A preload that makes this Linux x64 Node look like another platform to both loaders (binding/index.js
 // and lib/loader.ts): process.platform/arch, and for musl the two things the loaders read (the
 // text of /usr/bin/ldd, the process report's glibc version), and that records every native
 // module the process asks the OS to load.

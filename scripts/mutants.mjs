@@ -32,6 +32,9 @@ const crate = 'crates/napi-dlpack/src'
  * where only a JS runtime can show the defect, by JS specs alone (`crate: null`). Mutants of the
  * Python bridge's glue (`bridge: true`) are compiled from the mutated bridge.c and killed by
  * examples/python-bridge/test/bridge.test.mjs; `note` marks one expected to survive, and why.
+ * `env` (with `js`): extra environment of the JS specs' run; `fakeCuda: true` runs them against
+ * the fake CUDA driver (a test double: target/fake-cuda first on LD_LIBRARY_PATH, two devices),
+ * for mutants only a CUDA path shows.
  */
 const addon = 'src'
 const bridgeSource = 'examples/python-bridge/bridge.c'
@@ -559,6 +562,61 @@ const mutants = [
   { file: bridgeSource, crate: null, bridge: true, id: 'bridge-table-taken-reported-unknown', find: 'status = token != 0 && token < g_next_token ? TABLE_TAKEN : TABLE_UNKNOWN;', replace: 'status = TABLE_UNKNOWN;' },
   { file: bridgeSource, crate: null, bridge: true, id: 'bridge-js-token-upper-bound-dropped', find: '!(value >= 0 && value < 9007199254740992.0)', replace: '!(value >= 0 && value < 1e300)' },
   { file: bridgeSource, crate: null, bridge: true, id: 'bridge-py-float-token-refused', find: '  if (PyFloat_Check(arg)) {\n    double number', replace: '  if (0) {\n    double number' },
+  // Pinned host tensors (cuda_host): freed exactly once, exported as kDLCUDAHost, uploads that
+  // wait for the DMA out of pinned memory, no silent copies of pinned memory in Electron.
+  {
+    id: 'pinned-free-skipped',
+    file: `${crate}/cuda/pinned.rs`,
+    find: '    if self.allocated {',
+    replace: '    if false && self.allocated {',
+    crate: null,
+    js: ['__test__/cuda/pinned.spec.ts'],
+    fakeCuda: true,
+  },
+  {
+    id: 'pinned-freed-twice',
+    file: `${crate}/cuda/pinned.rs`,
+    find: 'let code = unsafe { (bound.driver.mem_free_host)(ptr) };',
+    replace: 'let code = unsafe { (bound.driver.mem_free_host)(ptr); (bound.driver.mem_free_host)(ptr) };',
+    crate: null,
+    js: ['__test__/cuda/pinned.spec.ts'],
+    fakeCuda: true,
+  },
+  {
+    id: 'pinned-tensor-claims-cpu',
+    file: `${addon}/cuda.rs`,
+    find: 'let layout = TensorLayout::row_major(dtype, shape, CUDA_HOST)?;',
+    replace: 'let layout = TensorLayout::row_major(dtype, shape, Device::CPU)?;',
+    crate: null,
+    js: ['__test__/cuda/pinned.spec.ts'],
+    fakeCuda: true,
+  },
+  {
+    id: 'pinned-upload-not-awaited',
+    file: `${addon}/ops/copy.rs`,
+    find: '  if !matches!(storage.memory(), Memory::Js { .. }) {',
+    replace: '  if matches!(storage.memory(), Memory::Foreign(_)) {',
+    crate: null,
+    js: ['__test__/cuda/pinned.spec.ts'],
+    fakeCuda: true,
+  },
+  {
+    id: 'pinned-window-copied-in-electron',
+    file: `${addon}/ops/view.rs`,
+    find: '  if matches!(storage.memory(), Memory::Pinned(_)) {\n    refuse_pinned_copy(env)?;\n  }',
+    replace: '',
+    crate: null,
+    js: ['__test__/cuda/pinned.spec.ts'],
+    fakeCuda: true,
+    env: { NAPI_DLPACK_NO_EXTERNAL_BUFFERS: '1' },
+  },
+  {
+    id: 'pinned-own-export-copied-in-electron',
+    file: `${addon}/ops/negotiation.rs`,
+    find: 'js_memory || pinned || !device.is_host_accessible()',
+    replace: 'js_memory || !device.is_host_accessible()',
+    crate: addonCrate,
+  },
   // src/ops/copy.rs: copies into an existing tensor (Tensor#copy_, to(device, { out }))
   {
     id: 'copy-into-read-only',
@@ -660,6 +718,13 @@ rmSync(logDir, { recursive: true, force: true })
 mkdirSync(logDir, { recursive: true })
 
 const cargoEnv = { CARGO_TARGET_DIR: buildDir, CARGO_TERM_COLOR: 'never' }
+/** The JS specs' environment of mutant `m` (see `env` and `fakeCuda` above). */
+function jsEnv(m) {
+  if (!m.fakeCuda) return m.env ?? {}
+  const fakeDir = join(root, 'target', 'fake-cuda')
+  const others = (process.env.LD_LIBRARY_PATH ?? '').split(':').filter((dir) => dir && dir !== fakeDir)
+  return { LD_LIBRARY_PATH: [fakeDir, ...others].join(':'), FAKE_CUDA_DEVICE_COUNT: '2', NAPI_DLPACK_CUDA_EXPECT: 'fake', ...m.env }
+}
 /** The core crate's unit and integration tests (debug build). A mutant that does not compile
  * is not killed by them: it is reported as a build failure. */
 function crateTests(log, crateName = 'napi-dlpack') {
@@ -671,14 +736,17 @@ const napiCli = join(scratch, 'node_modules', '@napi-rs', 'cli', 'dist', 'cli.js
 const ava = join(scratch, 'node_modules', 'ava', 'entrypoints', 'cli.mjs')
 /** Rebuilds both Rust addons the C-fixture tests use, then runs those tests (stops at the first
  * failure). A build failure counts as not killed: the mutant must compile. */
-function jsTests(log, specs = [join('__test__', 'abi', 'c-addon.spec.ts')]) {
+function jsTests(log, specs = [join('__test__', 'abi', 'c-addon.spec.ts')], env = {}) {
   const built =
-    run(scratch, process.execPath, [napiCli, 'build', '--platform', '--release', '--js', 'index.js', '--dts', 'index.d.ts'], {
+    run(scratch, process.execPath, [napiCli, 'build', '--platform', '--release', '--output-dir', join('lib', 'binding'), '--js', 'index.js', '--dts', 'index.d.ts'], {
       env: cargoEnv,
       log,
-    }) && run(scratch, 'bash', [join(scratch, '__test__', 'native', 'consumer-addon', 'build.sh')], { log })
+    }) &&
+    // The mutated addon goes where the scratch copy's dist/loader.js loads it.
+    run(scratch, process.execPath, [join(scratch, 'scripts', 'copy-binding.mjs')], { log }) &&
+    run(scratch, 'bash', [join(scratch, '__test__', 'native', 'consumer-addon', 'build.sh')], { log })
   if (!built) return { built: false, killed: false }
-  const passed = run(scratch, process.execPath, [ava, '--fail-fast', ...specs], { timeoutSeconds: 600, log })
+  const passed = run(scratch, process.execPath, [ava, '--fail-fast', ...specs], { env, timeoutSeconds: 600, log })
   return { built: true, killed: !passed }
 }
 
@@ -719,13 +787,17 @@ try {
     const baselineCrate = crateTests(baselineLog, crateName)
     if (!baselineCrate.built || baselineCrate.killed) throw new Error(`the crate tests fail without any mutation: see ${baselineLog}`)
   }
-  // c-addon.spec.ts when a mutant needs it, and each mutant's own spec list.
+  // c-addon.spec.ts when a mutant needs it, and each mutant's own spec list (in its environment).
+  if (selected.some((m) => m.fakeCuda)) {
+    run(root, 'bash', [join(root, '__test__', 'native', 'fake-cuda', 'build.sh')], { log: baselineLog })
+  }
   const specLists = [
     ...(selected.some((m) => m.js === true) ? [undefined] : []),
-    ...new Set(selected.filter((m) => Array.isArray(m.js)).map((m) => m.js.join('\0'))),
+    ...new Set(selected.filter((m) => Array.isArray(m.js)).map((m) => JSON.stringify([m.js, jsEnv(m)]))),
   ]
-  for (const specs of specLists) {
-    const baseline = jsTests(baselineLog, specs?.split('\0'))
+  for (const list of specLists) {
+    const [specs, env] = list === undefined ? [undefined, {}] : JSON.parse(list)
+    const baseline = jsTests(baselineLog, specs, env)
     if (!baseline.built || baseline.killed) throw new Error(`the JS tests fail without any mutation: see ${baselineLog}`)
   }
   if (selected.some((m) => m.bridge)) {
@@ -744,7 +816,7 @@ try {
     let crate, js
     try {
       crate = m.crate === null ? undefined : crateTests(log, m.crate)
-      js = m.bridge ? bridgeTests(log, m.id) : m.js ? jsTests(log, Array.isArray(m.js) ? m.js : undefined) : undefined
+      js = m.bridge ? bridgeTests(log, m.id) : m.js ? jsTests(log, Array.isArray(m.js) ? m.js : undefined, jsEnv(m)) : undefined
     } finally {
       writeFileSync(path, original)
     }

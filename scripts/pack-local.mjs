@@ -54,9 +54,13 @@ export function packMain(out) {
     const manifest = readJson(join(dir, 'package.json'))
     manifest.optionalDependencies = Object.fromEntries(platformDirs().map((target) => [readJson(join(root, 'npm', target, 'package.json')).name, version]))
     writeFileSync(join(dir, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`)
-    for (const required of ['LICENSE', 'README.md', 'dist/index.js', 'dist/index.mjs', 'dist/index.d.ts', 'dist/index.d.mts', 'index.js', 'include/napi_dlpack.h', 'include/index.js']) {
+    for (const required of ['LICENSE', 'README.md', 'dist/index.js', 'dist/index.mjs', 'dist/index.d.ts', 'dist/index.d.mts', 'dist/binding/index.js', 'dist/binding/index.d.ts', 'include/napi_dlpack.h', 'include/index.js']) {
       if (!existsSync(join(dir, required))) throw new Error(`the packed package lacks ${required}`)
     }
+    // A local build's addon (dist/binding/*.node) stays out: the generated loader would load it
+    // before the platform package, on any machine ("files" in package.json excludes it).
+    const addons = readdirSync(join(dir, 'dist', 'binding')).filter((file) => file.endsWith('.node'))
+    if (addons.length) throw new Error(`the packed package holds a local build: dist/binding/${addons.join(', dist/binding/')}`)
     const packed = npmPack(dir, stage)
     const target = join(out, basename(packed))
     cpSync(packed, target)
@@ -73,11 +77,11 @@ export function packMain(out) {
 export function stagePlatform(target, stage) {
   const manifest = readJson(join(root, 'npm', target, 'package.json'))
   const binary = manifest.main
-  // Where `napi build --platform` left it (the root), else where `napi artifacts` moved it,
-  // else where the cross builds put it (artifacts/<triple>/, `npm run build:cross`).
+  // Where `napi build --platform --output-dir lib/binding` left it, else where `napi artifacts`
+  // moved it, else where the cross builds put it (artifacts/<triple>/, `npm run build:cross`).
   const artifacts = join(root, 'artifacts')
   const crossBuilt = existsSync(artifacts) ? readdirSync(artifacts).map((dir) => join(artifacts, dir, binary)) : []
-  const built = [join(root, binary), join(root, 'npm', target, binary), ...crossBuilt].find((path) => existsSync(path))
+  const built = [join(root, 'lib', 'binding', binary), join(root, 'npm', target, binary), ...crossBuilt].find((path) => existsSync(path))
   if (!built) return undefined
   const dir = join(stage, target)
   cpSync(join(root, 'npm', target), dir, { recursive: true })

@@ -134,22 +134,30 @@ if (!process.env.NAPI_DLPACK_SKIP_NODE_MATRIX) {
   const spec = join('__test__', 'cuda', 'cuda.spec.ts')
   // Host <-> device copies into new and existing tensors (issue 27), in the same settings.
   const copies = join('__test__', 'cuda', 'copies.spec.ts')
-  step('ava CUDA suite, fake driver (test double), 2 devices', process.execPath, [ava, spec, copies], {
+  // Pinned host tensors (cuda_host, issue 27), in the same settings, plus Electron mode below.
+  const pinned = join('__test__', 'cuda', 'pinned.spec.ts')
+  step('ava CUDA suite, fake driver (test double), 2 devices', process.execPath, [ava, spec, copies, pinned], {
     ...withFake,
     FAKE_CUDA_DEVICE_COUNT: '2',
     NAPI_DLPACK_CUDA_EXPECT: 'fake',
   })
-  step('ava CUDA suite, fake driver, no memory pools (cuMemAlloc/cuMemFree)', process.execPath, [ava, spec, copies], {
+  step('ava CUDA suite, fake driver, no memory pools (cuMemAlloc/cuMemFree)', process.execPath, [ava, spec, copies, pinned], {
     ...withFake,
     FAKE_CUDA_MEMORY_POOLS: '0',
     NAPI_DLPACK_CUDA_EXPECT: 'fake',
   })
+  // No external ArrayBuffers (Electron): pinned memory has no JS view, foreign pinned imports copy.
+  step('ava pinned-tensor suite, fake driver, external buffers disallowed (Electron mode)', process.execPath, [ava, pinned], {
+    ...withFake,
+    NAPI_DLPACK_NO_EXTERNAL_BUFFERS: '1',
+    NAPI_DLPACK_CUDA_EXPECT: 'fake',
+  })
   if (process.env.NAPI_DLPACK_REAL_GPU) {
-    step('ava CUDA suite, real GPU', process.execPath, [ava, spec, copies], { ...withoutFake, NAPI_DLPACK_CUDA_EXPECT: 'gpu' })
+    step('ava CUDA suite, real GPU', process.execPath, [ava, spec, copies, pinned], { ...withoutFake, NAPI_DLPACK_CUDA_EXPECT: 'gpu' })
   } else {
-    step('ava CUDA suite, no CUDA driver', process.execPath, [ava, spec, copies], { ...withoutFake, NAPI_DLPACK_CUDA_EXPECT: 'none' })
+    step('ava CUDA suite, no CUDA driver', process.execPath, [ava, spec, copies, pinned], { ...withoutFake, NAPI_DLPACK_CUDA_EXPECT: 'none' })
   }
-  step('ava CUDA suite, driver without devices (fake, cuInit -> NO_DEVICE)', process.execPath, [ava, spec, copies], {
+  step('ava CUDA suite, driver without devices (fake, cuInit -> NO_DEVICE)', process.execPath, [ava, spec, copies, pinned], {
     ...withFake,
     FAKE_CUDA_DEVICE_COUNT: '0',
     NAPI_DLPACK_CUDA_EXPECT: 'none',
@@ -215,6 +223,19 @@ if (!process.env.NAPI_DLPACK_SKIP_RUNTIMES) {
   const large = join(root, '__test__', 'runtimes', 'large.cjs')
   if (existsSync(bin('bun'))) step('large tensors under Bun', bin('bun'), [large])
   if (existsSync(bin('deno'))) step('large tensors under Deno', bin('deno'), ['run', '-A', '--v8-flags=--expose-gc', large])
+  // Pinned host tensors against the fake CUDA driver (a test double) in both runtimes: their JS
+  // views, exports, DMA copies and every release path, a Worker's exit included (Bun and Deno
+  // run env cleanup hooks, not the finalizers, when a Worker ends).
+  const pinnedSpec = join('__test__', 'cuda', 'pinned.spec.ts')
+  const fakeDir = join(root, 'target', 'fake-cuda')
+  const fakeEnv = {
+    LD_PRELOAD: undefined,
+    LD_LIBRARY_PATH: [fakeDir, ...(process.env.LD_LIBRARY_PATH ?? '').split(':').filter((dir) => dir && !dir.startsWith(fakeDir))].join(':'),
+    FAKE_CUDA_DEVICE_COUNT: '2',
+    NAPI_DLPACK_CUDA_EXPECT: 'fake',
+  }
+  if (existsSync(bin('bun'))) step('pinned tensors under Bun, fake CUDA driver', bin('bun'), [avaUnder, pinnedSpec], fakeEnv)
+  if (existsSync(bin('deno'))) step('pinned tensors under Deno, fake CUDA driver', bin('deno'), ['run', '-A', '--sloppy-imports', avaUnder, pinnedSpec], fakeEnv)
 }
 
 // The prebuilds of all seven targets, cross-built with zig (scripts/cross/build.mjs: Linux gnu

@@ -1,7 +1,7 @@
-//! CUDA in the addon: device allocations, copies of CUDA tensors, the stream argument of
-//! exports and imports, and the driver checks of CUDA imports. The driver work itself is in
-//! `napi_dlpack::cuda`; without a driver every entry point here fails with
-//! `ERR_CUDA_UNAVAILABLE`. The `#[napi]` functions over it are in `binding::cuda`.
+//! CUDA in the addon: device allocations, copies of CUDA tensors, and the driver checks of CUDA
+//! imports. The driver work itself is in `napi_dlpack::cuda`; without a driver every entry point
+//! here fails with `ERR_CUDA_UNAVAILABLE`. The `#[napi]` functions over it are in
+//! `binding::cuda`; the `stream` arguments (JS bigints) are parsed in `binding::args`.
 //!
 //! Every CUDA tensor's data is valid on its device's legacy default stream (DLPack stream 1):
 //! our copies are enqueued there, exports make the consumer's stream wait on it, and imports
@@ -9,42 +9,12 @@
 
 use std::sync::Arc;
 
-use napi::bindgen_prelude::BigInt;
-use napi_dlpack::cuda::{self, CudaDevice, DeviceBuffer, Stream};
-use napi_dlpack::{DType, ErrorKind, ForeignTensor};
+use napi_dlpack::cuda::{self, CudaDevice, DeviceBuffer, PinnedBuffer, Stream};
+use napi_dlpack::{DType, Device, DeviceType, ErrorKind, ForeignTensor};
 
 use crate::errors::{fail, Result};
 use crate::layout::TensorLayout;
 use crate::storage::{Memory, Storage};
-
-/// A JS bigint as i128 (`None` when it does not fit).
-pub(crate) fn bigint_value(value: &BigInt) -> Option<i128> {
-  let mut magnitude: u128 = 0;
-  for (index, &word) in value.words.iter().enumerate() {
-    match index {
-      0 | 1 => magnitude |= (word as u128) << (64 * index),
-      _ if word != 0 => return None,
-      _ => {}
-    }
-  }
-  let magnitude = i128::try_from(magnitude).ok()?;
-  Some(if value.sign_bit {
-    -magnitude
-  } else {
-    magnitude
-  })
-}
-
-/// Parses the `stream` argument of `exportCapsule`/`importCapsule` (a bigint or nothing) as a
-/// CUDA stream; `None` when none was given. Bad values fail with `ERR_DLPACK_STREAM`.
-pub(crate) fn stream_arg(stream: Option<&BigInt>) -> Result<Option<Stream>> {
-  let Some(stream) = stream else {
-    return Ok(None);
-  };
-  let value = bigint_value(stream)
-    .ok_or_else(|| fail(ErrorKind::Stream, "the stream value is out of range"))?;
-  Ok(Some(Stream::from_dlpack(Some(value))?))
-}
 
 /// The device of a CUDA tensor.
 pub(crate) fn device_of(layout: &TensorLayout) -> Result<Arc<CudaDevice>> {
@@ -63,6 +33,49 @@ pub(crate) fn alloc(
   let layout = TensorLayout::row_major(dtype, shape, device.dl_device())?;
   let buffer = DeviceBuffer::alloc(&device, layout.packed_bytes(), zeroed)?;
   Ok((Storage::new(Memory::Cuda(buffer)), layout))
+}
+
+/// The device of every pinned tensor we allocate: `cuda_host:0`. Pinned memory is allocated
+/// portable (usable by every context) and mapped at the same address on every device, so it
+/// belongs to no device: the DLPack device id of `kDLCUDAHost` carries no meaning here, and is
+/// 0, as PyTorch reports for `pin_memory()` tensors.
+pub(crate) const CUDA_HOST: Device = Device {
+  device_type: DeviceType::CudaHost,
+  id: 0,
+};
+
+/// The context pinned memory is allocated in (and freed in): device 0's primary context. Fails
+/// with `ERR_DLPACK_DEVICE` for a `cuda_host:N` other than 0 (checked before the driver, so the
+/// code does not depend on the machine), then `ERR_CUDA_UNAVAILABLE` without a driver.
+pub(crate) fn pinned_device(target: Device) -> Result<Arc<CudaDevice>> {
+  if target != CUDA_HOST {
+    return Err(fail(
+      ErrorKind::Device,
+      format!(
+        "cannot allocate pinned memory on {target}: pinned host memory belongs to no device \
+         (it is usable by every one), so its device is cuda_host (cuda_host:0)"
+      ),
+    ));
+  }
+  Ok(cuda::device(0)?)
+}
+
+/// A new row-major tensor in pinned host memory (`cuda_host:0`); `zeroed`: every byte 0, else
+/// undefined contents.
+pub(crate) fn alloc_pinned(
+  dtype: DType,
+  shape: &[i64],
+  target: Device,
+  zeroed: bool,
+) -> Result<(Arc<Storage>, TensorLayout)> {
+  let device = pinned_device(target)?;
+  let layout = TensorLayout::row_major(dtype, shape, CUDA_HOST)?;
+  let buffer = if zeroed {
+    PinnedBuffer::alloc_zeroed(&device, layout.packed_bytes())?
+  } else {
+    PinnedBuffer::alloc(&device, layout.packed_bytes())?
+  };
+  Ok((Storage::new(Memory::Pinned(buffer)), layout))
 }
 
 /// Copies the span of a CUDA tensor into `out` (`layout.span_bytes` long); the copy has
@@ -141,53 +154,4 @@ pub(crate) fn import_device(
       ..copy_layout
     },
   ))
-}
-
-#[cfg(test)]
-mod tests {
-  use super::*;
-
-  fn bigint(sign_bit: bool, words: &[u64]) -> BigInt {
-    BigInt {
-      sign_bit,
-      words: words.to_vec(),
-    }
-  }
-
-  #[test]
-  fn bigints_up_to_i128_are_read() {
-    assert_eq!(bigint_value(&bigint(false, &[5])), Some(5));
-    assert_eq!(bigint_value(&bigint(true, &[1])), Some(-1));
-    assert_eq!(bigint_value(&bigint(false, &[0, 1])), Some(1 << 64));
-    assert_eq!(bigint_value(&bigint(false, &[7, 0, 0])), Some(7));
-    assert_eq!(bigint_value(&bigint(false, &[0, 0, 1])), None);
-    assert_eq!(bigint_value(&bigint(false, &[0, u64::MAX])), None);
-  }
-
-  #[test]
-  fn stream_arguments() {
-    assert_eq!(stream_arg(None).unwrap(), None);
-    assert_eq!(
-      stream_arg(Some(&bigint(false, &[1]))).unwrap(),
-      Some(Stream::Legacy)
-    );
-    assert_eq!(
-      stream_arg(Some(&bigint(true, &[1]))).unwrap(),
-      Some(Stream::NoSync)
-    );
-    assert_eq!(
-      stream_arg(Some(&bigint(false, &[0x1234]))).unwrap(),
-      Some(Stream::Handle(0x1234))
-    );
-    for bad in [
-      bigint(false, &[0]),
-      bigint(true, &[5]),
-      bigint(false, &[0, 0, 1]),
-    ] {
-      assert_eq!(
-        stream_arg(Some(&bad)).unwrap_err().status,
-        "ERR_DLPACK_STREAM"
-      );
-    }
-  }
 }

@@ -136,6 +136,22 @@ fn every_module_has_a_layer_and_its_sources_are_checked() {
   }
 }
 
+/// Argument conversion is the binding layer's (the module map in lib.rs): a JS `BigInt` is read
+/// there, and the layers below take Rust values (`Stream`, `i128`). `src/cuda.rs` parsed the
+/// stream bigints of `binding::fast` and `binding::cuda` until they moved to `binding::args`.
+#[test]
+fn js_bigints_are_converted_in_the_binding_layer_only() {
+  let outside: Vec<String> = sources()
+    .into_iter()
+    .filter(|(module, _, source)| module != "binding" && source.contains("BigInt"))
+    .map(|(_, file, _)| file)
+    .collect();
+  assert!(
+    outside.is_empty(),
+    "BigInt outside src/binding/: {outside:?}"
+  );
+}
+
 #[test]
 fn the_check_sees_every_form_of_use() {
   let source = "use crate::errors::fail;\nuse crate::{handle::Handle, js_memory};\n\

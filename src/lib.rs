@@ -8,7 +8,7 @@
 //!
 //! | layer | modules | what it holds |
 //! |---|---|---|
-//! | binding | `binding` (`tensor`, `convert`, `cuda`, `fast`, `transfer`), `exchange` | every function JS (or a native addon, through the exchange table) calls: argument conversion, nothing else |
+//! | binding | `binding` (`tensor`, `convert`, `cuda`, `fast`, `transfer`; `args`: shared argument conversion), `exchange` | every function JS (or a native addon, through the exchange table) calls: argument conversion, nothing else |
 //! | operations | `ops` (`negotiation`, `import`, `export`, `copy`, `convert`, `view`, `transfer`) | what a call does with tensors; `negotiation` turns import and export requests into plans (pure) |
 //! | CUDA | `cuda` | device allocations and copies, streams, driver checks of imports |
 //! | recognition | `own_capsule` | which handle is behind a JS value; the capsules we make |
@@ -20,8 +20,8 @@
 //! | facts | `facts` | what the addon and `lib/` must agree on (copy modes, `handleInfoInto`'s slots), generated into `lib/generated/facts.ts` |
 //!
 //! - **JS meets Rust** in `binding` only: `#[napi]` functions (declared in the generated
-//!   `index.d.ts`) and the raw hot-path calls of `binding::fast` (declared in `lib/native.ts`);
-//!   native addons come in through `exchange`.
+//!   `lib/binding/index.d.ts`) and the raw hot-path calls of `binding::fast` (declared in
+//!   `lib/native.ts`); native addons come in through `exchange`.
 //! - **A tensor enters** in `ops::import`: JS memory wrapped in place (`wrapBuffer`), a capsule
 //!   consumed (`importCapsule`), a tensor handed over by native code (`import_foreign`).
 //! - **A tensor leaves** in `ops::export` (`exportCapsule`: a capsule, through

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use napi::Env;
 use napi_dlpack::convert::{self, Strided};
-use napi_dlpack::cuda::{self, DeviceBuffer};
+use napi_dlpack::cuda::{self, DeviceBuffer, PinnedBuffer};
 use napi_dlpack::{DeviceType, ErrorKind, ForeignTensor};
 
 use crate::errors::{fail, Result};
@@ -37,10 +37,16 @@ pub enum Memory {
   /// CUDA device memory we allocated (`Tensor.empty/zeros` on a CUDA device, `to('cuda:N')`).
   /// Its writes are enqueued on the device's legacy default stream. Never host-dereferenced.
   Cuda(DeviceBuffer),
+  /// Page-locked host memory we allocated (`cuda_host` tensors: `Tensor.empty/zeros` on
+  /// `cuda_host`, `to('cuda_host')`). Host memory for the CPU; freed with `cuMemFreeHost` when
+  /// the last owner (tensor, JS view, export) lets go, on whatever thread that is. No device
+  /// work of ours is ever left queued on it: our copies into and out of it complete before the
+  /// call returns.
+  Pinned(PinnedBuffer),
 }
 
 // SAFETY: `base` points into the ArrayBuffer that `buffer` keeps alive; the pointer itself is
-// plain data. BufferRef, ForeignTensor and DeviceBuffer are Send + Sync.
+// plain data. BufferRef, ForeignTensor, DeviceBuffer and PinnedBuffer are Send + Sync.
 unsafe impl Send for Memory {}
 // SAFETY: as above; `&Memory` only reads.
 unsafe impl Sync for Memory {}
@@ -108,6 +114,7 @@ impl Storage {
       Memory::Foreign(tensor) => foreign_span_start(tensor),
       Memory::Owned(words) => words.as_ptr() as *mut u8,
       Memory::Cuda(buffer) => buffer.device_ptr() as usize as *mut u8,
+      Memory::Pinned(buffer) => buffer.as_ptr(),
     }
   }
 
@@ -119,6 +126,7 @@ impl Storage {
       Memory::Foreign(tensor) => tensor.layout().span_bytes(),
       Memory::Owned(words) => words.len() * std::mem::size_of::<u64>(),
       Memory::Cuda(buffer) => buffer.len(),
+      Memory::Pinned(buffer) => buffer.len(),
     }
   }
 
@@ -196,7 +204,7 @@ impl Storage {
       ),
       // Our own memory: data points at the first element, byte_offset 0, which every consumer
       // reads correctly (including those that ignore byte_offset).
-      Memory::Js { .. } | Memory::Owned(_) => (
+      Memory::Js { .. } | Memory::Owned(_) | Memory::Pinned(_) => (
         // SAFETY: first_byte lies inside the storage region (checked at construction).
         unsafe { self.base().add(layout.first_byte) }.cast::<c_void>(),
         0,

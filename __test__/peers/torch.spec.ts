@@ -93,7 +93,7 @@ const torchTest = SKIP ? test.serial.skip : test.serial
 
 // The addon's own leak counter: native storages (memory regions) alive in this process. It
 // drops when the last owner of a region lets go, e.g. when torch calls our DLPack deleter.
-const native = require('../../index.js') as { nativeStats(): { liveStorages: number } }
+const native = require('../../dist/binding/index.js') as { nativeStats(): { liveStorages: number } }
 const liveStorages = (): number => native.nativeStats().liveStorages
 
 const ZERO_COPY = externalBuffersAllowed()

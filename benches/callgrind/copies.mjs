@@ -6,7 +6,7 @@
 //   node benches/callgrind/copies.mjs [package root]     (needs valgrind; takes minutes)
 //
 // The package root (default: this checkout) is where dist/ and the .node are loaded from: give
-// a copy of another build's dist/, index.js and .node to compare two builds.
+// a copy of another build's dist/ (its addon is in dist/binding/) to compare two builds.
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { instructions, perOperation } from './runner.mjs'

@@ -4,13 +4,16 @@
 // seconds. Each operation runs in batches of 1 000 followed by one event-loop turn inside the
 // timed region, so capsule finalizers are paid where they are caused (see benches/wall/exchange.mjs).
 import { createRequire } from 'node:module'
+import { existsSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const root = resolve(process.argv[2] ?? fileURLToPath(new URL('../..', import.meta.url)))
 const require = createRequire(`${root}/`)
 const { Tensor, fromDLPack } = require(`${root}/dist/index.js`)
-const native = require(`${root}/index.js`)
+// The generated binding: dist/binding/ (copied from lib/binding/); checkouts built before it moved
+// there have it at their root.
+const native = require(existsSync(`${root}/dist/binding/index.js`) ? `${root}/dist/binding/index.js` : `${root}/index.js`)
 
 const tensor = Tensor.zeros([256], 'float32')
 const turn = () => new Promise((done) => setImmediate(done))

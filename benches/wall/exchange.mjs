@@ -23,7 +23,7 @@ import { Bench } from 'tinybench'
 
 const require = createRequire(import.meta.url)
 const { Tensor, fromDLPack } = require('../../dist/index.js')
-const native = require('../../index.js')
+const native = require('../../dist/binding/index.js')
 
 const SIZES = [
   ['1 KiB', 1 << 10],

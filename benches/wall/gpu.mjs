@@ -15,6 +15,8 @@
 //   D2H into         d.to('cpu', { out })                       (existing, warm host tensor)
 //   D2D              dst.copy_(d)
 //   H2D permuted     the transposed view of a square uint8 matrix, .to('cuda:0')
+//   H2D pinned       pinned.to('cuda:0')                        (a cuda_host tensor: DMA from it)
+//   D2H pinned into  d.to('cuda_host', { out: pinned })         (existing cuda_host tensor)
 // torch: x.cuda() (pageable), x.pin_memory().cuda() (pinned), d.cpu() (fresh), out.copy_(d)
 // (existing pageable), pinned.copy_(d) (pinned).
 import { execFileSync, spawnSync } from 'node:child_process'
@@ -77,6 +79,11 @@ for (const [label, bytes] of SIZES) {
   const hostDst = Tensor.zeros([bytes], 'uint8')
   const side = Math.floor(Math.sqrt(bytes))
   const square = Tensor.from(new Uint8Array(side * side).fill(3), [side, side]).transpose(0, 1)
+  // Pinned host tensors (cuda_host), allocated once: what torch's pin_memory() figures compare with.
+  const pinned = host.pin()
+  const pinnedDst = Tensor.empty([bytes], 'uint8', { device: 'cuda_host' })
+  const intoPinned = () => device.to('cuda_host', { out: pinnedDst })
+  intoPinned.keep = true
   const intoDevice = () => deviceDst.copy_(host)
   intoDevice.keep = true
   const intoHost = () => device.to('cpu', { out: hostDst })
@@ -90,9 +97,11 @@ for (const [label, bytes] of SIZES) {
     'D2H into': bytes / seconds(intoHost),
     D2D: bytes / seconds(d2d),
     'H2D permuted': (side * side) / seconds(() => square.to('cuda:0')),
+    'H2D pinned': bytes / seconds(() => pinned.to('cuda:0')),
+    'D2H pinned into': bytes / seconds(intoPinned),
   }
   ours.set(label, row)
-  for (const tensor of [host, device, deviceDst, hostDst, square]) tensor.dispose()
+  for (const tensor of [host, device, deviceDst, hostDst, square, pinned, pinnedDst]) tensor.dispose()
 }
 
 const TORCH = String.raw`
@@ -127,7 +136,7 @@ if (python.status === 0) torch = JSON.parse(python.stdout.trim().split('\n').pop
 
 const gbps = (value) => (value === undefined ? '–' : (value / 1e9).toFixed(2))
 console.log(`\n### host <-> GPU copies on ${card()} (Node ${process.versions.node}; median of ${ROUNDS}; GB/s)\n`)
-const oursCols = ['H2D new', 'H2D into', 'D2H new', 'D2H into', 'D2D', 'H2D permuted']
+const oursCols = ['H2D new', 'H2D into', 'D2H new', 'D2H into', 'D2D', 'H2D permuted', 'H2D pinned', 'D2H pinned into']
 const torchCols = torch ? ['H2D pageable', 'H2D pinned', 'D2H new', 'D2H into pageable', 'D2H into pinned'] : []
 console.log(`| size | ${oursCols.map((c) => `ours ${c}`).join(' | ')}${torchCols.map((c) => ` | torch ${c}`).join('')} |`)
 console.log(`|---|${[...oursCols, ...torchCols].map(() => '---:').join('|')}|`)

@@ -1,7 +1,7 @@
 // Tests the prebuild that the package loads on this machine, natively: run by
 // .github/workflows/release.yml on the runners of the targets this machine cannot run (macOS
-// x64 and arm64, Windows x64, Linux arm64), after the job's .node has been put in the package
-// root. Steps: the file the package's loader picked (it must be this platform's prebuild, not
+// x64 and arm64, Windows x64, Linux arm64), after the job's .node has been put in dist/binding/
+// (beside the generated loader, where a local build goes). Steps: the file the package's loader picked (it must be this platform's prebuild, not
 // a stale or foreign one), the C test addon and the runtime smoke test where a C compiler and
 // bash exist (not on Windows), then the ava specs of PREBUILD_SPECS (c-addon.spec.ts only with
 // the C test addon). Exit status 1 on any failure.
@@ -29,8 +29,9 @@ const ours = loaded.filter((file) => basename(file).startsWith(`${binaryName}.`)
 console.log(`${process.platform}-${process.arch} node ${process.version}: loaded ${ours.join(', ') || '(none)'}`)
 // Windows paths compare without regard to case.
 const samePath = (a, b) => (process.platform === 'win32' ? resolve(a).toLowerCase() === resolve(b).toLowerCase() : resolve(a) === resolve(b))
-if (ours.length !== 1 || !samePath(dirname(ours[0]), root)) {
-  console.log(`FAIL: expected one ${binaryName}.*.node from ${root}`)
+const bindingDir = join(root, 'dist', 'binding')
+if (ours.length !== 1 || !samePath(dirname(ours[0]), bindingDir)) {
+  console.log(`FAIL: expected one ${binaryName}.*.node from ${bindingDir}`)
   failed = true
 }
 

@@ -32,7 +32,7 @@
 // musl-gcc) exits 77, which npm test reports as a skip (and CI fails on).
 import { execFileSync, spawnSync } from 'node:child_process'
 import { closeSync, cpSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
-import { basename, join, relative } from 'node:path'
+import { basename, dirname, join, relative } from 'node:path'
 import { pathToFileURL } from 'node:url'
 
 import { checkTarget, checkUniversal } from './check.mjs'
@@ -68,8 +68,9 @@ const skip = (name, why) => results.push({ name, status: 'skip', why, seconds: 0
 const missingTool = (name, why) => results.push({ name, status: 'skip', why, seconds: 0, missingTool: true })
 
 /**
- * A copy of the package for one foreign-architecture prebuild: dist/, index.js, the prebuild
- * under the name index.js looks for (so its platform pick is exercised too), the tests compiled
+ * A copy of the package for one foreign-architecture prebuild: dist/ (the generated loader in
+ * dist/binding/), the prebuild in dist/binding/ under the name that loader looks for (so its
+ * platform pick is exercised too), the tests compiled
  * to JavaScript by this machine's tsc (ava's TypeScript loader, @oxc-node/core, is native code,
  * and the registry reachable here serves only its linux-x64-gnu build), the C test addon
  * compiled for that architecture by the repository's build script with zig as C compiler, and
@@ -79,13 +80,15 @@ function stagePackage(target, { compileSpecs, cAddon = true }) {
   const dir = join(root, 'target', 'cross-test', target.platform)
   rmSync(dir, { recursive: true, force: true })
   mkdirSync(dir, { recursive: true })
-  for (const entry of ['dist', 'index.js', 'index.d.ts', 'include', '__test__', 'tsconfig.json', 'docs']) {
-    // Not __test__/.tmp: scratch space of other tests (the doc test links node_modules there,
-    // which ava's test-file search then walks and fails on).
-    cpSync(join(root, entry), join(dir, entry), { recursive: true, filter: (source) => source !== join(root, '__test__', '.tmp') })
+  // Not __test__/.tmp: scratch space of other tests (the doc test links node_modules there,
+  // which ava's test-file search then walks and fails on). Not this machine's addon in
+  // dist/binding/: the prebuild under test is the only one there.
+  const skipped = (source) => source === join(root, '__test__', '.tmp') || (dirname(source) === join(root, 'dist', 'binding') && source.endsWith('.node'))
+  for (const entry of ['dist', 'include', '__test__', 'tsconfig.json', 'docs']) {
+    cpSync(join(root, entry), join(dir, entry), { recursive: true, filter: (source) => !skipped(source) })
   }
   symlinkSync(join(root, 'node_modules'), join(dir, 'node_modules'), 'dir')
-  cpSync(target.artifact, join(dir, `napi-dlpack.${target.platform}.node`))
+  cpSync(target.artifact, join(dir, 'dist', 'binding', `napi-dlpack.${target.platform}.node`))
   const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc')
   if (compileSpecs) execFileSync(process.execPath, [tsc, '-p', join(root, '__test__', 'tsconfig.json'), '--noEmit', 'false', '--outDir', dir, '--declaration', 'false'], { stdio: 'inherit' })
   const packageJson = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'))
@@ -123,7 +126,7 @@ function testStaged(target, label, node) {
   const [cmd, ...prefix] = node
   // Which addon file the package's loader picked, from the process's list of loaded objects.
   const whichAddon = `require('./dist/index.js'); const loaded = process.report.getReport().sharedObjects.filter((f) => f.endsWith('.node'));
-console.log(process.arch, process.version, loaded.join(' ')); if (loaded.join() !== ${JSON.stringify(join(dir, `napi-dlpack.${target.platform}.node`))}) process.exit(1)`
+console.log(process.arch, process.version, loaded.join(' ')); if (loaded.join() !== ${JSON.stringify(join(dir, 'dist', 'binding', `napi-dlpack.${target.platform}.node`))}) process.exit(1)`
   step(`${target.platform} ${label}: the package loads this prebuild`, cmd, [...prefix, '-e', whichAddon], { cwd: dir })
   // __test__/runtimes/smoke.cjs needs three native fixtures (the C addon, the exchange-table C
   // addon, the Rust consumer addon), built here for this machine only: a zero-copy round trip
@@ -248,7 +251,7 @@ function testWindows(target) {
   const file = `napi-dlpack.${target.platform}.node`
   // Which addon file the loader picked (Windows paths: drive letter, backslashes, any case),
   // then a round trip through the protocol: same data pointer, a write seen both ways.
-  const wantEnd = `${dir.replace(/\\/g, '/')}/${file}`.toLowerCase()
+  const wantEnd = `${dir.replace(/\\/g, '/')}/dist/binding/${file}`.toLowerCase()
   const loadCheck = `const { Tensor, fromDLPack } = require('./dist/index.js')
 const loaded = process.report.getReport().sharedObjects.filter((f) => /\\.node$/i.test(f))
 console.log(process.platform, process.arch, process.version, loaded.join(' '))

@@ -8,7 +8,7 @@ use napi_dlpack::convert::{normalize_axis, Affine};
 use napi_dlpack::view_layout::{self, ViewLayout};
 use napi_dlpack::ErrorKind;
 
-use crate::binding::parse_dtype;
+use crate::binding::args::parse_dtype;
 use crate::errors::{fail, Result};
 use crate::ops::convert::host_tensor;
 use crate::own_capsule::handle_of;

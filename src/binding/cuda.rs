@@ -5,7 +5,7 @@ use napi::Env;
 use napi_derive::napi;
 use napi_dlpack::cuda;
 
-use crate::binding::parse_dtype;
+use crate::binding::args::{parse_dtype, stream_arg};
 use crate::errors::Result;
 use crate::handle::new_handle;
 use crate::own_capsule::handle_of;
@@ -51,6 +51,26 @@ pub fn cuda_empty<'env>(
   new_handle(env, storage, layout)
 }
 
+/// A new row-major tensor in pinned host memory on `cuda_host:<deviceId>` (only 0 exists:
+/// see `crate::cuda::CUDA_HOST`); `zeroed`: every byte 0, else undefined contents.
+#[napi(js_name = "pinnedEmpty")]
+pub fn pinned_empty<'env>(
+  env: &'env Env,
+  dtype: String,
+  shape: Vec<i64>,
+  device_id: i32,
+  zeroed: bool,
+) -> Result<Unknown<'env>> {
+  let target = napi_dlpack::Device {
+    device_type: napi_dlpack::DeviceType::CudaHost,
+    id: device_id,
+  };
+  // The device first: a bad ordinal or no CUDA is reported whatever the other arguments.
+  crate::cuda::pinned_device(target)?;
+  let (storage, layout) = crate::cuda::alloc_pinned(parse_dtype(&dtype)?, &shape, target, zeroed)?;
+  new_handle(env, storage, layout)
+}
+
 /// A copy of a tensor on another device (or the same one): host ↔ CUDA and CUDA ↔ CUDA. Always
 /// a new handle over new memory; the JS layer shares instead when nothing needs to move.
 #[napi(js_name = "toDevice")]
@@ -74,6 +94,6 @@ pub fn copy_between(
   src: Unknown<'_>,
   stream: Option<BigInt>,
 ) -> Result<()> {
-  let stream = crate::cuda::stream_arg(stream.as_ref())?;
+  let stream = stream_arg(stream.as_ref())?;
   crate::ops::copy::copy_between(env, handle_of(env, &dst)?, handle_of(env, &src)?, stream)
 }

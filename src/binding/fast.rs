@@ -18,7 +18,7 @@ use napi_derive::napi;
 use napi_dlpack::ffi::DLDevice;
 use napi_dlpack::{Device, ErrorKind};
 
-use crate::cuda::bigint_value;
+use crate::binding::args::{bigint_value, stream_arg};
 use crate::errors::{fail, napi_failure, status, Result};
 use crate::js_memory;
 use crate::ops::negotiation::{CopyRequest, ExportRequest, ImportRequest, StreamOption};
@@ -334,7 +334,7 @@ unsafe extern "C" fn import_capsule(
       // Every argument is checked before the capsule is touched: a bad one leaves it usable.
       let request = ImportRequest {
         copy: CopyRequest::from_mode(u32_arg(env, argv[1], "copyMode")?)?,
-        stream: crate::cuda::stream_arg(bigint_arg(env, arg(2))?.as_ref())?,
+        stream: stream_arg(bigint_arg(env, arg(2))?.as_ref())?,
         device: device_arg(env, arg(3), arg(4))?,
       };
       let refuse = bool_arg_or(env, arg(5), "refuseBeforeConsuming", true)?;

@@ -1,22 +1,15 @@
 //! The binding layer: every function JS calls. `#[napi]` functions (in `tensor`, `convert`,
-//! `transfer` and `cuda`; their TypeScript declarations are generated into `index.d.ts`), the
-//! raw Node-API entry points of the hot path (`fast`, declared by hand in `lib/native.ts`) and
-//! the bindings only tests and diagnostics call (`diagnostics`). Each converts its
-//! arguments, finds the handle behind a JS value (`own_capsule::handle_of`) and calls one
-//! operation (`ops`) or reads one fact; no other layer calls up into this one.
+//! `transfer` and `cuda`; their TypeScript declarations are generated into
+//! `lib/binding/index.d.ts`), the raw Node-API entry points of the hot path (`fast`, declared by
+//! hand in `lib/native.ts`) and the bindings only tests and diagnostics call (`diagnostics`).
+//! Each converts its arguments (the conversions several share are in `args`), finds the handle
+//! behind a JS value (`own_capsule::handle_of`) and calls one operation (`ops`) or reads one
+//! fact; no other layer calls up into this one.
 
+pub(crate) mod args;
 pub(crate) mod convert;
 pub(crate) mod cuda;
 pub(crate) mod diagnostics;
 pub(crate) mod fast;
 pub(crate) mod tensor;
 pub(crate) mod transfer;
-
-use napi_dlpack::{DType, ErrorKind};
-
-use crate::errors::{fail, Result};
-
-/// A dtype argument, by its name (`lib/dtype.ts`'s names, `DType::name`).
-pub(crate) fn parse_dtype(name: &str) -> Result<DType> {
-  DType::from_name(name).ok_or_else(|| fail(ErrorKind::Dtype, format!("unknown dtype {name:?}")))
-}

@@ -7,7 +7,7 @@ use napi_derive::napi;
 use napi_dlpack::ffi::DLDevice;
 use napi_dlpack::{capsule, Device, ErrorKind};
 
-use crate::binding::parse_dtype;
+use crate::binding::args::parse_dtype;
 use crate::errors::{fail, Result};
 use crate::facts::INFO_SLOTS;
 use crate::handle::Handle;

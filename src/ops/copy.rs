@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use napi::{sys, Env};
 use napi_dlpack::convert::{self, Strided};
-use napi_dlpack::cuda::{self, CudaDevice, DeviceBuffer, Stream};
+use napi_dlpack::cuda::{self, CudaDevice, DeviceBuffer, PinnedBuffer, Stream};
 use napi_dlpack::ffi::DLDevice;
 use napi_dlpack::{Device, DeviceType, ErrorKind};
 
@@ -74,6 +74,27 @@ pub(crate) fn to_device<'env>(
   match (source.device_type, target.device_type) {
     (_, DeviceType::Cpu) if source.is_host_accessible() => {
       copy_to_host_handle(env, &storage, &layout)
+    }
+    (_, DeviceType::CudaHost) if source.is_host_accessible() => {
+      // Host -> pinned: the dense-copy engine writes straight into the new pinned buffer.
+      let device = crate::cuda::pinned_device(target)?;
+      let row_major = TensorLayout::row_major(layout.dtype, &layout.shape, target)?;
+      let mut buffer = PinnedBuffer::alloc(&device, row_major.packed_bytes())?;
+      copy_row_major(&storage, &layout, buffer.as_mut_slice())?;
+      new_handle(env, Storage::new(Memory::Pinned(buffer)), row_major)
+    }
+    (DeviceType::Cuda, DeviceType::CudaHost) => {
+      // Device -> pinned: one DMA into the new buffer (the span as is, strides kept, as for
+      // `to('cpu')`), completed before this returns.
+      let device = crate::cuda::pinned_device(target)?;
+      crate::cuda::device_of(&layout)?;
+      let mut buffer = PinnedBuffer::alloc(&device, layout.span_bytes)?;
+      crate::cuda::download_span(&storage, &layout, buffer.as_mut_slice())?;
+      new_handle(
+        env,
+        Storage::new(Memory::Pinned(buffer)),
+        layout.relocated(target),
+      )
     }
     (_, DeviceType::Cuda) if source.is_host_accessible() => {
       let device = cuda::device(target.id)?;
@@ -171,10 +192,10 @@ fn upload_into(
   // SAFETY: as above for `dst`; `bytes` is readable host memory for the call.
   unsafe { device.copy_from_host(dst, bytes)? };
   if !matches!(storage.memory(), Memory::Js { .. }) {
-    // The driver stages pageable memory before returning, but reads page-locked memory (a
-    // producer's pinned buffer, memory registered with cuMemHostRegister) later, in stream
-    // order: wait, so the source may change or be released once this returns. V8's memory
-    // is ours and never page-locked.
+    // The driver stages pageable memory before returning, but reads page-locked memory (our
+    // cuda_host tensors, a producer's pinned buffer, memory registered with
+    // cuMemHostRegister) later, in stream order: wait, so the source may change or be
+    // released once this returns. V8's memory is ours and never page-locked.
     device.synchronize()?;
   }
   Ok(())

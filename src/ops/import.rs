@@ -156,6 +156,7 @@ pub(crate) fn capsule_to_handle<'env>(
   let source = Source::Own {
     same_capsule: own_capsule::is_own(&owner, payload),
     js_memory: matches!(owner.storage.memory(), Memory::Js { .. }),
+    pinned: matches!(owner.storage.memory(), Memory::Pinned(_)),
     device: layout.device,
     span_bytes: layout.span_bytes,
     aligned: is_aligned(

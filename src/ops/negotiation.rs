@@ -65,6 +65,9 @@ pub enum Source {
     same_capsule: bool,
     /// Its storage is V8 memory (viewable in every runtime).
     js_memory: bool,
+    /// Its storage is our pinned memory (`cuda_host`): shared in every runtime, like the
+    /// tensor it came from, whose JS view is refused where external buffers are (Electron).
+    pinned: bool,
     device: Device,
     span_bytes: usize,
     /// The first element is aligned to the element size.
@@ -126,13 +129,16 @@ fn plan_for(request: &ImportRequest, source: &Source, runtime: &Runtime) -> Resu
     Source::Own {
       same_capsule,
       js_memory,
+      pinned,
       device,
       span_bytes,
       aligned,
     } => {
       // Our own export, unless a copy was asked for: share the original storage, no copy, no
-      // re-validation of metadata we produced ourselves, wherever JS can view it as it is.
-      let viewable = js_memory || !device.is_host_accessible() || runtime.external_buffers;
+      // re-validation of metadata we produced ourselves, wherever JS can view it as it is (or,
+      // for pinned memory, wherever the original tensor is usable: everywhere).
+      let viewable =
+        js_memory || pinned || !device.is_host_accessible() || runtime.external_buffers;
       if request.copy != CopyRequest::Always && viewable {
         return Ok(if same_capsule {
           ImportPlan::AdoptOwn
@@ -326,6 +332,7 @@ mod tests {
     Source::Own {
       same_capsule,
       js_memory,
+      pinned: false,
       device,
       span_bytes: 64,
       aligned: true,
@@ -392,6 +399,20 @@ mod tests {
     );
     assert_eq!(
       plan(own(true, false, Device::CPU), ELECTRON).unwrap(),
+      ImportPlan::HostCopy
+    );
+    // Our own pinned memory is shared in Electron too (its JS view is what is refused there).
+    let pinned = Source::Own {
+      same_capsule: true,
+      js_memory: false,
+      pinned: true,
+      device: CUDA_HOST,
+      span_bytes: 64,
+      aligned: true,
+    };
+    assert_eq!(plan(pinned, ELECTRON).unwrap(), ImportPlan::AdoptOwn);
+    assert_eq!(
+      plan(own(true, false, CUDA_HOST), ELECTRON).unwrap(),
       ImportPlan::HostCopy
     );
     // copy: false never gets a copy of an own export either.

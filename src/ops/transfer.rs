@@ -218,7 +218,7 @@ pub(crate) fn register(env: &Env, handle: &Handle) -> Result<Option<u64>> {
     Memory::Js { .. } => return Ok(None),
     // The deleter may now run on a thread that outlives the producer's (see the module doc).
     Memory::Foreign(tensor) => pin_module_of(tensor.managed().context_and_deleter().1),
-    Memory::Owned(_) | Memory::Cuda(_) => {}
+    Memory::Owned(_) | Memory::Cuda(_) | Memory::Pinned(_) => {}
   }
   let sender = sender_id(env)?;
   let id = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);

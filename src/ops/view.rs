@@ -61,7 +61,7 @@ pub(crate) fn view_of<'env>(env: &'env Env, handle: &Handle) -> Result<HostView<
         byte_offset: (base_offset + span_start) as i64,
       })
     }
-    Memory::Foreign(_) | Memory::Owned(_) => {
+    Memory::Foreign(_) | Memory::Owned(_) | Memory::Pinned(_) => {
       if let Some((cached, _)) = handle.view.borrow().as_ref() {
         // SAFETY: our env, on its thread.
         let value = unsafe { cached.value(env.raw())? };
@@ -74,6 +74,9 @@ pub(crate) fn view_of<'env>(env: &'env Env, handle: &Handle) -> Result<HostView<
       // SAFETY: span_start lies inside the storage region.
       let start = unsafe { storage.base().add(span_start) };
       let len = handle.layout.span_bytes;
+      if matches!(storage.memory(), Memory::Pinned(_)) {
+        refuse_pinned_copy(env)?;
+      }
       let slot: ViewSlot = Arc::new(Mutex::new(Some(storage.clone())));
       // SAFETY: our env; the slot keeps the memory alive until the ArrayBuffer dies or
       // `dispose()` detaches it first.
@@ -139,6 +142,9 @@ pub(crate) fn window_of<'env>(
   if matches!(storage.memory(), Memory::Cuda(_)) {
     return Err(fail(ErrorKind::NotCpu, "device memory has no host view"));
   }
+  if matches!(storage.memory(), Memory::Pinned(_)) {
+    refuse_pinned_copy(env)?;
+  }
   js_memory::check_arraybuffer_len(count)?;
   // SAFETY: the window lies inside the storage's validated, host-accessible span.
   let start = unsafe { storage.base().add(layout.span_start() + first) };
@@ -158,4 +164,20 @@ pub(crate) fn window_of<'env>(
     buffer: unsafe { Unknown::from_raw_unchecked(env.raw(), buffer) },
     byte_offset: 0,
   })
+}
+
+/// Where external ArrayBuffers are refused (Electron's memory cage), a JS view of pinned memory
+/// could only be a copy, and writes to a copy would never reach the memory the GPU copies from:
+/// refused with `ERR_DLPACK_COPY_REQUIRED` rather than handed out silently.
+fn refuse_pinned_copy(env: &Env) -> Result<()> {
+  // SAFETY: our env, on its thread.
+  if unsafe { js_memory::external_buffers_allowed(env.raw()) } {
+    return Ok(());
+  }
+  Err(fail(
+    ErrorKind::CopyRequired,
+    "this runtime does not allow external ArrayBuffers (Electron's memory cage), so pinned \
+     (cuda_host) memory has no JS view: read it with toTypedArray() (a copy), write it with \
+     copy_(src), or use a cpu tensor",
+  ))
 }

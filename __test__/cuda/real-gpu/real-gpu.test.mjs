@@ -1,6 +1,7 @@
 // The real-GPU suite: CUDA behaviour that only hardware can confirm (ordering against a busy
 // stream, lifetime against a producer that reuses its memory, the caller's context, frees on
-// foreign threads, the driver's pointer attributes, the toolkit's stub library).
+// foreign threads, pinned (cuda_host) memory, the driver's pointer attributes, the toolkit's
+// stub library).
 //
 // Run it on a machine with an NVIDIA GPU and driver, with target/fake-cuda OFF the library path:
 //   NAPI_DLPACK_REAL_GPU=1 node --test __test__/cuda/real-gpu/real-gpu.test.mjs
@@ -375,6 +376,97 @@ test('host -> device copy from pageable memory while our stream is busy: right d
   const call = performance.now() - started
   t.diagnostic(`to('cuda:0') of 64 MiB pageable memory returned after ${call.toFixed(0)} ms with the stream busy for ${BUSY_MS} ms: ${call >= BUSY_MS * 0.9 ? 'it waited for the stream (a host synchronisation)' : 'it did not wait'}`)
   assert.ok(same(hostBytes(x), expected))
+})
+
+/**
+ * What the driver says `ptr` is, through our import check (cuPointerGetAttributes): the address
+ * claimed as kDLCUDA device memory is refused with a message naming what the driver found.
+ */
+function driverKnows(ptr) {
+  try {
+    napi.fromDLPack(p.makeTensor({ ptr, shape: [4], dtype: U8, owned: false })).dispose()
+    return 'device memory'
+  } catch (error) {
+    assert.equal(error.code, 'ERR_DLPACK_DEVICE', error.message)
+    if (/CUDA host \(pinned\) memory/.test(error.message)) return 'pinned'
+    if (/does not know/.test(error.message)) return 'unknown'
+    return error.message
+  }
+}
+
+test('pinned (cuda_host) deleters on a thread with no current context: cuMemFreeHost really frees, the thread keeps no context', { skip }, async (t) => {
+  const chunk = 256 << 20
+  const rounds = 8
+  const errors = native.cudaReleaseStats().errors
+  for (let i = 0; i < rounds; i++) {
+    const x = napi.Tensor.empty([chunk], 'uint8', { device: 'cuda_host' })
+    const address = x.dataPointer
+    assert.equal(driverKnows(address), 'pinned', 'control: a live pinned tensor is pinned memory to the driver')
+    x.data[chunk - 1] = 1 // host-writable
+    const capsule = x.__dlpack__()
+    x.dispose()
+    assert.equal(driverKnows(address), 'pinned', 'the unconsumed capsule keeps it')
+    const { before, after } = p.releaseOnThread(capsule)
+    assert.equal(before, 0n)
+    assert.equal(after, 0n, 'the deleter leaves the fresh thread without a context')
+    assert.ok(await settled(), 'the release thread freed it')
+    assert.equal(driverKnows(address), 'unknown', 'cuMemFreeHost ran: the driver no longer knows the address')
+  }
+  assert.equal(native.cudaReleaseStats().errors, errors, 'no free failed')
+  t.diagnostic(`${rounds} x 256 MiB of pinned memory allocated and released from fresh threads`)
+})
+
+test('a cuda_host tensor is ordered: downloads into it are complete, uploads out of it done, before the call returns; a consumer stream then reads it', { skip }, async (t) => {
+  const expected = pattern(0x7777)
+  const gpu = napi.Tensor.from(expected).to('cuda:0')
+  native.cudaSynchronize(0)
+  const consumer = p.createStream()
+  const dev = p.alloc(N)
+  try {
+    // Download into new pinned memory, queued behind our busy stream: to() waits for it.
+    p.busy(1n, BUSY_MS)
+    let started = performance.now()
+    const pinned = gpu.to('cuda_host')
+    const waited = performance.now() - started
+    t.diagnostic(`to('cuda_host') of 64 MiB returned after ${waited.toFixed(0)} ms (stream busy ${BUSY_MS} ms)`)
+    assert.ok(waited >= BUSY_MS * 0.9, 'the download waited for our stream')
+    const view = pinned.data
+    assert.ok(same(view, expected), 'the pinned bytes are complete when to() returns')
+    // A consumer on its own stream: the export asks for no wait (nothing of ours is pending on
+    // pinned memory) and its DMA out of the pinned memory reads our bytes.
+    const seen = p.consume(pinned.__dlpack__({ stream: consumer }))
+    assert.deepEqual(seen.device, [3, 0])
+    assert.equal(seen.data, pinned.dataPointer)
+    p.uploadAsync(dev, view, consumer) // cuMemcpyHtoDAsync from the pinned address
+    assert.ok(same(p.download(dev, N, consumer), expected), "the consumer's DMA read our bytes")
+
+    // Upload out of pinned memory behind our busy stream: to() returns once the DMA ran, so the
+    // host may overwrite the pinned memory at once.
+    p.busy(1n, BUSY_MS)
+    started = performance.now()
+    const uploaded = pinned.to('cuda:0')
+    const uploadCall = performance.now() - started
+    view.fill(0)
+    t.diagnostic(`to('cuda:0') from 64 MiB pinned returned after ${uploadCall.toFixed(0)} ms (stream busy ${BUSY_MS} ms)`)
+    assert.ok(same(hostBytes(uploaded), expected), 'the upload holds the bytes of the time of the call')
+
+    // Negative control: the same DMA out of pinned memory queued behind a busy stream and NOT
+    // waited for reads what the host wrote afterwards (the race our wait closes is real).
+    view.set(expected)
+    p.busy(consumer, BUSY_MS)
+    p.uploadAsync(dev, view, consumer)
+    view.fill(0)
+    const raced = p.download(dev, N, consumer)
+    t.diagnostic(`control: ${same(raced, expected) ? 'right' : 'overwritten'} bytes when the upload was not waited for`)
+    assert.ok(!same(raced, expected), 'without the wait the device gets the later host writes')
+    pinned.dispose()
+    uploaded.dispose()
+    assert.ok(await settled())
+  } finally {
+    p.syncStream(consumer)
+    p.free(dev)
+    p.destroyStream(consumer)
+  }
 })
 
 test('a stub libcuda.so first on the library path: CUDA unavailable with STUB_LIBRARY, no crash', { skip }, (t) => {

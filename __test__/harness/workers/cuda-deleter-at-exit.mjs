@@ -10,7 +10,7 @@ import { Worker, isMainThread, parentPort } from 'node:worker_threads'
 
 const require = createRequire(import.meta.url)
 const { fromDLPack } = require('../../../dist/index.js')
-const native = require('../../../index.js')
+const native = require('../../../dist/binding/index.js')
 const peer = require('../../../target/cuda-peer/cuda_peer.node')
 const mode = isMainThread ? process.argv[2] : 'in-worker'
 

@@ -6,7 +6,7 @@ import { parentPort, workerData } from 'node:worker_threads'
 
 const require = createRequire(import.meta.url)
 const { Tensor, fromDLPack } = require('../../../dist/index.js')
-const native = require('../../../index.js')
+const native = require('../../../dist/binding/index.js')
 
 const kept = []
 for (let i = 0; i < workerData.count; i++) {

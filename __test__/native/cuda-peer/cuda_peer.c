@@ -26,7 +26,9 @@
  *                versioned?, owned?, ordinal? }) -> capsule
  *       dtype {code,bits,lanes} default float32; device [type, id] default
  *       [2, ordinal]: what the DLTensor CLAIMS; `ordinal` is where `ptr` was
- *       allocated (default 0). owned (default true): the deleter frees ptr.
+ *       allocated (default 0). owned (default true): the deleter frees ptr
+ *       (with cuMemFreeHost when host: true, for memory from hostAlloc: a
+ *       pinned kDLCUDAHost tensor, as PyTorch's pin_memory() exports).
  *   deleterCalls() -> number
  *   setDeleterDelay(ms): every later deleter sleeps `ms` before it releases
  *       (a slow producer deleter).
@@ -425,6 +427,7 @@ typedef struct {
   CUdeviceptr ptr;
   int ordinal;
   int owned;
+  int host; /* ptr is pinned host memory (cuMemHostAlloc): freed with cuMemFreeHost */
   size_t nbytes;
   CUstream scribble_stream; /* scribble: memset on this stream instead of freeing */
   int scribble;
@@ -438,6 +441,7 @@ typedef struct {
   CUdeviceptr ptr;
   int ordinal;
   int owned;
+  int host;
   size_t nbytes;
   CUstream scribble_stream;
   int scribble;
@@ -447,8 +451,8 @@ typedef struct {
 /* The memory is released (or handed out again and overwritten: scribble)
  * before the call is counted, so a test that sees the count also sees the
  * scribble enqueued. */
-static void release_memory(CUdeviceptr ptr, int ordinal, int owned, int scribble, CUstream stream,
-                           unsigned char value, size_t nbytes) {
+static void release_memory(CUdeviceptr ptr, int ordinal, int owned, int host, int scribble,
+                           CUstream stream, unsigned char value, size_t nbytes) {
   uint64_t delay_ms = __atomic_load_n(&g_deleter_delay_ms, __ATOMIC_SEQ_CST);
   if (delay_ms > 0) {
     struct timespec ts = {(time_t)(delay_ms / 1000), (long)(delay_ms % 1000) * 1000000L};
@@ -458,22 +462,25 @@ static void release_memory(CUdeviceptr ptr, int ordinal, int owned, int scribble
   if (scribble) {
     if (use_device(ordinal) == 0 && nbytes > 0) cu.cuMemsetD8Async(ptr, value, nbytes, stream);
   } else if (owned && use_device(ordinal) == 0) {
-    cu.cuMemFree_v2(ptr);
+    if (host)
+      cu.cuMemFreeHost((void*)(uintptr_t)ptr);
+    else
+      cu.cuMemFree_v2(ptr);
   }
   __atomic_fetch_add(&g_deleter_calls, 1, __ATOMIC_SEQ_CST);
 }
 
 static void deleter_versioned(DLManagedTensorVersioned* self) {
   peer_tensor* t = (peer_tensor*)self;
-  release_memory(t->ptr, t->ordinal, t->owned, t->scribble, t->scribble_stream, t->scribble_value,
-                 t->nbytes);
+  release_memory(t->ptr, t->ordinal, t->owned, t->host, t->scribble, t->scribble_stream,
+                 t->scribble_value, t->nbytes);
   free(t);
 }
 
 static void deleter_legacy(DLManagedTensor* self) {
   peer_tensor_legacy* t = (peer_tensor_legacy*)self;
-  release_memory(t->ptr, t->ordinal, t->owned, t->scribble, t->scribble_stream, t->scribble_value,
-                 t->nbytes);
+  release_memory(t->ptr, t->ordinal, t->owned, t->host, t->scribble, t->scribble_stream,
+                 t->scribble_value, t->nbytes);
   free(t);
 }
 
@@ -483,7 +490,7 @@ static napi_value js_make_tensor(napi_env env, napi_callback_info info) {
   uint64_t ptr = 0;
   int64_t shape[MAX_NDIM], strides[MAX_NDIM], dev[2], x;
   uint32_t ndim = 0, nstrides = 0, ndev = 0;
-  bool versioned = true, owned = true, has_strides = false;
+  bool versioned = true, owned = true, host = false, has_strides = false;
   int ordinal = 0;
   DLTensor* dl;
   DLDataType dtype = {kDLFloat, 32, 1};
@@ -519,6 +526,7 @@ static napi_value js_make_tensor(napi_env env, napi_callback_info info) {
   if ((v = prop(env, argv[0], "byteOffset")) != NULL) to_i64(env, v, &byte_offset);
   if ((v = prop(env, argv[0], "versioned")) != NULL) napi_get_value_bool(env, v, &versioned);
   if ((v = prop(env, argv[0], "owned")) != NULL) napi_get_value_bool(env, v, &owned);
+  if ((v = prop(env, argv[0], "host")) != NULL) napi_get_value_bool(env, v, &host);
   if ((v = prop(env, argv[0], "scribble")) != NULL) {
     napi_value sv = prop(env, v, "value");
     scribble = 1;
@@ -549,6 +557,7 @@ static napi_value js_make_tensor(napi_env env, napi_callback_info info) {
     t->ptr = ptr;
     t->ordinal = ordinal;
     t->owned = owned;
+    t->host = host;
     t->nbytes = nbytes;
     t->scribble = scribble;
     t->scribble_stream = (CUstream)(uintptr_t)scribble_stream;
@@ -567,6 +576,7 @@ static napi_value js_make_tensor(napi_env env, napi_callback_info info) {
     t->ptr = ptr;
     t->ordinal = ordinal;
     t->owned = owned;
+    t->host = host;
     t->nbytes = nbytes;
     t->scribble = scribble;
     t->scribble_stream = (CUstream)(uintptr_t)scribble_stream;

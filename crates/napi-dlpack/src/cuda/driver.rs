@@ -20,6 +20,10 @@ pub(super) const CUDA_ERROR_NOT_READY: CuResult = 600;
 pub(super) const CUDA_ERROR_NOT_PERMITTED: CuResult = 800;
 /// `CU_STREAM_LEGACY`: the legacy default stream of the current context.
 pub(super) const LEGACY_STREAM: CuStream = 1 as CuStream;
+/// `CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP`: page-locked memory usable by every
+/// context of the process (not only the one current at allocation), mapped into the unified
+/// address space so a device reads it at the same address.
+pub(super) const HOST_ALLOC_FLAGS: c_uint = 0x01 | 0x02;
 /// `CU_EVENT_DISABLE_TIMING`.
 pub(super) const EVENT_DISABLE_TIMING: c_uint = 2;
 /// `CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED`.
@@ -81,6 +85,8 @@ driver_table! {
   mem_alloc_async = "cuMemAllocAsync": fn(*mut CuDevicePtr, usize, CuStream);
   mem_free = "cuMemFree_v2": fn(CuDevicePtr);
   mem_free_async = "cuMemFreeAsync": fn(CuDevicePtr, CuStream);
+  mem_host_alloc = "cuMemHostAlloc": fn(*mut *mut c_void, usize, c_uint);
+  mem_free_host = "cuMemFreeHost": fn(*mut c_void);
   memset_d8_async = "cuMemsetD8Async": fn(CuDevicePtr, u8, usize, CuStream);
   memcpy_htod_async = "cuMemcpyHtoDAsync_v2": fn(CuDevicePtr, *const c_void, usize, CuStream);
   memcpy_dtoh_async = "cuMemcpyDtoHAsync_v2": fn(*mut c_void, CuDevicePtr, usize, CuStream);

@@ -27,7 +27,8 @@
 //!   CUDA host function cannot deadlock on it. Imported device memory is never freed here; its
 //!   producer's deleter is delayed until our queued reads of it completed
 //!   ([`release_after_queued_work`]). The release thread is drained before an environment or
-//!   the process ends ([`drain_releases`]). Failures in these paths are counted
+//!   the process ends ([`drain_releases`]). Pinned host memory ([`PinnedBuffer`]) is freed
+//!   with `cuMemFreeHost` on the release thread too (it synchronises the device). Failures in these paths are counted
 //!   ([`release_stats`]) and the first one is printed to stderr.
 
 use core::ffi::{c_char, c_int, c_uint, c_void, CStr};
@@ -58,12 +59,14 @@ pub const STREAM_NO_SYNC: i64 = -1;
 mod buffer;
 mod device;
 mod driver;
+mod pinned;
 mod release;
 mod validation;
 
 pub use buffer::{DeviceBuffer, DeviceTensor};
 pub use device::{device, CudaDevice, Stream};
 pub use driver::{check_available, device_count, is_available};
+pub use pinned::PinnedBuffer;
 pub use release::{
   drain_releases, release_after_queued_work, release_stats, warn_if_undrained, ReleaseStats,
   RELEASE_DRAIN_LIMIT,

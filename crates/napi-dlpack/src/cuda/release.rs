@@ -11,6 +11,11 @@ use super::*;
 pub(super) enum Job {
   /// Free one of our allocations (blocking driver calls).
   Free { device: Arc<CudaDevice>, ptr: u64 },
+  /// Free one of our pinned host allocations (`cuMemFreeHost` synchronises the device).
+  FreeHost {
+    device: Arc<CudaDevice>,
+    ptr: Handle,
+  },
   /// Drop `owner` (a producer's tensor: its deleter runs) once `event` has completed.
   Release {
     device: Arc<CudaDevice>,
@@ -66,6 +71,7 @@ pub(super) fn release_failed(what: &str, code: CuResult) {
 fn run_job(job: Job) {
   match job {
     Job::Free { device, ptr } => device.free_blocking(ptr),
+    Job::FreeHost { device, ptr } => device.free_host_blocking(ptr.0),
     Job::Release {
       device,
       event,

@@ -172,6 +172,12 @@ export declare function pendingTransfers(): number
 export declare function permuteHandle(handle: unknown, axes: Array<number>): unknown
 
 /**
+ * A new row-major tensor in pinned host memory on `cuda_host:<deviceId>` (only 0 exists:
+ * see `crate::cuda::CUDA_HOST`); `zeroed`: every byte 0, else undefined contents.
+ */
+export declare function pinnedEmpty(dtype: string, shape: Array<number>, deviceId: number, zeroed: boolean): unknown
+
+/**
  * Releases the handle's storage now (`dispose()`); later calls fail with ERR_TENSOR_DISPOSED.
  * Memory still referenced by live exports or views stays valid until they go.
  */

@@ -864,6 +864,7 @@ module.exports.isExternal = nativeBinding.isExternal
 module.exports.nativeStats = nativeBinding.nativeStats
 module.exports.pendingTransfers = nativeBinding.pendingTransfers
 module.exports.permuteHandle = nativeBinding.permuteHandle
+module.exports.pinnedEmpty = nativeBinding.pinnedEmpty
 module.exports.releaseHandle = nativeBinding.releaseHandle
 module.exports.releaseTransfer = nativeBinding.releaseTransfer
 module.exports.setArrayBufferLimit = nativeBinding.setArrayBufferLimit

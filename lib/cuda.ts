@@ -19,4 +19,13 @@ export const cuda = Object.freeze({
   unavailableReason(): string | undefined {
     return native.cudaUnavailableReason() ?? undefined
   },
+  /**
+   * Frees the page-locked staging memory that large copies between ordinary host memory and a
+   * CUDA device go through (two 4 MiB chunks per device that made such a copy; see docs/cuda.md).
+   * It is otherwise kept for the next copy and freed when the last environment that used it
+   * ends. The next large copy allocates it again. Never throws.
+   */
+  releaseStaging(): void {
+    native.cudaReleaseStaging()
+  },
 })

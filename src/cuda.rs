@@ -79,17 +79,26 @@ pub(crate) fn alloc_pinned(
 }
 
 /// Copies the span of a CUDA tensor into `out` (`layout.span_bytes` long); the copy has
-/// completed when this returns.
+/// completed when this returns. `out` in pageable memory (`page_locked` false) goes through the
+/// staging pipeline when it is large; page-locked memory is written by the DMA directly.
 pub(crate) fn download_span(
   storage: &Storage,
   layout: &TensorLayout,
   out: &mut [u8],
+  page_locked: bool,
 ) -> Result<()> {
   let device = device_of(layout)?;
   if !out.is_empty() {
+    let from = storage.span_address(layout) as u64;
     // SAFETY: the span is device memory kept alive by `storage`; the copy completes (and has
     // written `out`) before this returns.
-    unsafe { device.copy_to_host(out, storage.span_address(layout) as u64)? };
+    unsafe {
+      if page_locked {
+        device.copy_to_host(out, from)?
+      } else {
+        device.download(out, from)?
+      }
+    };
   }
   Ok(())
 }
@@ -113,11 +122,11 @@ pub(crate) fn copy_span_to_device(
     unsafe { target.copy_device(buffer.device_ptr(), from, layout.span_bytes)? };
     storage.note_queued_device_read();
   } else {
-    let mut staging = vec![0u8; layout.span_bytes];
+    let mut staging = crate::storage::try_zeroed_vec::<u8>(layout.span_bytes)?;
     // SAFETY: as above; the copy completes before this returns.
-    unsafe { source.copy_to_host(&mut staging, from)? };
+    unsafe { source.download(&mut staging, from)? };
     // SAFETY: the new buffer, `staging.len()` bytes.
-    unsafe { target.copy_from_host(buffer.device_ptr(), &staging)? };
+    unsafe { target.upload(buffer.device_ptr(), &staging)? };
   }
   Ok((
     Storage::new(Memory::Cuda(buffer)),

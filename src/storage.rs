@@ -59,6 +59,8 @@ pub struct Storage {
   device_reads_queued: AtomicBool,
   /// Set once the ArrayBuffer of `Memory::Js` was marked untransferable (see `pin_for_export`).
   marked_untransferable: AtomicBool,
+  /// Set when that mark was left to the runtime's own (see [`Storage::mark_left_to_runtime`]).
+  mark_left_to_runtime: AtomicBool,
 }
 
 /// Storages alive in this process (all environments): a leak check for tests and diagnostics.
@@ -93,6 +95,7 @@ impl Storage {
       memory,
       device_reads_queued: AtomicBool::new(false),
       marked_untransferable: AtomicBool::new(false),
+      mark_left_to_runtime: AtomicBool::new(false),
     })
   }
 
@@ -159,6 +162,37 @@ impl Storage {
     Ok(())
   }
 
+  /// Whether JS could detach this memory: V8 memory in an `ArrayBuffer` (a SharedArrayBuffer
+  /// never detaches; other memory is not JS's).
+  pub fn can_be_detached(&self, env: &Env) -> Result<bool> {
+    let Memory::Js { buffer, .. } = &self.memory else {
+      return Ok(false);
+    };
+    // SAFETY: our env, on its thread.
+    let value = unsafe { buffer.value(env.raw())? };
+    let mut is_array_buffer = false;
+    // SAFETY: a live value of this env.
+    crate::errors::status("napi_is_arraybuffer", unsafe {
+      napi::sys::napi_is_arraybuffer(env.raw(), value, &mut is_array_buffer)
+    })?;
+    Ok(is_array_buffer)
+  }
+
+  /// Whether [`Storage::pin_for_export`] marked this memory already (always, for memory that is
+  /// not JS's).
+  pub fn is_marked(&self) -> bool {
+    !matches!(self.memory, Memory::Js { .. }) || self.marked_untransferable.load(Ordering::Relaxed)
+  }
+
+  /// Whether [`Storage::pin_for_export`] left the ArrayBuffer to the runtime's own untransferable
+  /// mark instead of marking it (an external ArrayBuffer Node marked when an addon made it; see
+  /// lib/native.ts): transfer lists refuse it, but Node 24's `transfer()` can still detach it,
+  /// so borrows must keep checking for a detach whatever `slots::marked_buffers_detachable`
+  /// says.
+  pub fn mark_left_to_runtime(&self) -> bool {
+    self.mark_left_to_runtime.load(Ordering::Relaxed)
+  }
+
   /// Before native code is handed a pointer into this memory that outlives the call (a capsule,
   /// an owned exchange export, a borrow kept across calls): fails if the JS buffer was detached,
   /// and marks it untransferable, once per storage. Without the mark, a `postMessage` transfer
@@ -171,9 +205,10 @@ impl Storage {
         // SAFETY: our env, on its thread (checked by `value`).
         let value = unsafe { buffer.value(env.raw())? };
         // SAFETY: as above; `value` is a live ArrayBuffer of this env.
-        unsafe { js_memory::mark_untransferable(env.raw(), value)? };
+        let ours = unsafe { js_memory::mark_untransferable(env.raw(), value)? };
         // SAFETY: as above.
         unsafe { js_memory::note_exported(env.raw(), value) };
+        self.mark_left_to_runtime.store(!ours, Ordering::Relaxed);
         self.marked_untransferable.store(true, Ordering::Relaxed);
       }
     }
@@ -356,6 +391,118 @@ pub fn dense_copy_vec<T: Copy>(storage: &Storage, layout: &TensorLayout) -> Resu
   // u8 or u64, any bytes are a valid value).
   unsafe { out.set_len(words) };
   Ok(out)
+}
+
+/// The elements of a strided host tensor in row-major order, copied out a range at a time by
+/// the dense-copy engine: how the staging pipeline gathers a strided source straight into its
+/// page-locked chunks (no whole-tensor copy first).
+///
+/// A range is a run of whole "rows" of one axis (`axis`: every element with the same indices up
+/// to it), each `unit` bytes of the row-major output. The axis is the outermost one whose rows
+/// are at most `max_unit` bytes, so that pieces are close to the size asked for; a run that
+/// crosses an index of an outer axis is copied as one engine call per outer index.
+pub struct RowRuns<'a> {
+  first: *const u8,
+  dtype: napi_dlpack::DType,
+  shape: &'a [i64],
+  strides: &'a [i64],
+  axis: usize,
+  unit: usize,
+}
+
+impl<'a> RowRuns<'a> {
+  /// `None` for a tensor without dimensions (one element: nothing to cut).
+  pub fn new(
+    storage: &'a Storage,
+    layout: &'a TensorLayout,
+    max_unit: usize,
+  ) -> Result<Option<RowRuns<'a>>> {
+    host_source(storage, layout)?;
+    let ndim = layout.shape.len();
+    if ndim == 0 {
+      return Ok(None);
+    }
+    let itemsize = layout.dtype.itemsize();
+    // Bytes of one index of axis `j`: the elements of the axes after it.
+    let mut unit = itemsize;
+    let mut axis = ndim - 1;
+    while axis > 0 {
+      let wider = unit.saturating_mul(layout.shape[axis].max(0) as usize);
+      if wider > max_unit {
+        break;
+      }
+      unit = wider;
+      axis -= 1;
+    }
+    Ok(Some(RowRuns {
+      // SAFETY: the first element lies inside the storage region (validated with the layout).
+      first: unsafe { storage.base().add(layout.first_byte) },
+      dtype: layout.dtype,
+      shape: &layout.shape,
+      strides: &layout.strides,
+      axis,
+      unit,
+    }))
+  }
+
+  /// Bytes of one row: offsets and lengths given to [`RowRuns::copy`] are multiples of it.
+  pub fn unit(&self) -> usize {
+    self.unit
+  }
+
+  /// Writes bytes `offset .. offset + out.len()` of the row-major copy into `out`.
+  pub fn copy(
+    &self,
+    offset: usize,
+    out: &mut [u8],
+  ) -> std::result::Result<(), napi_dlpack::DLPackError> {
+    if !offset.is_multiple_of(self.unit) || !out.len().is_multiple_of(self.unit) {
+      return Err(napi_dlpack::DLPackError::new(
+        ErrorKind::InvalidArgument,
+        format!(
+          "a range of rows of {} bytes was asked for at {offset} (+{})",
+          self.unit,
+          out.len()
+        ),
+      ));
+    }
+    let rows_of_axis = self.shape[self.axis].max(0) as usize;
+    let itemsize = self.dtype.itemsize() as isize;
+    let mut row = offset / self.unit;
+    let mut written = 0;
+    let mut inner_shape: Vec<i64> = self.shape[self.axis..].to_vec();
+    let inner_strides = &self.strides[self.axis..];
+    while written < out.len() {
+      let (outer, start) = (row / rows_of_axis, row % rows_of_axis);
+      // At least one row: `out.len() - written` is a non-zero multiple of `unit`.
+      let rows = (rows_of_axis - start).min((out.len() - written) / self.unit);
+      // Element offset of (outer indices, start, 0, ...) from the first element.
+      let mut element = start as i64 * self.strides[self.axis];
+      let mut rest = outer;
+      for dim in (0..self.axis).rev() {
+        let size = self.shape[dim] as usize;
+        element += (rest % size) as i64 * self.strides[dim];
+        rest /= size;
+      }
+      inner_shape[0] = rows as i64;
+      // SAFETY: the run's elements are elements of the validated layout (indices within the
+      // shape), so they lie in the storage `RowRuns::new` was given, alive for 'a and not written
+      // during the copy. Wrapping: the offset may be negative (negative strides).
+      let source = unsafe {
+        napi_dlpack::convert::Strided::from_raw(
+          self.first.wrapping_offset(element as isize * itemsize),
+          self.dtype,
+          &inner_shape,
+          inner_strides,
+        )
+      };
+      let bytes = rows * self.unit;
+      convert::copy_dense(&source, &mut out[written..written + bytes])?;
+      written += bytes;
+      row += rows;
+    }
+    Ok(())
+  }
 }
 
 #[cfg(test)]

@@ -89,6 +89,9 @@ for (const [major, binary] of nodes) {
       canvasStructuredClone: refusedClone,
       // Node 24 detaches them with transfer(): the documented gap (docs/runtimes.md).
       canvasTransfer: n >= 21 ? 'detached' : 'no transfer()',
+      // ... and a borrow by handle then sees the detach (with Node 24's fast path for marked
+      // buffers and no check, it would lend the moved memory).
+      borrowAfterTransfer: n >= 21 ? 'detached, then ERR_TENSOR_DETACHED' : 'no transfer(), then lent',
       disposedViewLength: 4,
       deleterRanUnderExport: false,
       heldValues: [0, 1, 2, 3],

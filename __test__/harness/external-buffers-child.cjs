@@ -40,6 +40,22 @@ const moved = createCanvas(4, 4).getContext('2d').getImageData(0, 0, 4, 4)
 keep.push(moved, Tensor.from(moved.data).__dlpack__())
 found.canvasTransfer = viaTransfer(moved.data.buffer)
 
+// Borrows by handle of such a buffer keep their detach check (the mark is Node's, which
+// Node 24's transfer() ignores): after a transfer the borrow is refused, not lent stale memory.
+const ex = require(root + '/target/exchange-c/exchange_c.node')
+const lent = createCanvas(4, 4).getContext('2d').getImageData(0, 0, 4, 4)
+const overLent = Tensor.from(new Float32Array(lent.data.buffer))
+ex.borrowSum(overLent.native)
+ex.borrowSum(overLent.native)
+found.borrowAfterTransfer = viaTransfer(lent.data.buffer)
+try {
+  ex.borrowSum(overLent.native)
+  found.borrowAfterTransfer += ', then lent'
+} catch (error) {
+  found.borrowAfterTransfer += `, then ${error.code}`
+}
+keep.push(lent, overLent)
+
 // Our own external view of C memory, re-wrapped and exported, then its tensor disposed: the view
 // must keep the memory for the export (no deleter, same values) and dispose() must not abort.
 const foreign = require(root + '/dist/index.js').fromDLPack(c.makeTensor({ shape: [4] }))

@@ -79,6 +79,12 @@ export declare function cudaEmpty(dtype: string, shape: Array<number>, deviceId:
 /** Whether CUDA is usable (a driver with at least one device). Never throws. */
 export declare function cudaIsAvailable(): boolean
 
+/**
+ * Frees the pinned staging chunks of every device (those not in use by a copy right now);
+ * after a failed pinned allocation, the next large copy tries again. Never throws.
+ */
+export declare function cudaReleaseStaging(): void
+
 /** What the CUDA release paths did (tests and diagnostics). Never throws. */
 export declare function cudaReleaseStats(): CudaReleaseStats
 
@@ -91,11 +97,38 @@ export interface CudaReleaseStats {
   errors: number
 }
 
+/** What the pinned staging pipeline did (tests and diagnostics). Never throws. */
+export declare function cudaStagingStats(): CudaStagingStats
+
+export interface CudaStagingStats {
+  /** Page-locked staging chunks allocated now (all devices). */
+  chunks: number
+  chunkBytes: number
+  /** Copies that went through the staging pipeline so far. */
+  staged: number
+  /** Copies large enough to stage that took the direct path (no pinned memory; pool busy). */
+  fallbacks: number
+  /** Pools dropped because their device was reset under us. */
+  poolsLost: number
+  /** Copies of fewer bytes than this take the direct path. */
+  minBytes: number
+  /** The smallest piece a staged copy is cut into. */
+  minPieceBytes: number
+}
+
 /** Blocks until the work enqueued on `cuda:<deviceId>`'s stream has run. */
 export declare function cudaSynchronize(deviceId: number): void
 
 /** Why CUDA is unavailable (`undefined` when it is available). */
 export declare function cudaUnavailableReason(): string | null
+
+/**
+ * Makes `cycles` handles over `handle`'s storage and layout, one after another, each taking an
+ * id and letting go of it (the alloc/free cycle of a tensor that is made, used by id and
+ * disposed, without the JS-side cost of `Tensor.from`); returns the last id. For the slot-reuse
+ * test (`__test__/abi/handle-ids.spec.ts`).
+ */
+export declare function cycleHandleIds(handle: unknown, cycles: number): number
 
 /** Address of the first element, for zero-copy checks and diagnostics. */
 export declare function dataPointer(handle: unknown): bigint
@@ -163,6 +196,8 @@ export interface NativeStats {
   liveStorages: number
   /** References this thread's exchange-table state holds (2 once installed). */
   exchangeReferences: number
+  /** Handle-id slots this thread holds (live ids, and slots pinned by a borrow). */
+  liveSlots: number
 }
 
 /** Tokens made and not yet claimed or released, in the whole process (leak checks). */
@@ -192,6 +227,12 @@ export declare function releaseTransfer(id: number): boolean
  * instead of asking the runtime for an ArrayBuffer it cannot make.
  */
 export declare function setArrayBufferLimit(bytes: number): void
+
+/**
+ * Whether this runtime lets JS detach an `ArrayBuffer` marked untransferable (probed once by
+ * `lib/native.ts`): where it cannot, a borrow by id of JS memory skips the detach check.
+ */
+export declare function setMarkedBuffersDetachable(detachable: boolean): void
 
 /**
  * Hands this environment's `worker_threads.markAsUntransferable` to the addon (lib/native.ts,

@@ -36,6 +36,13 @@ pub fn cuda_synchronize(device_id: i32) -> Result<()> {
   Ok(cuda::device(device_id)?.synchronize()?)
 }
 
+/// Frees the pinned staging chunks of every device (those not in use by a copy right now);
+/// after a failed pinned allocation, the next large copy tries again. Never throws.
+#[napi(js_name = "cudaReleaseStaging")]
+pub fn cuda_release_staging() {
+  cuda::release_staging()
+}
+
 /// A new row-major tensor in device memory (`zeroed`: memset to 0, else undefined contents).
 #[napi(js_name = "cudaEmpty")]
 pub fn cuda_empty<'env>(

@@ -74,6 +74,8 @@ pub struct NativeStats {
   pub live_storages: u32,
   /// References this thread's exchange-table state holds (2 once installed).
   pub exchange_references: u32,
+  /// Handle-id slots this thread holds (live ids, and slots pinned by a borrow).
+  pub live_slots: u32,
 }
 
 #[napi(js_name = "nativeStats")]
@@ -81,6 +83,7 @@ pub fn native_stats() -> NativeStats {
   NativeStats {
     live_storages: LIVE_STORAGES.load(std::sync::atomic::Ordering::Relaxed) as u32,
     exchange_references: crate::exchange::live_references(),
+    live_slots: crate::slots::live_slots(),
   }
 }
 
@@ -108,8 +111,58 @@ pub fn cuda_release_stats() -> CudaReleaseStats {
   }
 }
 
+#[napi(object)]
+pub struct CudaStagingStats {
+  /// Page-locked staging chunks allocated now (all devices).
+  pub chunks: u32,
+  pub chunk_bytes: u32,
+  /// Copies that went through the staging pipeline so far.
+  pub staged: u32,
+  /// Copies large enough to stage that took the direct path (no pinned memory; pool busy).
+  pub fallbacks: u32,
+  /// Pools dropped because their device was reset under us.
+  pub pools_lost: u32,
+  /// Copies of fewer bytes than this take the direct path.
+  pub min_bytes: u32,
+  /// The smallest piece a staged copy is cut into.
+  pub min_piece_bytes: u32,
+}
+
+/// What the pinned staging pipeline did (tests and diagnostics). Never throws.
+#[napi(js_name = "cudaStagingStats")]
+pub fn cuda_staging_stats() -> CudaStagingStats {
+  let stats = cuda::staging_stats();
+  CudaStagingStats {
+    chunks: stats.chunks as u32,
+    chunk_bytes: stats.chunk_bytes as u32,
+    staged: stats.staged as u32,
+    fallbacks: stats.fallbacks as u32,
+    pools_lost: stats.pools_lost as u32,
+    min_bytes: cuda::STAGING_MIN_BYTES as u32,
+    min_piece_bytes: cuda::MIN_PIECE_BYTES as u32,
+  }
+}
+
 /// Tokens made and not yet claimed or released, in the whole process (leak checks).
 #[napi(js_name = "pendingTransfers")]
 pub fn pending_transfers() -> u32 {
   transfer::pending_count() as u32
+}
+
+/// Makes `cycles` handles over `handle`'s storage and layout, one after another, each taking an
+/// id and letting go of it (the alloc/free cycle of a tensor that is made, used by id and
+/// disposed, without the JS-side cost of `Tensor.from`); returns the last id. For the slot-reuse
+/// test (`__test__/abi/handle-ids.spec.ts`).
+#[napi(js_name = "cycleHandleIds")]
+pub fn cycle_handle_ids(env: &Env, handle: Unknown<'_>, cycles: u32) -> Result<f64> {
+  let handle = handle_of(env, &handle)?;
+  let storage = handle.storage()?.clone();
+  let layout = handle.layout.clone();
+  let mut last = 0;
+  for _ in 0..cycles {
+    let mut cycled = crate::handle::Handle::new(storage.clone(), layout.clone());
+    last = cycled.id(env)?;
+    drop(cycled); // lets go of the slot
+  }
+  Ok(last as f64)
 }

@@ -167,6 +167,8 @@ unsafe extern "C" fn on_env_teardown(arg: *mut c_void) {
   }
   ENV_STATE.with(|state| state.borrow_mut().take());
   EXTERNALS_ALLOWED.with(|allowed| allowed.set(None));
+  // The pinned staging chunks go with the last environment that made a staged copy.
+  cuda::staging_env_ended();
   // Last, the CUDA frees and producer deleters on the release thread (some handed to it just
   // now): the process may exit right after this hook, and a deleter still queued then would
   // never run. Bounded, so a deleter that hangs cannot hang the exit; free when none is queued.

@@ -18,7 +18,7 @@ use crate::ops::convert::new_dense_handle;
 use crate::ops::import::js_storage_handle;
 use crate::storage::{
   copy_row_major, copy_row_major_uninit, dense_copy_vec, host_source, try_zeroed_vec, Memory,
-  Storage,
+  RowRuns, Storage,
 };
 
 /// A copy of a tensor in a new handle (`isCopy`): row-major in V8 memory for host tensors, a
@@ -66,6 +66,9 @@ pub(crate) fn to_device<'env>(
   let storage = handle.storage()?.clone();
   storage.check_attached(env)?;
   let layout = handle.layout.clone();
+  // The environment's teardown hook releases the staging pool a large copy may allocate.
+  // SAFETY: our env, on its thread.
+  unsafe { js_memory::env_shared(env.raw())? };
   let target = Device::from_dl(DLDevice {
     device_type,
     device_id,
@@ -89,7 +92,7 @@ pub(crate) fn to_device<'env>(
       let device = crate::cuda::pinned_device(target)?;
       crate::cuda::device_of(&layout)?;
       let mut buffer = PinnedBuffer::alloc(&device, layout.span_bytes)?;
-      crate::cuda::download_span(&storage, &layout, buffer.as_mut_slice())?;
+      crate::cuda::download_span(&storage, &layout, buffer.as_mut_slice(), true)?;
       new_handle(
         env,
         Storage::new(Memory::Pinned(buffer)),
@@ -112,7 +115,7 @@ pub(crate) fn to_device<'env>(
       if layout.span_bytes > 0 {
         // SAFETY: V8 just gave us `span_bytes` writable bytes, which nothing else sees yet.
         let out = unsafe { std::slice::from_raw_parts_mut(data, layout.span_bytes) };
-        crate::cuda::download_span(&storage, &layout, out)?;
+        crate::cuda::download_span(&storage, &layout, out, false)?;
       }
       js_storage_handle(env, array_buffer, layout.relocated(Device::CPU))
     }
@@ -164,9 +167,15 @@ pub(crate) fn copy_into(env: &Env, handle: &Handle, bytes: sys::napi_value) -> R
 }
 
 /// The elements of a host tensor, row-major, uploaded to `dst` (device memory of `device`,
-/// `packed_bytes()` long, alive until the copy has run: stream order). A contiguous source is
-/// uploaded straight from its own memory; a strided one is gathered by the dense-copy engine
-/// first. Enqueued on the device's stream; when this returns the source may change or go.
+/// `packed_bytes()` long, alive until the copy has run: stream order). Enqueued on the device's
+/// stream; when this returns the source may change or go.
+///
+/// - Pageable sources of at least `cuda::STAGING_MIN_BYTES` go through the pinned staging
+///   pipeline: a contiguous one is copied into the chunks, a strided one gathered straight into
+///   them by the dense-copy engine (`RowRuns`).
+/// - Smaller ones (or where no pinned memory is to be had) are uploaded by the driver directly:
+///   a contiguous source straight from its own memory, a strided one gathered first.
+/// - Page-locked sources (`cuda_host` memory of a producer) are read by the DMA directly.
 fn upload_into(
   storage: &Storage,
   layout: &TensorLayout,
@@ -176,6 +185,35 @@ fn upload_into(
   let source = host_source(storage, layout)?;
   if layout.numel == 0 {
     return Ok(());
+  }
+  let bytes = layout.packed_bytes();
+  // Our own pinned memory also when exported as kDLCPU and imported back (a cpu tensor then).
+  let page_locked = layout.device.device_type == DeviceType::CudaHost
+    || matches!(storage.memory(), Memory::Pinned(_));
+  if !page_locked && bytes >= cuda::STAGING_MIN_BYTES {
+    let staged = if layout.contiguous {
+      let (start, _) = source.address_range();
+      // SAFETY: a contiguous layout's packed bytes start at its lowest (first) element, inside
+      // the storage that `storage` keeps alive during the call.
+      let packed = unsafe { std::slice::from_raw_parts(start as *const u8, bytes) };
+      let mut fill = |offset: usize, piece: &mut [u8]| {
+        piece.copy_from_slice(&packed[offset..offset + piece.len()]);
+        Ok(())
+      };
+      // SAFETY: `dst` holds `bytes` bytes of device memory that outlives the copy (the
+      // caller's contract).
+      unsafe { device.upload_staged(dst, bytes, 1, &mut fill)? }
+    } else if let Some(runs) = RowRuns::new(storage, layout, cuda::MIN_PIECE_BYTES)? {
+      let mut fill = |offset: usize, piece: &mut [u8]| runs.copy(offset, piece);
+      // SAFETY: as above.
+      unsafe { device.upload_staged(dst, bytes, runs.unit(), &mut fill)? }
+    } else {
+      cuda::Staged::Direct
+    };
+    if staged == cuda::Staged::Done {
+      // The source was copied into the chunks: nothing to wait for.
+      return Ok(());
+    }
   }
   if !layout.contiguous {
     let packed = dense_copy_vec::<u8>(storage, layout)?;
@@ -188,9 +226,9 @@ fn upload_into(
   let (start, _) = source.address_range();
   // SAFETY: a contiguous layout's packed bytes start at its lowest (first) element, inside the
   // storage that `storage` keeps alive during the call.
-  let bytes = unsafe { std::slice::from_raw_parts(start as *const u8, layout.packed_bytes()) };
-  // SAFETY: as above for `dst`; `bytes` is readable host memory for the call.
-  unsafe { device.copy_from_host(dst, bytes)? };
+  let packed = unsafe { std::slice::from_raw_parts(start as *const u8, bytes) };
+  // SAFETY: as above for `dst`; `packed` is readable host memory for the call.
+  unsafe { device.copy_from_host(dst, packed)? };
   if !matches!(storage.memory(), Memory::Js { .. }) {
     // The driver stages pageable memory before returning, but reads page-locked memory (our
     // cuda_host tensors, a producer's pinned buffer, memory registered with
@@ -216,6 +254,9 @@ pub(crate) fn copy_between(
   let (src_storage, src_layout) = (src.storage()?, &src.layout);
   dst_storage.check_attached(env)?;
   src_storage.check_attached(env)?;
+  // As in `to_device`.
+  // SAFETY: our env, on its thread.
+  unsafe { js_memory::env_shared(env.raw())? };
   if dst_layout.read_only {
     return Err(fail(ErrorKind::ReadOnly, "the destination is read-only"));
   }
@@ -309,7 +350,12 @@ pub(crate) fn copy_between(
         // SAFETY: as in the host-host case.
         unsafe { std::slice::from_raw_parts_mut(dst_address as *mut u8, bytes) }
       };
-      download_row_major(src_storage, src_layout, out)
+      download_row_major(
+        src_storage,
+        src_layout,
+        out,
+        to.device_type == DeviceType::CudaHost,
+      )
     }
     (true, true) => {
       let source = crate::cuda::device_of(src_layout)?;
@@ -330,10 +376,10 @@ pub(crate) fn copy_between(
       } else {
         // Across devices, or a strided source (no device gather kernel): through the host.
         let mut packed = try_zeroed_vec::<u8>(bytes)?;
-        download_row_major(src_storage, src_layout, &mut packed)?;
+        download_row_major(src_storage, src_layout, &mut packed, false)?;
         // SAFETY: `bytes` bytes of device memory of `target` at `dst_address`, alive until the
-        // copy has run; the staging Vec is pageable (staged by the driver before it returns).
-        unsafe { target.copy_from_host(dst_address as u64, &packed)? };
+        // copy has run; the Vec is pageable (copied out before the call returns).
+        unsafe { target.upload(dst_address as u64, &packed)? };
         dst_storage.note_queued_device_read();
       }
       if let Some(stream) = stream {
@@ -344,15 +390,21 @@ pub(crate) fn copy_between(
   }
 }
 
-/// The elements of a CUDA tensor, row-major, into `out` (`packed_bytes()` long); completed
-/// when this returns. A contiguous source lands straight in `out`; a strided one is downloaded
-/// as its span and gathered on the host by the dense-copy engine.
-fn download_row_major(storage: &Storage, layout: &TensorLayout, out: &mut [u8]) -> Result<()> {
+/// The elements of a CUDA tensor, row-major, into `out` (`packed_bytes()` long; `page_locked`
+/// says whether it is); completed when this returns. A contiguous source lands straight in
+/// `out` (through the staging pipeline when pageable and large); a strided one is downloaded as
+/// its span and gathered on the host by the dense-copy engine.
+fn download_row_major(
+  storage: &Storage,
+  layout: &TensorLayout,
+  out: &mut [u8],
+  page_locked: bool,
+) -> Result<()> {
   if layout.contiguous {
-    return crate::cuda::download_span(storage, layout, out);
+    return crate::cuda::download_span(storage, layout, out, page_locked);
   }
   let mut span = try_zeroed_vec::<u8>(layout.span_bytes)?;
-  crate::cuda::download_span(storage, layout, &mut span)?;
+  crate::cuda::download_span(storage, layout, &mut span, false)?;
   let host = layout.relocated(napi_dlpack::Device::CPU);
   // SAFETY: `host` is the source's layout over its downloaded span (same shape and strides,
   // offsets from the span's start), validated when the source was made; `span` is alive and

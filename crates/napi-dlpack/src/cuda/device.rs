@@ -86,6 +86,8 @@ pub struct CudaDevice {
   /// has been enqueued (earlier waits keep what they captured). The lock makes record + wait
   /// one step.
   event: Mutex<Option<Handle>>,
+  /// The pinned staging pool (`staging.rs`), allocated on the first staged copy.
+  pub(super) staging: Mutex<super::staging::StagingState>,
 }
 
 impl core::fmt::Debug for CudaDevice {
@@ -101,11 +103,18 @@ pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// The devices made so far, by ordinal.
+static DEVICES: Mutex<Vec<Option<Arc<CudaDevice>>>> = Mutex::new(Vec::new());
+
+/// Every device made so far (for releases that concern them all).
+pub(super) fn known_devices() -> Vec<Arc<CudaDevice>> {
+  lock(&DEVICES).iter().flatten().cloned().collect()
+}
+
 /// The device `cuda:<ordinal>`, its context retained on first use and kept for the process.
 /// Fails with `ERR_CUDA_UNAVAILABLE` without a driver, `ERR_DLPACK_DEVICE` for an ordinal the
 /// driver does not have, and `ERR_CUDA` when the context cannot be made.
 pub fn device(ordinal: i32) -> Result<Arc<CudaDevice>> {
-  static DEVICES: Mutex<Vec<Option<Arc<CudaDevice>>>> = Mutex::new(Vec::new());
   let count = *probe().as_ref().map_err(Clone::clone)?;
   let index = usize::try_from(ordinal)
     .ok()
@@ -144,6 +153,7 @@ pub fn device(ordinal: i32) -> Result<Arc<CudaDevice>> {
     ctx: Handle(ctx),
     pools: pools > 0,
     event: Mutex::new(None),
+    staging: Mutex::new(Default::default()),
   });
   devices[index] = Some(device.clone());
   Ok(device)

@@ -61,6 +61,7 @@ mod device;
 mod driver;
 mod pinned;
 mod release;
+mod staging;
 mod validation;
 
 pub use buffer::{DeviceBuffer, DeviceTensor};
@@ -70,6 +71,10 @@ pub use pinned::PinnedBuffer;
 pub use release::{
   drain_releases, release_after_queued_work, release_stats, warn_if_undrained, ReleaseStats,
   RELEASE_DRAIN_LIMIT,
+};
+pub use staging::{
+  release_staging, staging_env_ended, staging_stats, Staged, StagingStats, MIN_PIECE_BYTES,
+  STAGING_CHUNKS, STAGING_CHUNK_BYTES, STAGING_MIN_BYTES,
 };
 pub use validation::{pointer_info, validate_foreign, PointerInfo, MEMORY_TYPE_DEVICE};
 

@@ -437,3 +437,27 @@ fakeOnly('the pool goes with the last environment that made a staged copy', asyn
   t.deepEqual(afterWorker, [0, 0], "freed when the Worker, its only user, ended")
   t.deepEqual(withMain, [2, 2], 'kept while the main thread, a user too, is alive')
 })
+
+fakeOnly('a device reset under us (cudaDeviceReset() in another library) is noticed: new chunks, right data', async (t) => {
+  // A fresh process: the reset frees every allocation of the device, this process's included.
+  const peerPath = nativeFixture<object>('cuda-peer', 'cuda_peer.node').path
+  const script = `
+    const { Tensor } = require(${JSON.stringify(join(root, 'dist', 'index.js'))})
+    const { native } = require(${JSON.stringify(join(root, 'dist', 'native.js'))})
+    const peer = require(${JSON.stringify(peerPath)})
+    const source = new Uint8Array(2 * 1024 * 1024).map((_, i) => (i * 7 + (i >> 12)) & 255)
+    const same = (view) => Buffer.from(view.buffer, view.byteOffset, view.byteLength).equals(Buffer.from(source))
+    const first = Tensor.from(source).to('cuda:0')
+    const before = same(first.to('cpu').data)
+    first.dispose()
+    native.cudaSynchronize(0)
+    peer.resetDevice(0) // the chunks' pinned memory is unmapped now
+    const stats = native.cudaStagingStats()
+    const again = Tensor.from(source).to('cuda:0')
+    const after = same(again.to('cpu').data)
+    const now = native.cudaStagingStats()
+    console.log(JSON.stringify({ before, after, lost: now.poolsLost - stats.poolsLost, staged: now.staged - stats.staged, chunks: now.chunks }))
+  `
+  const output = execFileSync(process.execPath, ['-e', script], { encoding: 'utf8', env: process.env })
+  t.deepEqual(JSON.parse(output.trim().split('\n').pop()!), { before: true, after: true, lost: 1, staged: 2, chunks: 2 })
+})

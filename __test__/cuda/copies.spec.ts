@@ -3,85 +3,24 @@
 // `src.to(device, { out })`) in every direction, their coded errors, stream ordering and fault
 // injection.
 //
-// Runs where __test__/cuda/cuda.spec.ts runs (scripts/test.mjs: against the fake CUDA driver, a
+// Runs where every spec of __test__/cuda/ runs (scripts/test.mjs: against the fake CUDA driver, a
 // test double, with 2 devices and without memory pools; on a GPU; without a driver). What needs
 // the fake's control API (call counts, the host address a copy read or wrote, deferred streams,
 // faults) is skipped elsewhere; without a driver only the host-side checks run.
-import { createRequire } from 'node:module'
-import { existsSync } from 'node:fs'
-import { execFileSync } from 'node:child_process'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
-
 import test from 'ava'
 
-import { BufferError, DLPackTypeError, type DLPackCapsule, Tensor, cuda, fromDLPack } from '../../dist/index.js'
+import { BufferError, DLPackTypeError, Tensor, cuda, fromDLPack } from '../../dist/index.js'
 import { native } from '../../dist/native.js'
+import { UNKNOWN, available, bytesOf, control, deferred, fakeLoaded, peer } from '../harness/fake-cuda.js'
 import { drainGarbage, throwsCode } from '../harness/helpers.js'
 
-interface FakeControl {
-  isLoaded(): boolean
-  reset(): void
-  callCount(name: string): number
-  setFault(name: string, nth: number, result: number, persistent?: boolean): void
-  setDeferred(on: boolean): void
-  liveAllocations(): number
-  hostSyncs(): number
-  lastHostSource(): number
-  lastHostDestination(): number
-}
-
-interface CudaPeer {
-  alloc(bytes: number, device?: number): bigint
-  free(ptr: bigint, device?: number): void
-  hostAlloc(bytes: number): bigint
-  hostFree(ptr: bigint): void
-  upload(ptr: bigint, bytes: ArrayBufferView, device?: number): void
-  createStream(device?: number): bigint
-  destroyStream(stream: bigint, device?: number): void
-  syncStream(stream: bigint, device?: number): void
-  scribble(ptr: bigint, bytes: number, stream: bigint, value: number, device?: number): void
-  makeTensor(options: {
-    ptr: bigint
-    shape: number[]
-    strides?: number[]
-    device?: [number, number]
-    owned?: boolean
-  }): DLPackCapsule
-}
-
-const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
-const load = createRequire(import.meta.url)
-function fixture<T>(dir: string, file: string): T {
-  const path = join(root, 'target', dir, file)
-  if (!existsSync(path)) execFileSync('bash', [join(root, '__test__', 'native', dir, 'build.sh')], { stdio: 'inherit' })
-  return load(path) as T
-}
-
-const available = cuda.isAvailable()
-const controlPath = join(root, 'target', 'fake-cuda', 'control.node')
-const control: FakeControl | undefined =
-  process.env.NAPI_DLPACK_CUDA_EXPECT === 'fake' || existsSync(controlPath) ? fixture<FakeControl>('fake-cuda', 'control.node') : undefined
-const fake = available && control?.isLoaded() === true
-const peer: CudaPeer | undefined = available ? fixture<CudaPeer>('cuda-peer', 'cuda_peer.node') : undefined
+const fake = available && fakeLoaded
 const devices = available ? cuda.deviceCount() : 0
 
 const withCuda = available ? test.serial : test.serial.skip
 const fakeOnly = fake ? test.serial : test.serial.skip
-const UNKNOWN = 999
 
-const bytesOf = (view: ArrayBufferView) => new Uint8Array(view.buffer, view.byteOffset, view.byteLength)
 const seq = (n: number, from = 0) => Float32Array.from({ length: n }, (_, i) => from + i)
-
-/** Runs `fn` in the fake's deferred mode (streams run only when something waits for them). */
-async function deferred<T>(fn: () => T | Promise<T>): Promise<T> {
-  control!.setDeferred(true)
-  try {
-    return await fn()
-  } finally {
-    control!.setDeferred(false)
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Host <-> host: copy_ and to('cpu', { out }) need no driver

@@ -6,79 +6,29 @@
 // no context, a Worker's exit), coded errors and fault injection (nothing leaked), and Electron
 // mode (no external ArrayBuffers: NAPI_DLPACK_NO_EXTERNAL_BUFFERS=1).
 //
-// Runs where __test__/cuda/cuda.spec.ts runs (scripts/test.mjs: against the fake CUDA driver, a
-// test double, with 2 devices, without memory pools and in Electron mode; on a GPU; without a
-// driver). What needs the fake's control API (call counts, live pinned allocations, the host
+// Runs in every CUDA setting of scripts/test.mjs (against the fake CUDA driver, a test double,
+// with 2 devices, without memory pools and in Electron mode; on a GPU; without a driver; under
+// Bun and Deno with the fake). What needs the fake's control API (call counts, live pinned allocations, the host
 // address a copy read or wrote, deferred streams, faults) is skipped elsewhere; without a driver
 // only the checks that need none run.
-import { createRequire } from 'node:module'
-import { existsSync } from 'node:fs'
-import { execFileSync } from 'node:child_process'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { Worker } from 'node:worker_threads'
 
 import test from 'ava'
 
-import { CudaError, Device, DLDeviceType, type DLPackCapsule, type DType, Tensor, cuda, fromDLPack } from '../../dist/index.js'
+import { CudaError, Device, DLDeviceType, type DType, Tensor, cuda, fromDLPack } from '../../dist/index.js'
 import { native } from '../../dist/native.js'
+import { OUT_OF_MEMORY, UNKNOWN, available, control, deferred, fakeLoaded, floats, peer, settled } from '../harness/fake-cuda.js'
 import { addressOf, drainGarbage, gcUntil, throwsCode } from '../harness/helpers.js'
 
-interface FakeControl {
-  isLoaded(): boolean
-  reset(): void
-  callCount(name: string): number
-  setFault(name: string, nth: number, result: number, persistent?: boolean): void
-  setDeferred(on: boolean): void
-  liveAllocations(): number
-  liveHostAllocations(): number
-  lastHostSource(): number
-  lastHostDestination(): number
-}
-
-interface CudaPeer {
-  alloc(bytes: number, device?: number): bigint
-  hostAlloc(bytes: number): bigint
-  upload(ptr: bigint, bytes: ArrayBufferView, device?: number): void
-  createStream(device?: number): bigint
-  destroyStream(stream: bigint, device?: number): void
-  deleterCalls(): number
-  makeTensor(options: { ptr: bigint; shape: number[]; device?: [number, number]; owned?: boolean; host?: boolean }): DLPackCapsule
-  consume(capsule: DLPackCapsule, options?: { stream?: bigint; read?: boolean }): { data: bigint; device: number[]; bytes?: Uint8Array }
-  currentContext(): bigint
-  releaseOnThread(capsule: DLPackCapsule): { before: bigint; after: bigint }
-}
-
-const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
-const load = createRequire(import.meta.url)
-function fixture<T>(dir: string, file: string): T {
-  const path = join(root, 'target', dir, file)
-  if (!existsSync(path)) execFileSync('bash', [join(root, '__test__', 'native', dir, 'build.sh')], { stdio: 'inherit' })
-  return load(path) as T
-}
-
-const available = cuda.isAvailable()
-const controlPath = join(root, 'target', 'fake-cuda', 'control.node')
-const control: FakeControl | undefined =
-  process.env.NAPI_DLPACK_CUDA_EXPECT === 'fake' || existsSync(controlPath) ? fixture<FakeControl>('fake-cuda', 'control.node') : undefined
-const fake = available && control?.isLoaded() === true
-const peer: CudaPeer | undefined = available ? fixture<CudaPeer>('cuda-peer', 'cuda_peer.node') : undefined
+const fake = available && fakeLoaded
 /** External ArrayBuffers refused, as in Electron (the forced mode of scripts/test.mjs). */
 const electron = !!process.env.NAPI_DLPACK_NO_EXTERNAL_BUFFERS && process.env.NAPI_DLPACK_NO_EXTERNAL_BUFFERS !== '0'
 
 const withCuda = available ? test.serial : test.serial.skip
 const fakeOnly = fake ? test.serial : test.serial.skip
 const withoutCuda = available ? test.serial.skip : test.serial
-const OUT_OF_MEMORY = 2
-const UNKNOWN = 999
 
 const seq = (n: number, from = 0) => Float32Array.from({ length: n }, (_, i) => from + i)
-const floats = (bytes: Uint8Array) => Array.from(new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength)))
-
-/** Waits until the release thread has freed everything handed to it (pinned frees run there). */
-async function settled(): Promise<void> {
-  for (let i = 0; i < 500 && native.cudaReleaseStats().pending !== 0; i++) await new Promise((resolve) => setTimeout(resolve, 2))
-}
 
 /** Counters of the pinned allocator, read from the fake after the release thread settled. */
 async function pinnedCounts(): Promise<{ allocs: number; frees: number; live: number; errors: number }> {
@@ -88,16 +38,6 @@ async function pinnedCounts(): Promise<{ allocs: number; frees: number; live: nu
     frees: control!.callCount('cuMemFreeHost'),
     live: control!.liveHostAllocations(),
     errors: native.cudaReleaseStats().errors,
-  }
-}
-
-/** Runs `fn` in the fake's deferred mode (streams run only when something waits for them). */
-async function deferred<T>(fn: () => T | Promise<T>): Promise<T> {
-  control!.setDeferred(true)
-  try {
-    return await fn()
-  } finally {
-    control!.setDeferred(false)
   }
 }
 
@@ -197,6 +137,28 @@ withCuda('writes through .data are seen by exports, imports and copies (pointer 
   t.deepEqual(Array.from(shared.data), [10, 20, 3, 4])
 })
 
+withCuda("__dlpack__({ dlDevice: [1, 0] }) exports pinned memory as kDLCPU, zero-copy (for CPU-only consumers)", (t) => {
+  const pinned = Tensor.from(seq(4)).pin()
+  const asCpu = peer!.consume(pinned.__dlpack__({ dlDevice: [1, 0] }))
+  t.deepEqual(asCpu.device, [1, 0])
+  t.is(asCpu.data, pinned.dataPointer, 'the same bytes, no copy')
+  t.deepEqual(peer!.consume(pinned.__dlpack__({ dlDevice: [1, 0], copy: false })).device, [1, 0])
+  t.deepEqual(peer!.consume(pinned.__dlpack__({ dlDevice: [3, 0] })).device, [3, 0])
+  // copy: true: a private host copy, on the CPU.
+  const copied = peer!.consume(pinned.__dlpack__({ dlDevice: [1, 0], copy: true }))
+  t.deepEqual(copied.device, [1, 0])
+  t.not(copied.data, pinned.dataPointer)
+  // Back through fromDLPack: a CPU tensor over the same pinned bytes.
+  const back = fromDLPack(pinned.__dlpack__({ dlDevice: [1, 0] }))
+  t.is(String(back.device), 'cpu')
+  t.is(back.dataPointer, pinned.dataPointer)
+  t.deepEqual(back.toArray(), [0, 1, 2, 3])
+  // Not device memory, and CPU memory is not pinned memory.
+  throwsCode(t, () => pinned.__dlpack__({ dlDevice: [2, 0] }), 'ERR_DLPACK_DEVICE')
+  throwsCode(t, () => Tensor.from(seq(2)).__dlpack__({ dlDevice: [3, 0] }), 'ERR_DLPACK_DEVICE')
+  throwsCode(t, () => Tensor.from(seq(2)).__dlpack__({ dlDevice: [3, 0], copy: false }), 'ERR_DLPACK_COPY_REQUIRED')
+})
+
 // ---------------------------------------------------------------------------------------------
 // Copies: host <-> pinned <-> CUDA, straight from and into the pinned memory
 
@@ -233,6 +195,18 @@ fakeOnly("pinned -> cuda: the driver reads the pinned memory itself, no staging 
     pinned.copy_(Tensor.from(seq(1024, 5000)))
     t.deepEqual(Array.from(queued.to('cpu').data.subarray(0, 3)), [0, 1, 2], 'the device copy holds the values at the time of to()')
   })
+  // Above the staging pipeline's threshold too: pinned memory is never staged (one DMA, from
+  // the tensor itself), also when it comes back as a cpu tensor (exported as kDLCPU).
+  const big = Tensor.zeros([1 << 20], 'uint8', { device: 'cuda_host' }) // 1 MiB
+  const asCpu = fromDLPack(big.__dlpack__({ dlDevice: [1, 0] }))
+  t.is(String(asCpu.device), 'cpu')
+  for (const [what, source] of [['cuda_host', big], ['its kDLCPU export', asCpu]] as const) {
+    control!.reset()
+    const up = source.to('cuda:0')
+    t.is(BigInt(control!.lastHostSource()), big.dataPointer, `${what}: the DMA read the pinned memory`)
+    t.is(control!.callCount('cuMemcpyHtoDAsync_v2'), 1, `${what}: one copy, no staging chunks`)
+    up.dispose()
+  }
   // copy_ into an existing device tensor, also straight from the pinned memory.
   const dst = Tensor.empty([1024], 'float32', { device: 'cuda:0' })
   control!.reset()

@@ -189,7 +189,9 @@ fn upload_into(
     return Ok(());
   }
   let bytes = layout.packed_bytes();
-  let page_locked = layout.device.device_type == DeviceType::CudaHost;
+  // Our own pinned memory also when exported as kDLCPU and imported back (a cpu tensor then).
+  let page_locked = layout.device.device_type == DeviceType::CudaHost
+    || matches!(storage.memory(), Memory::Pinned(_));
   if !page_locked && bytes >= cuda::STAGING_MIN_BYTES {
     let staged = if layout.contiguous {
       let (start, _) = source.address_range();

@@ -29,6 +29,7 @@ pub(crate) fn handle_to_capsule<'env>(
     format,
     copy,
     stream,
+    device,
   } = plan_export(request, handle.layout.device)?;
   let storage = handle.storage()?.clone();
   if copy {
@@ -71,6 +72,15 @@ pub(crate) fn handle_to_capsule<'env>(
     };
     let storage = Storage::new(Memory::Owned(owned));
     ExportOwner::new(storage, Arc::new(copy_layout))
+  } else if device != layout.device {
+    // Pinned host memory exported under the name kDLCPU (`dlDevice: [1, 0]`): the same bytes.
+    ExportOwner::new(
+      storage,
+      Arc::new(TensorLayout {
+        device,
+        ..(**layout).clone()
+      }),
+    )
   } else {
     ExportOwner::new(storage, layout.clone())
   };

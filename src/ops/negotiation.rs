@@ -237,6 +237,9 @@ pub struct ExportPlan {
   pub copy: bool,
   /// The consumer's stream, for CUDA tensors (`None`: the legacy default stream).
   pub stream: Option<Stream>,
+  /// The device the export names: the tensor's, or `cpu` for pinned host memory (`cuda_host`)
+  /// asked for as `dlDevice: [1, 0]` (the same bytes, readable by the CPU: no copy).
+  pub device: Device,
 }
 
 /// Checks an export request against the tensor's device and picks the export. The checks run in
@@ -262,8 +265,12 @@ pub fn plan_export(request: &ExportRequest, device: Device) -> Result<ExportPlan
       ));
     }
   }
+  // Pinned host memory is CPU memory too: a consumer that only takes kDLCPU (NumPy) gets it
+  // under that name, zero-copy.
+  let pinned_as_cpu =
+    device.device_type == DeviceType::CudaHost && request.device == Some(Device::CPU);
   if let Some(target) = request.device {
-    if target != device {
+    if target != device && !pinned_as_cpu {
       return Err(fail(
         if request.copy == CopyRequest::Never {
           ErrorKind::CopyRequired
@@ -286,6 +293,7 @@ pub fn plan_export(request: &ExportRequest, device: Device) -> Result<ExportPlan
     format,
     copy: request.copy == CopyRequest::Always,
     stream,
+    device: if pinned_as_cpu { Device::CPU } else { device },
   })
 }
 
@@ -566,7 +574,8 @@ mod tests {
       ExportPlan {
         format: ExportFormat::Versioned,
         copy: false,
-        stream: None
+        stream: None,
+        device: Device::CPU,
       }
     );
     for (major, format) in [
@@ -668,5 +677,39 @@ mod tests {
       ..to(CUDA1, CopyRequest::IfNeeded)
     };
     assert_eq!(code(export(CUDA0, both)), "ERR_DLPACK_DEVICE");
+  }
+
+  #[test]
+  fn pinned_memory_exports_as_cpu_memory_when_asked() {
+    let to = |device, copy| ExportRequest {
+      device: Some(device),
+      copy,
+      ..PLAIN
+    };
+    assert_eq!(export(CUDA_HOST, PLAIN).unwrap().device, CUDA_HOST);
+    for copy in [
+      CopyRequest::IfNeeded,
+      CopyRequest::Never,
+      CopyRequest::Always,
+    ] {
+      let plan = export(CUDA_HOST, to(Device::CPU, copy)).unwrap();
+      assert_eq!(plan.device, Device::CPU);
+      assert_eq!(plan.copy, copy == CopyRequest::Always);
+    }
+    assert_eq!(
+      export(CUDA_HOST, to(CUDA_HOST, CopyRequest::Never))
+        .unwrap()
+        .device,
+      CUDA_HOST
+    );
+    // Only that way: CPU memory is not pinned memory, and pinned memory is not device memory.
+    assert_eq!(
+      code(export(Device::CPU, to(CUDA_HOST, CopyRequest::IfNeeded))),
+      "ERR_DLPACK_DEVICE"
+    );
+    assert_eq!(
+      code(export(CUDA_HOST, to(CUDA0, CopyRequest::IfNeeded))),
+      "ERR_DLPACK_DEVICE"
+    );
   }
 }

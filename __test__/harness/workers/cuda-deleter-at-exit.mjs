@@ -1,4 +1,4 @@
-// Child process for cuda.spec.ts (fake driver, FAKE_CUDA_DEFERRED=1): imports a foreign CUDA
+// Child process for __test__/cuda/release.spec.ts (fake driver, FAKE_CUDA_DEFERRED=1): imports a foreign CUDA
 // tensor from the cuda-peer whose deleter takes 500 ms, queues a copy out of it (which does not
 // run: deferred mode) and disposes it, so the deleter is handed to the release thread; then the
 // process ends at once (argv[2]: 'natural', or 'exit' for process.exit(0)), or (argv[2]:

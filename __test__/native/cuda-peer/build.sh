@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds target/cuda-peer/cuda_peer.node from __test__/native/cuda-peer/cuda_peer.c and
 # include/napi_dlpack.h: an independent CUDA producer/consumer for
-# __test__/cuda/cuda.spec.ts. It reaches the CUDA driver through dlopen at run
+# __test__/cuda/*.spec.ts. It reaches the CUDA driver through dlopen at run
 # time, so it builds without CUDA. Works from any cwd; does nothing if the
 # output is newer than its sources.
 set -euo pipefail

@@ -1,6 +1,6 @@
 /*
  * cuda_peer.node: an independent CUDA producer and consumer for the tests of
- * napi-dlpack's CUDA path (__test__/cuda/cuda.spec.ts). Plain C, Node-API and
+ * napi-dlpack's CUDA path (the specs of __test__/cuda/). Plain C, Node-API and
  * include/napi_dlpack.h; the CUDA driver API is reached with dlopen/dlsym
  * (no CUDA headers or toolkit needed), so the same addon runs against the
  * fake driver (__test__/native/fake-cuda, a TEST DOUBLE) and against a real GPU.

@@ -639,6 +639,17 @@ const mutants = [
     fakeCuda: true,
   },
   {
+    // A device reset frees the chunks: writing into them again crashes the process (the fake
+    // unmaps them).
+    id: 'staging-reset-unnoticed',
+    file: `${crate}/cuda/staging.rs`,
+    find: '      if !pool.intact(&bound)? {',
+    replace: '      if false && !pool.intact(&bound)? {',
+    crate: null,
+    js: ['__test__/cuda/staging.spec.ts'],
+    fakeCuda: true,
+  },
+  {
     id: 'staging-kept-after-last-environment',
     file: `${addon}/js_memory/env.rs`,
     find: '  cuda::staging_env_ended();',

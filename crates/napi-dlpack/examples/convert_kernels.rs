@@ -2,13 +2,17 @@
 //! counting their instructions with callgrind: `benches/callgrind/convert-kernels.mjs` runs each
 //! case with 1 and 3 calls and reports the difference per element, so set-up cancels out.
 //!
-//!   convert_kernels <normalise|chw_u8|contiguous|scale|plain> <calls>
+//!   convert_kernels <normalise|chw_u8|contiguous|scale|plain|transpose_u8|transpose_f32> <calls>
+//!
+//! The two transposes copy the transposed view of a 2048x2048 uint8 and a 1024x1024 float32
+//! matrix (4 MiB each; `copy_dense`'s cache-blocked tiles) instead of the image.
 use napi_dlpack::convert::{convert, copy_dense, permute, Affine, Strided};
 use napi_dlpack::DType;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
   let mut args = std::env::args().skip(1);
-  let usage = "usage: convert_kernels <normalise|chw_u8|contiguous|scale|plain> <calls>";
+  let usage = "usage: convert_kernels \
+    <normalise|chw_u8|contiguous|scale|plain|transpose_u8|transpose_f32> <calls>";
   let case = args.next().ok_or(usage)?;
   let calls: usize = args.next().ok_or(usage)?.parse()?;
   let (h, w, c) = (1080i64, 1920i64, 3i64);
@@ -30,6 +34,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
   };
   let mut out = vec![0u8; n * 4];
   let mut checksum = 0u64;
+  if let Some(dtype) = match case.as_str() {
+    "transpose_u8" => Some(DType::UInt8),
+    "transpose_f32" => Some(DType::Float32),
+    _ => None,
+  } {
+    let side = 2048 / dtype.itemsize().isqrt() as i64;
+    let bytes = (side * side) as usize * dtype.itemsize();
+    let shape = [side, side];
+    let strides = [1, side];
+    for _ in 0..calls {
+      let source = Strided::over_bytes(&pixels[..bytes], 0, dtype, &shape, &strides)?;
+      copy_dense(&source, &mut out[..bytes])?;
+      checksum = checksum.wrapping_add(u64::from(out[bytes / 2 + 7]));
+    }
+    println!("{checksum}");
+    return Ok(());
+  }
   for _ in 0..calls {
     let image = Strided::over_bytes(&pixels, 0, DType::UInt8, &hwc, &hwc_strides)?;
     let planar = Strided::over_bytes(&pixels, 0, DType::UInt8, &chw, &chw_strides)?;

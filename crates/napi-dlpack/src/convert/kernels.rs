@@ -1,58 +1,8 @@
-//! Byte kernels of the copy engine: the 8x8 byte transpose in registers and the planar
-//! (CHW) split of interleaved 3-channel pixels (SSSE3 shuffles where the CPU has them).
+//! The planar (CHW) split of interleaved 3-channel pixels (SSSE3 shuffles where the CPU has them).
 
 use core::mem::MaybeUninit;
 
 use super::Strided;
-
-/// Transposes an 8x8 block of bytes: source row `j` (8 bytes at `source + j * source_stride`)
-/// becomes column `j` of the destination (8 rows at `out + i * out_stride`). Three rounds of
-/// masked swaps on eight 64-bit words (4x4 blocks, then 2x2, then single bytes): 8 loads and 8
-/// stores instead of 64 of each.
-///
-/// # Safety
-/// The 8 source rows readable and the 8 destination rows writable (8 bytes each), disjoint.
-#[inline(always)]
-pub(super) unsafe fn transpose_bytes_8x8(
-  source: *const u8,
-  source_stride: isize,
-  out: *mut u8,
-  out_stride: usize,
-) {
-  let mut x = [0u64; 8];
-  for (j, word) in x.iter_mut().enumerate() {
-    // SAFETY: row j of the source block (the contract); little-endian: byte i is column i.
-    *word = u64::from_le(unsafe {
-      source
-        .offset(j as isize * source_stride)
-        .cast::<u64>()
-        .read_unaligned()
-    });
-  }
-  for (distance, mask) in [
-    (4usize, 0x0000_0000_FFFF_FFFFu64),
-    (2, 0x0000_FFFF_0000_FFFF),
-    (1, 0x00FF_00FF_00FF_00FF),
-  ] {
-    let shift = 8 * distance as u32;
-    for row in 0..8 {
-      if row & distance == 0 {
-        let (a, b) = (x[row], x[row + distance]);
-        x[row] = (a & mask) | ((b & mask) << shift);
-        x[row + distance] = ((a >> shift) & mask) | (b & !mask);
-      }
-    }
-  }
-  for (i, word) in x.iter().enumerate() {
-    // SAFETY: row i of the destination block (the contract).
-    unsafe {
-      out
-        .add(i * out_stride)
-        .cast::<u64>()
-        .write_unaligned(word.to_le())
-    };
-  }
-}
 
 /// The planar (CHW) copy of an interleaved 3-channel byte image: the `permute(2, 0, 1)` view
 /// of an HWC `uint8` image (shape `[3, H, W]`, strides `[1, any, 3]`), the most common

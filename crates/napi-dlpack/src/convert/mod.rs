@@ -210,6 +210,7 @@ mod kernels;
 mod scalar;
 #[cfg(test)]
 mod testing;
+mod transpose;
 
 pub use astype::{convert, convert_uninit, Affine};
 pub use engine::{copy_dense, copy_dense_uninit};

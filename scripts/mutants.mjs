@@ -713,6 +713,13 @@ const mutants = [
     replace: 'js_memory || !device.is_host_accessible()',
     crate: addonCrate,
   },
+  {
+    id: 'pinned-export-as-cpu-keeps-cuda-host',
+    file: `${addon}/ops/negotiation.rs`,
+    find: 'device: if pinned_as_cpu { Device::CPU } else { device },',
+    replace: 'device,',
+    crate: addonCrate,
+  },
   // src/ops/copy.rs: copies into an existing tensor (Tensor#copy_, to(device, { out }))
   {
     id: 'copy-into-read-only',

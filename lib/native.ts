@@ -39,6 +39,11 @@ export interface FastCalls {
   ): unknown
   /** Writes a handle's layout into `out` (see `TensorLayout::write_slots` in src/layout.rs). */
   handleInfoInto(handle: unknown, out: Float64Array): void
+  /**
+   * The handle's id (`Tensor#id`, an exact integer) or, with `external`, the id external
+   * (`Tensor#native`). The first call takes the handle's slot (src/slots.rs).
+   */
+  handleId(handle: unknown, external?: boolean): unknown
   /** Benchmark floor: creates a type-tagged `napi_external` with a finalizer. */
   benchTaggedExternal(): unknown
 }
@@ -58,3 +63,31 @@ native.setArrayBufferLimit(MAX_VIEW_BYTES)
 // a transfer list would otherwise move memory that native code still points into. Every
 // runtime we test has the function; where one lacks it, exports stay unmarked.
 if (typeof markAsUntransferable === 'function') native.setUntransferableMarker(markAsUntransferable)
+
+/**
+ * Whether JS can still detach an `ArrayBuffer` once it is marked untransferable, probed with a
+ * real one: `ArrayBuffer.prototype.transfer()` ignores the mark on Node 22 and Bun, Node 24 and
+ * Deno refuse it, Node 20 has no `transfer()` and clones marked buffers in transfer lists.
+ * Where it cannot, a borrow by handle id of JS memory needs no detach check (src/slots.rs).
+ */
+function markedBuffersDetachable(): boolean {
+  if (typeof markAsUntransferable !== 'function') return true
+  const probe = new ArrayBuffer(8)
+  markAsUntransferable(probe)
+  const prototype = ArrayBuffer.prototype as { transfer?: unknown; transferToFixedLength?: unknown }
+  for (const move of [prototype.transfer, prototype.transferToFixedLength]) {
+    if (typeof move !== 'function') continue
+    try {
+      move.call(probe)
+    } catch {
+      // refused: the mark holds
+    }
+  }
+  try {
+    structuredClone(probe, { transfer: [probe] })
+  } catch {
+    // refused: the mark holds
+  }
+  return probe.byteLength !== 8
+}
+native.setMarkedBuffersDetachable(markedBuffersDetachable())

@@ -372,11 +372,28 @@ const mutants = [
   // src/exchange.rs: a borrow says what its memory holds (sub-byte elements padded to a byte)
   {
     id: 'exchange-subbyte-flag-dropped',
-    file: `${addon}/exchange.rs`,
+    file: `${addon}/handle.rs`,
     find: '  } | if layout.dtype.is_subbyte() {',
     replace: '  } | if false {',
     crate: null,
     js: ['__test__/abi/exchange.spec.ts', '__test__/abi/typed-args.spec.ts'],
+  },
+  // src/slots.rs: a handle id names one tensor of one thread (docs/protocol.md §5.6)
+  {
+    id: 'handle-id-generation-unchecked',
+    file: `${addon}/slots.rs`,
+    find: '  if slot.generation.load(Ordering::Relaxed) != (id >> INDEX_BITS) as u32 {',
+    replace: '  if false && slot.generation.load(Ordering::Relaxed) != (id >> INDEX_BITS) as u32 {',
+    crate: addonCrate,
+    js: ['__test__/abi/handle-ids.spec.ts'],
+  },
+  {
+    id: 'handle-id-thread-unchecked',
+    file: `${addon}/slots.rs`,
+    find: '  if me == 0 || slot.owner.load(Ordering::Acquire) != me {',
+    replace: '  if false {',
+    crate: addonCrate,
+    js: ['__test__/threads/handle-ids-workers.spec.ts'],
   },
   // hot.rs: a hot function's failures reach JS as thrown, coded errors (never a silent
   // `undefined` after a refused argument, an error of the body, or a panic)
@@ -607,6 +624,17 @@ const mutants = [
     file: `${crate}/cuda/staging.rs`,
     find: '        Err(_) => StagingState::Failed,',
     replace: '        Err(_) => StagingState::Empty,',
+    crate: null,
+    js: ['__test__/cuda/staging.spec.ts'],
+    fakeCuda: true,
+  },
+  {
+    // A device reset frees the chunks: writing into them again crashes the process (the fake
+    // unmaps them).
+    id: 'staging-reset-unnoticed',
+    file: `${crate}/cuda/staging.rs`,
+    find: '      if !pool.intact(&bound)? {',
+    replace: '      if false && !pool.intact(&bound)? {',
     crate: null,
     js: ['__test__/cuda/staging.spec.ts'],
     fakeCuda: true,

@@ -159,6 +159,28 @@ impl Storage {
     Ok(())
   }
 
+  /// Whether JS could detach this memory: V8 memory in an `ArrayBuffer` (a SharedArrayBuffer
+  /// never detaches; other memory is not JS's).
+  pub fn can_be_detached(&self, env: &Env) -> Result<bool> {
+    let Memory::Js { buffer, .. } = &self.memory else {
+      return Ok(false);
+    };
+    // SAFETY: our env, on its thread.
+    let value = unsafe { buffer.value(env.raw())? };
+    let mut is_array_buffer = false;
+    // SAFETY: a live value of this env.
+    crate::errors::status("napi_is_arraybuffer", unsafe {
+      napi::sys::napi_is_arraybuffer(env.raw(), value, &mut is_array_buffer)
+    })?;
+    Ok(is_array_buffer)
+  }
+
+  /// Whether [`Storage::pin_for_export`] marked this memory already (always, for memory that is
+  /// not JS's).
+  pub fn is_marked(&self) -> bool {
+    !matches!(self.memory, Memory::Js { .. }) || self.marked_untransferable.load(Ordering::Relaxed)
+  }
+
   /// Before native code is handed a pointer into this memory that outlives the call (a capsule,
   /// an owned exchange export, a borrow kept across calls): fails if the JS buffer was detached,
   /// and marks it untransferable, once per storage. Without the mark, a `postMessage` transfer

@@ -66,9 +66,11 @@ pub(crate) fn to_device<'env>(
   let storage = handle.storage()?.clone();
   storage.check_attached(env)?;
   let layout = handle.layout.clone();
-  // The environment's teardown hook releases the staging pool a large copy may allocate.
-  // SAFETY: our env, on its thread.
-  unsafe { js_memory::env_shared(env.raw())? };
+  if layout.span_bytes >= cuda::STAGING_MIN_BYTES {
+    // The environment's teardown hook releases the staging pool a large copy may allocate.
+    // SAFETY: our env, on its thread.
+    unsafe { js_memory::env_shared(env.raw())? };
+  }
   let target = Device::from_dl(DLDevice {
     device_type,
     device_id,
@@ -254,9 +256,11 @@ pub(crate) fn copy_between(
   let (src_storage, src_layout) = (src.storage()?, &src.layout);
   dst_storage.check_attached(env)?;
   src_storage.check_attached(env)?;
-  // As in `to_device`.
-  // SAFETY: our env, on its thread.
-  unsafe { js_memory::env_shared(env.raw())? };
+  if dst_layout.packed_bytes() >= cuda::STAGING_MIN_BYTES {
+    // As in `to_device`.
+    // SAFETY: our env, on its thread.
+    unsafe { js_memory::env_shared(env.raw())? };
+  }
   if dst_layout.read_only {
     return Err(fail(ErrorKind::ReadOnly, "the destination is read-only"));
   }

@@ -59,6 +59,8 @@ pub struct Storage {
   device_reads_queued: AtomicBool,
   /// Set once the ArrayBuffer of `Memory::Js` was marked untransferable (see `pin_for_export`).
   marked_untransferable: AtomicBool,
+  /// Set when that mark was left to the runtime's own (see [`Storage::mark_left_to_runtime`]).
+  mark_left_to_runtime: AtomicBool,
 }
 
 /// Storages alive in this process (all environments): a leak check for tests and diagnostics.
@@ -93,6 +95,7 @@ impl Storage {
       memory,
       device_reads_queued: AtomicBool::new(false),
       marked_untransferable: AtomicBool::new(false),
+      mark_left_to_runtime: AtomicBool::new(false),
     })
   }
 
@@ -181,6 +184,15 @@ impl Storage {
     !matches!(self.memory, Memory::Js { .. }) || self.marked_untransferable.load(Ordering::Relaxed)
   }
 
+  /// Whether [`Storage::pin_for_export`] left the ArrayBuffer to the runtime's own untransferable
+  /// mark instead of marking it (an external ArrayBuffer Node marked when an addon made it; see
+  /// lib/native.ts): transfer lists refuse it, but Node 24's `transfer()` can still detach it,
+  /// so borrows must keep checking for a detach whatever `slots::marked_buffers_detachable`
+  /// says.
+  pub fn mark_left_to_runtime(&self) -> bool {
+    self.mark_left_to_runtime.load(Ordering::Relaxed)
+  }
+
   /// Before native code is handed a pointer into this memory that outlives the call (a capsule,
   /// an owned exchange export, a borrow kept across calls): fails if the JS buffer was detached,
   /// and marks it untransferable, once per storage. Without the mark, a `postMessage` transfer
@@ -191,7 +203,12 @@ impl Storage {
     if let Memory::Js { buffer, .. } = &self.memory {
       if !self.marked_untransferable.load(Ordering::Relaxed) {
         // SAFETY: our env, on its thread (checked by `value`).
-        unsafe { js_memory::mark_untransferable(env.raw(), buffer.value(env.raw())?)? };
+        let value = unsafe { buffer.value(env.raw())? };
+        // SAFETY: as above; `value` is a live ArrayBuffer of this env.
+        let ours = unsafe { js_memory::mark_untransferable(env.raw(), value)? };
+        // SAFETY: as above.
+        unsafe { js_memory::note_exported(env.raw(), value) };
+        self.mark_left_to_runtime.store(!ours, Ordering::Relaxed);
         self.marked_untransferable.store(true, Ordering::Relaxed);
       }
     }

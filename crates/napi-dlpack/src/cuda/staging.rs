@@ -47,7 +47,7 @@
 use core::cell::Cell;
 use core::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::device::{known_devices, Bound, CudaDevice};
 use super::driver::{

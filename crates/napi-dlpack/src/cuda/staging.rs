@@ -45,12 +45,18 @@
 //! pinned memory.
 
 use core::cell::Cell;
+use core::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::device::*;
-use super::driver::*;
+use super::device::{known_devices, Bound, CudaDevice};
+use super::driver::{
+  check, CuDevicePtr, CuEvent, CUDA_ERROR_NOT_PERMITTED, CUDA_SUCCESS, EVENT_DISABLE_TIMING,
+  LEGACY_STREAM, POINTER_MEMORY_TYPE,
+};
 use super::pinned::PinnedBuffer;
 use super::release::release_failed;
-use super::*;
+use super::Result;
 
 /// Bytes per chunk (see the module documentation for the choice).
 pub const STAGING_CHUNK_BYTES: usize = 4 << 20;

@@ -650,6 +650,14 @@ const mutants = [
     fakeCuda: true,
   },
   {
+    // The strided gather into the chunks: a run's outer indices decoded in the wrong order.
+    id: 'staging-row-runs-outer-index-order',
+    file: `${addon}/storage.rs`,
+    find: '      for dim in (0..self.axis).rev() {',
+    replace: '      for dim in 0..self.axis {',
+    crate: addonCrate,
+  },
+  {
     id: 'staging-kept-after-last-environment',
     file: `${addon}/js_memory/env.rs`,
     find: '  cuda::staging_env_ended();',

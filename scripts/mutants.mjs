@@ -650,6 +650,14 @@ const mutants = [
     fakeCuda: true,
   },
   {
+    // The strided gather into the chunks: a run's outer indices decoded in the wrong order.
+    id: 'staging-row-runs-outer-index-order',
+    file: `${addon}/storage.rs`,
+    find: '      for dim in (0..self.axis).rev() {',
+    replace: '      for dim in 0..self.axis {',
+    crate: addonCrate,
+  },
+  {
     id: 'staging-kept-after-last-environment',
     file: `${addon}/js_memory/env.rs`,
     find: '  cuda::staging_env_ended();',
@@ -711,6 +719,13 @@ const mutants = [
     file: `${addon}/ops/negotiation.rs`,
     find: 'js_memory || pinned || !device.is_host_accessible()',
     replace: 'js_memory || !device.is_host_accessible()',
+    crate: addonCrate,
+  },
+  {
+    id: 'pinned-export-as-cpu-keeps-cuda-host',
+    file: `${addon}/ops/negotiation.rs`,
+    find: 'device: if pinned_as_cpu { Device::CPU } else { device },',
+    replace: 'device,',
     crate: addonCrate,
   },
   // src/ops/copy.rs: copies into an existing tensor (Tensor#copy_, to(device, { out }))

@@ -541,6 +541,66 @@ mod tests {
   }
 
   #[test]
+  fn row_runs_copy_any_range_of_rows_like_the_whole_copy() {
+    use napi_dlpack::DType;
+    // A buffer of distinct u16 values; views of it permuted and reversed, cut into runs of
+    // rows at every unit size, must give the bytes of the whole row-major copy.
+    let words: Vec<u64> = (0..512u64)
+      .map(|i| (i * 4) | ((i * 4 + 1) << 16) | ((i * 4 + 2) << 32) | ((i * 4 + 3) << 48))
+      .collect();
+    let storage = Storage::new(Memory::Owned(words));
+    let base = storage.base() as usize;
+    let len = storage.region_len();
+    // (shape, strides in elements, first element offset in elements)
+    let views: [(&[i64], &[i64], usize); 5] = [
+      (&[4, 6, 5], &[1, 20, 4], 0),        // permuted
+      (&[3, 7, 11], &[-77, 11, -1], 230),  // reversed outer and inner axes
+      (&[1000], &[-1], 999),               // one reversed axis
+      (&[2, 3, 4, 5], &[60, 1, 15, 3], 7), // four axes, transposed inner pair
+      (&[9, 1, 13], &[13, 500, 1], 3),     // contiguous apart from a size-1 axis
+    ];
+    for (shape, strides, first) in views {
+      let layout = TensorLayout::over_region(
+        DType::UInt16,
+        shape,
+        Some(strides),
+        first * 2,
+        base,
+        len,
+        false,
+      )
+      .unwrap();
+      let mut whole = vec![0u8; layout.packed_bytes()];
+      copy_row_major(&storage, &layout, &mut whole).unwrap();
+      for max_unit in [1, 2, 3, 10, 22, 64, 130, 1 << 20] {
+        let runs = RowRuns::new(&storage, &layout, max_unit).unwrap().unwrap();
+        let unit = runs.unit();
+        assert!(unit <= max_unit.max(2), "{shape:?} {max_unit}");
+        for rows_per_piece in [1, 2, 3, 7] {
+          let piece = unit * rows_per_piece;
+          let mut out = vec![0u8; whole.len()];
+          let mut offset = 0;
+          while offset < out.len() {
+            let bytes = piece.min(out.len() - offset);
+            runs.copy(offset, &mut out[offset..offset + bytes]).unwrap();
+            offset += bytes;
+          }
+          assert_eq!(
+            out, whole,
+            "{shape:?} {strides:?} unit {unit} x {rows_per_piece}"
+          );
+        }
+      }
+      // Ranges that are not whole rows are refused, not copied wrongly.
+      let runs = RowRuns::new(&storage, &layout, 64).unwrap().unwrap();
+      if runs.unit() > 2 {
+        let mut out = vec![0u8; runs.unit()];
+        assert!(runs.copy(2, &mut out).is_err());
+      }
+    }
+  }
+
+  #[test]
   fn impossible_allocations_are_errors_not_aborts() {
     let error = try_zeroed_vec::<u64>(usize::MAX / 4).unwrap_err();
     assert_eq!(error.status, "ERR_DLPACK_NO_MEMORY");

@@ -2,23 +2,15 @@
 // two false claims): every one is a thrown Error with a stable `code` (the user's own exception
 // kept as `cause` where one was thrown), never a TypeError or RangeError of the runtime, an
 // uncoded napi-rs conversion error, a hang or a V8 abort.
-import { execFileSync } from 'node:child_process'
-import { existsSync } from 'node:fs'
-import { createRequire } from 'node:module'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 
 import { Tensor as HfTensor } from '@huggingface/transformers'
 import test, { type ExecutionContext } from 'ava'
 import * as ort from 'onnxruntime-node'
 
 import { BufferError, DLPackError, EXCHANGE_API_PROPERTY, Tensor, fromDLPack } from '../../dist/index.js'
-import { throwsCode } from '../harness/helpers.js'
+import { throwsCode, nativeFixture } from '../harness/helpers.js'
 
-const here = dirname(fileURLToPath(import.meta.url))
-const addonPath = join(here, '..', '..', 'target', 'consumer-addon', 'consumer_addon.node')
-if (!existsSync(addonPath)) execFileSync('bash', [join(here, '..', 'native', 'consumer-addon', 'build.sh')], { stdio: 'inherit' })
-const addon = createRequire(import.meta.url)(addonPath) as typeof import('../../examples/consumer-addon/index.js')
+const addon = nativeFixture<typeof import('../../examples/consumer-addon/index.js')>('consumer-addon', 'consumer_addon.node').addon
 
 /** `fn` throws a DLPackError with `code` whose `cause` is `cause`. */
 function throwsWithCause(t: ExecutionContext, fn: () => unknown, code: string, cause: unknown, message?: string): void {

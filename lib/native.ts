@@ -4,7 +4,7 @@
  * does not see because they bypass napi-rs's argument conversion.
  */
 import { constants } from 'node:buffer'
-import { markAsUntransferable } from 'node:worker_threads'
+import * as workerThreads from 'node:worker_threads'
 
 import type * as Generated from './binding/index.js'
 import { loadBinding } from './loader'
@@ -62,7 +62,29 @@ native.setArrayBufferLimit(MAX_VIEW_BYTES)
 // Exports of V8 memory mark their ArrayBuffer untransferable (src/storage.rs `pin_for_export`):
 // a transfer list would otherwise move memory that native code still points into. Every
 // runtime we test has the function; where one lacks it, exports stay unmarked.
-if (typeof markAsUntransferable === 'function') native.setUntransferableMarker(markAsUntransferable)
+//
+// A buffer the runtime already reports as marked is left as it is. Node (22+) marks every
+// external ArrayBuffer an addon makes (napi_create_external_arraybuffer: canvas pixels, our own
+// views of native memory) itself, so transfer lists already refuse it; marking it again through
+// the JS function would, on Node 24, add a V8 detach key, and Node's own teardown of external
+// buffers (node::Buffer's cleanup hook) detaches them without a key and aborts the process
+// (`FATAL ERROR: v8::FromJust Maybe value is Nothing`) — as does napi_detach_arraybuffer. See
+// docs/runtimes.md, "Node 24: exports over external ArrayBuffers". The marker returns whether
+// it marked: a buffer left to the runtime's own mark can still be detached by transfer() on
+// Node 24, so borrows of it keep their detach check (src/storage.rs `mark_left_to_runtime`).
+const { markAsUntransferable } = workerThreads
+const isMarkedAsUntransferable = (workerThreads as { isMarkedAsUntransferable?: (value: unknown) => boolean }).isMarkedAsUntransferable
+if (typeof markAsUntransferable === 'function') {
+  native.setUntransferableMarker(
+    typeof isMarkedAsUntransferable === 'function'
+      ? (buffer: ArrayBuffer): boolean => {
+          if (isMarkedAsUntransferable(buffer)) return false
+          markAsUntransferable(buffer)
+          return true
+        }
+      : markAsUntransferable,
+  )
+}
 
 /**
  * Whether JS can still detach an `ArrayBuffer` once it is marked untransferable, probed with a

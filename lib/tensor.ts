@@ -70,8 +70,15 @@ export interface TensorHandle {
   readonly [handleBrand]: 'TensorHandle'
 }
 
-/** Largest JS array length: `toArray()` refuses tensors with more elements. */
-const MAX_ARRAY_LENGTH = 2 ** 32 - 1
+/**
+ * Most values `toArray()` builds: elements, the nested arrays holding them, and one more per
+ * complex element (its `[re, im]` array). Each value costs V8 up to ~64 bytes of heap (an empty
+ * nested array ~43, a complex pair ~64, measured), so 2^24 values peak at ~1 GiB: within the
+ * default heap limit of every runtime we test (about 4 GiB here, 2 GiB on a machine with 8 GiB
+ * of memory). Past it V8 ran out of heap and aborted the process (`[2 ** 27, 0]`, 2^27 empty
+ * arrays, did on Node 20/22/24; see docs/api.md for the measurements).
+ */
+const MAX_TO_ARRAY_VALUES = 2 ** 24
 
 /** Options of `Tensor#to`. */
 export interface ToOptions {
@@ -1050,23 +1057,24 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
   /** Nested arrays of the elements (bool as booleans, 64-bit integers as bigints, complex as [re, im]). */
   toArray(): unknown[] | unknown {
     // Every value toArray() makes counts: the elements and the nested arrays holding them (a
-    // shape like [2 ** 32, 0] has no elements but would be 2 ** 32 empty arrays).
+    // shape like [2 ** 31, 0] has no elements but would be 2 ** 31 empty arrays), and complex
+    // elements twice (each is an array of two numbers).
     const shape = this.shape
-    let values = this.numel
+    const dtype = this.dtype
+    const lanes = DTYPES[dtype].lanes
+    let values = lanes === 2 ? 2 * this.numel : this.numel
     let arrays = 1
     for (let axis = 0; axis + 1 < shape.length; axis++) {
       arrays *= shape[axis] as number
       values += arrays
     }
-    if (values > MAX_ARRAY_LENGTH) {
+    if (values > MAX_TO_ARRAY_VALUES) {
       throw new BufferError(
         'ERR_DLPACK_TOO_LARGE',
-        `toArray() of shape [${shape.join(', ')}] makes ${values} values (elements and nested arrays): more than a JS array holds (${MAX_ARRAY_LENGTH}); read it in windows with getData({ offset, length })`,
+        `toArray() of shape [${shape.join(', ')}] makes ${values} values (elements and nested arrays): more than toArray() builds (2^24, what the JS heap holds safely); read it with toTypedArray() or in windows with getData({ offset, length })`,
       )
     }
     const flat = this.toTypedArray() as ArrayLike<number | bigint>
-    const dtype = this.dtype
-    const lanes = DTYPES[dtype].lanes
     const element = (index: number): unknown => {
       if (lanes === 2) return [flat[index * 2], flat[index * 2 + 1]]
       const value = flat[index]

@@ -486,6 +486,16 @@ const mutants = [
     js: ['__test__/core/tensor.spec.ts'],
   },
   {
+    // dispose() detaches and releases a view of foreign memory that another tensor exported:
+    // the producer's deleter runs under the export (Node 24: an abort in the detach).
+    id: 'dispose-releases-exported-view',
+    file: `${addon}/handle.rs`,
+    find: 'if !unsafe { js_memory::was_exported(env.raw(), value) } {',
+    replace: 'if true {',
+    crate: null,
+    js: ['__test__/core/external-buffers.spec.ts'],
+  },
+  {
     // A resizable ArrayBuffer wrapped in place: resize() then takes the memory away under the
     // tensor, its capsules and typed arguments (a segfault, or stale values).
     id: 'addon-resizable-buffer-wrapped-in-place',
@@ -629,6 +639,25 @@ const mutants = [
     fakeCuda: true,
   },
   {
+    // A device reset frees the chunks: writing into them again crashes the process (the fake
+    // unmaps them).
+    id: 'staging-reset-unnoticed',
+    file: `${crate}/cuda/staging.rs`,
+    find: '      if !pool.intact(&bound)? {',
+    replace: '      if false && !pool.intact(&bound)? {',
+    crate: null,
+    js: ['__test__/cuda/staging.spec.ts'],
+    fakeCuda: true,
+  },
+  {
+    // The strided gather into the chunks: a run's outer indices decoded in the wrong order.
+    id: 'staging-row-runs-outer-index-order',
+    file: `${addon}/storage.rs`,
+    find: '      for dim in (0..self.axis).rev() {',
+    replace: '      for dim in 0..self.axis {',
+    crate: addonCrate,
+  },
+  {
     id: 'staging-kept-after-last-environment',
     file: `${addon}/js_memory/env.rs`,
     find: '  cuda::staging_env_ended();',
@@ -690,6 +719,13 @@ const mutants = [
     file: `${addon}/ops/negotiation.rs`,
     find: 'js_memory || pinned || !device.is_host_accessible()',
     replace: 'js_memory || !device.is_host_accessible()',
+    crate: addonCrate,
+  },
+  {
+    id: 'pinned-export-as-cpu-keeps-cuda-host',
+    file: `${addon}/ops/negotiation.rs`,
+    find: 'device: if pinned_as_cpu { Device::CPU } else { device },',
+    replace: 'device,',
     crate: addonCrate,
   },
   // src/ops/copy.rs: copies into an existing tensor (Tensor#copy_, to(device, { out }))

@@ -487,6 +487,11 @@ fn lend_id(
   // SAFETY: this thread owns the slot; no other reference to its state is alive.
   let state = unsafe { slots::pin(slot) };
   state.marked = true;
+  // The first borrow's mark may have been left to the runtime's (an external ArrayBuffer,
+  // which Node 24's transfer() can still detach): then every borrow keeps the detach check.
+  if storage.mark_left_to_runtime() {
+    state.check_detach = true;
+  }
   // SAFETY: non-NULL out pointers (checked; `out_extent` when non-NULL) for this call.
   unsafe {
     out.write(state.prepared.tensor);

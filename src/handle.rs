@@ -136,7 +136,8 @@ impl Handle {
       // are).
       Memory::Js { .. } => (
         pin.storage.is_marked(),
-        crate::slots::marked_buffers_detachable() && pin.storage.can_be_detached(env)?,
+        (crate::slots::marked_buffers_detachable() || pin.storage.mark_left_to_runtime())
+          && pin.storage.can_be_detached(env)?,
       ),
       _ => (true, false),
     };
@@ -177,10 +178,17 @@ impl Handle {
     if let Some((view, slot)) = self.view.borrow_mut().take() {
       // SAFETY: our env, on its thread.
       let value = unsafe { view.value(env.raw())? };
-      // SAFETY: a live external ArrayBuffer of this env: views of it become empty.
-      unsafe { js_memory::detach(env.raw(), value)? };
-      if let Ok(mut slot) = slot.lock() {
-        slot.take();
+      // A view that another tensor exported (`Tensor.from(t.data).__dlpack__()`) is left as
+      // it is, attached and holding the memory through its slot until it is collected: that
+      // export points into it, and releasing it here would free the memory under the export
+      // (and detaching it aborts on Node 24, whose detach key no Node-API call can pass).
+      // SAFETY: a live external ArrayBuffer of this env.
+      if !unsafe { js_memory::was_exported(env.raw(), value) } {
+        // SAFETY: as above: views of it become empty.
+        unsafe { js_memory::detach(env.raw(), value)? };
+        if let Ok(mut slot) = slot.lock() {
+          slot.take();
+        }
       }
     }
     self.borrow_pin = None;

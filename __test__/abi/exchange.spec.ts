@@ -5,8 +5,6 @@
 // header's validation helper. Pointer identity, writes seen on both sides, deleter counts.
 // Runs in both modes (with NAPI_DLPACK_NO_EXTERNAL_BUFFERS=1: the Electron path).
 import { execFileSync } from 'node:child_process'
-import { existsSync } from 'node:fs'
-import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Worker } from 'node:worker_threads'
@@ -24,7 +22,7 @@ import {
   externalBuffersAllowed,
   fromDLPack,
 } from '../../dist/index.js'
-import { addressOf, codeOf, drainGarbage, gcUntil } from '../harness/helpers.js'
+import { addressOf, codeOf, drainGarbage, gcUntil, nativeFixture } from '../harness/helpers.js'
 
 interface BorrowedSum {
   sum: number
@@ -93,10 +91,7 @@ interface ExchangeC {
 }
 
 const here = dirname(fileURLToPath(import.meta.url))
-const addonPath = join(here, '..', '..', 'target', 'exchange-c', 'exchange_c.node')
-// `npm test` builds every fixture first; build it here too when run on its own.
-if (!existsSync(addonPath)) execFileSync('bash', [join(here, '..', 'native', 'exchange-c', 'build.sh')], { stdio: 'inherit' })
-const c = createRequire(import.meta.url)(addonPath) as ExchangeC
+const { path: addonPath, addon: c } = nativeFixture<ExchangeC>('exchange-c', 'exchange_c.node')
 
 const zeroCopy = externalBuffersAllowed()
 const READ_ONLY = 1

@@ -778,7 +778,7 @@ static inline const char* napi_dlpack_status_code(napi_dlpack_status status) {
  */
 
 #define NAPI_DLPACK_EXCHANGE_API_MAJOR 1u
-#define NAPI_DLPACK_EXCHANGE_API_MINOR 1u
+#define NAPI_DLPACK_EXCHANGE_API_MINOR 2u
 /* The registry key of the property's symbol: Symbol.for(this). */
 #define NAPI_DLPACK_EXCHANGE_API_PROPERTY "__dlpack_napi_exchange_api__"
 #define NAPI_DLPACK_EXCHANGE_API_TAG_LOWER 0x3f0d9a51c4e24b87ULL
@@ -813,6 +813,44 @@ typedef int (*napi_dlpack_dltensor_from_object_fn)(napi_env env,
                                                    uint64_t* out_flags,
                                                    void** out_keep_alive);
 
+/* Where a tensor's elements are (napi_dlpack_tensor_extent computes it; a
+ * borrow by handle id hands it over). */
+typedef struct napi_dlpack_extent {
+  int64_t numel;       /* product of the shape */
+  int64_t itemsize;    /* bytes per element (1 for padded sub-byte types) */
+  int64_t min_offset;  /* lowest element offset, in elements, <= 0 */
+  int64_t max_offset;  /* highest element offset, in elements, >= 0 */
+  uint64_t span_bytes; /* lowest element to end of highest; 0 when empty */
+  int c_contiguous;    /* row-major dense (size-1 dims ignored) */
+} napi_dlpack_extent;
+
+/*
+ * Borrow by handle id (minor >= 2; docs/protocol.md section 5.6). A producer
+ * may hand JS an integer id per tensor (napi-dlpack: Tensor#id), below 2^53 so
+ * that it is exact as a JS number, and the same id inside an "id external"
+ * (Tensor#native): a napi_external whose data is not a pointer but
+ * NAPI_DLPACK_HANDLE_ID_EXTERNAL_MARK | id (no user-space address has those
+ * top bits set on a 64-bit platform; JS cannot make externals, so this form
+ * cannot be forged, while any JS of the realm can write a number). Neither
+ * form names its table: the environment's default importer (the table on
+ * globalThis, napi_dlpack_exchange_default) is the producer. dltensor_from_id
+ * fills `out`, `*out_flags` and `*out_keep_alive` as dltensor_from_value does
+ * and `*out_extent` (never NULL) with the tensor's extent: the producer
+ * validated the tensor (section 5.4) when it made the id, so the consumer need
+ * not. An id that names no live tensor of this JS thread (disposed,
+ * collected, another thread's) is refused: -1 with a coded exception pending
+ * (napi-dlpack: ERR_TENSOR_STALE_ID), and nothing is read through it.
+ * Release with release_borrow, as any borrow.
+ */
+#define NAPI_DLPACK_HANDLE_ID_MAX ((1ULL << 53) - 1)
+#define NAPI_DLPACK_HANDLE_ID_EXTERNAL_MARK (0x6d5ULL << 53)
+#define NAPI_DLPACK_HANDLE_ID_EXTERNAL_MASK (~NAPI_DLPACK_HANDLE_ID_MAX)
+typedef int (*napi_dlpack_dltensor_from_id_fn)(napi_env env, uint64_t id,
+                                               DLTensor* out,
+                                               uint64_t* out_flags,
+                                               napi_dlpack_extent* out_extent,
+                                               void** out_keep_alive);
+
 /* What the data of a NAPI_DLPACK_OBJECT_TAG external starts with. */
 typedef struct napi_dlpack_object {
   const napi_dlpack_exchange_api_header* api; /* the producer's table */
@@ -828,6 +866,8 @@ typedef struct napi_dlpack_exchange_api {
   napi_dlpack_current_work_stream_fn current_work_stream;
   /* minor >= 1 (read it only from such a table: a minor-0 table ends above) */
   napi_dlpack_dltensor_from_object_fn dltensor_from_object;
+  /* minor >= 2: borrow by handle id (napi_dlpack_exchange_api_id_borrow) */
+  napi_dlpack_dltensor_from_id_fn dltensor_from_id;
 } napi_dlpack_exchange_api;
 
 NAPI_DLPACK_STATIC_ASSERT(offsetof(napi_dlpack_exchange_api,
@@ -841,7 +881,7 @@ NAPI_DLPACK_STATIC_ASSERT(offsetof(napi_dlpack_exchange_api,
                           exchange_api_release_borrow);
 NAPI_DLPACK_STATIC_ASSERT(sizeof(napi_dlpack_exchange_api) ==
                               sizeof(napi_dlpack_exchange_api_header) +
-                                  6 * sizeof(void*),
+                                  7 * sizeof(void*),
                           exchange_api_size);
 NAPI_DLPACK_STATIC_ASSERT(sizeof(napi_dlpack_object) == sizeof(void*),
                           exchange_object_size);
@@ -864,6 +904,52 @@ static inline const napi_type_tag* napi_dlpack_object_tag(void) {
 static inline napi_dlpack_dltensor_from_object_fn
 napi_dlpack_exchange_api_object_borrow(const napi_dlpack_exchange_api* api) {
   return api->header.version.minor >= 1 ? api->dltensor_from_object : NULL;
+}
+
+/* dltensor_from_id of `api`, or NULL for a table older than minor 2 (or one
+ * without release_borrow). */
+static inline napi_dlpack_dltensor_from_id_fn
+napi_dlpack_exchange_api_id_borrow(const napi_dlpack_exchange_api* api) {
+  return api->header.version.minor >= 2 && api->release_borrow != NULL
+             ? api->dltensor_from_id
+             : NULL;
+}
+
+/*
+ * Consumer: the handle id `value` is, in *id: a number that is an exact
+ * integer in 0..NAPI_DLPACK_HANDLE_ID_MAX (read as a double, so 1.5 is refused
+ * rather than rounded), or an id external. NAPI_DLPACK_ERR_NO_EXCHANGE when
+ * `value` is neither a number nor an id external (an object, a capsule: go on
+ * with napi_dlpack_exchange_find), NAPI_DLPACK_ERR_INVALID_ARG for a number
+ * that is no id. Try the external first: napi_get_value_external fails
+ * cheaply, without throwing, on anything else.
+ */
+static inline napi_dlpack_status napi_dlpack_handle_id(napi_env env,
+                                                       napi_value value,
+                                                       uint64_t* id) {
+  void* data = NULL;
+  double number = 0;
+  napi_valuetype type;
+  uint64_t bits;
+  if (env == NULL || value == NULL || id == NULL)
+    return NAPI_DLPACK_ERR_INVALID_ARG;
+  if (napi_get_value_external(env, value, &data) == napi_ok) {
+    bits = (uint64_t)(uintptr_t)data;
+    if (sizeof(void*) < 8 || (bits & NAPI_DLPACK_HANDLE_ID_EXTERNAL_MASK) !=
+                                 NAPI_DLPACK_HANDLE_ID_EXTERNAL_MARK)
+      return NAPI_DLPACK_ERR_NO_EXCHANGE;
+    *id = bits & NAPI_DLPACK_HANDLE_ID_MAX;
+    return NAPI_DLPACK_OK;
+  }
+  if (napi_typeof(env, value, &type) != napi_ok) return NAPI_DLPACK_ERR_NAPI;
+  if (type != napi_number) return NAPI_DLPACK_ERR_NO_EXCHANGE;
+  if (napi_get_value_double(env, value, &number) != napi_ok)
+    return NAPI_DLPACK_ERR_NAPI;
+  if (!(number >= 0 && number <= (double)NAPI_DLPACK_HANDLE_ID_MAX) ||
+      number != (double)(uint64_t)number)
+    return NAPI_DLPACK_ERR_INVALID_ARG;
+  *id = (uint64_t)number;
+  return NAPI_DLPACK_OK;
 }
 
 /* How many tables of a chain a consumer looks at, at most: the first and up to
@@ -1010,9 +1096,17 @@ static inline napi_dlpack_status napi_dlpack_exchange_find_by_key(
   void* data = NULL;
   const napi_dlpack_exchange_api_header* header;
   const napi_dlpack_exchange_api* found;
+  uint64_t id;
+  napi_value global;
   if (env == NULL || value == NULL || api == NULL || object == NULL)
     return NAPI_DLPACK_ERR_INVALID_ARG;
   *object = NULL;
+  /* A handle id (a number, or an id external) names no table: its producer is
+   * the environment's default importer, whose table takes the id as `value`. */
+  if (napi_dlpack_handle_id(env, value, &id) == NAPI_DLPACK_OK) {
+    if (napi_get_global(env, &global) != napi_ok) return NAPI_DLPACK_ERR_NAPI;
+    return napi_dlpack_exchange_find_by_key(env, global, key, api, object);
+  }
   if (napi_typeof(env, value, &type) != napi_ok) return NAPI_DLPACK_ERR_NAPI;
   if (type == napi_external) {
     /* A per-object external passed as the value itself (napi-dlpack's
@@ -1081,6 +1175,49 @@ typedef struct napi_dlpack_borrow {
 } napi_dlpack_borrow;
 
 /*
+ * Consumer: the environment's default importer (the table napi-dlpack installs
+ * on globalThis), the producer of handle ids. Look it up once per environment
+ * and keep it (tables live for the process); NAPI_DLPACK_ERR_NO_EXCHANGE when
+ * napi-dlpack is not loaded in this environment. `key`: as for
+ * napi_dlpack_exchange_borrow_by_key.
+ */
+static inline napi_dlpack_status napi_dlpack_exchange_default_by_key(
+    napi_env env, napi_value key, const napi_dlpack_exchange_api** api) {
+  napi_value global;
+  void* object = NULL;
+  if (env == NULL || api == NULL) return NAPI_DLPACK_ERR_INVALID_ARG;
+  if (napi_get_global(env, &global) != napi_ok) return NAPI_DLPACK_ERR_NAPI;
+  return napi_dlpack_exchange_find_by_key(env, global, key, api, &object);
+}
+
+/*
+ * Consumer, the hot path: borrows the tensor handle id `id` names
+ * (napi_dlpack_handle_id) through `api` (napi_dlpack_exchange_default's, kept)
+ * into *out, and its extent into *extent (may be NULL). The producer validated
+ * the tensor when it made the id: *extent is what napi_dlpack_tensor_extent
+ * would compute, without its cost. End it with napi_dlpack_exchange_release.
+ * NAPI_DLPACK_ERR_NO_EXCHANGE when the table cannot borrow by id (older than
+ * minor 2); NAPI_DLPACK_ERR_PRODUCER when it refused the id (stale, another
+ * thread's: its coded exception is pending).
+ */
+static inline napi_dlpack_status napi_dlpack_exchange_borrow_id(
+    napi_env env, const napi_dlpack_exchange_api* api, uint64_t id,
+    napi_dlpack_borrow* out, napi_dlpack_extent* extent) {
+  napi_dlpack_dltensor_from_id_fn by_id;
+  napi_dlpack_extent ignored;
+  if (out == NULL || api == NULL) return NAPI_DLPACK_ERR_INVALID_ARG;
+  out->api = NULL;
+  out->keep_alive = NULL;
+  by_id = napi_dlpack_exchange_api_id_borrow(api);
+  if (by_id == NULL) return NAPI_DLPACK_ERR_NO_EXCHANGE;
+  if (by_id(env, id, &out->tensor, &out->flags,
+            extent != NULL ? extent : &ignored, &out->keep_alive) != 0)
+    return NAPI_DLPACK_ERR_PRODUCER;
+  out->api = api;
+  return NAPI_DLPACK_OK;
+}
+
+/*
  * Consumer: borrows the tensor of `value` into *out until
  * napi_dlpack_exchange_release(env, out), which must follow every OK return
  * exactly once (on this JS thread, while env is alive). The memory stays valid
@@ -1099,12 +1236,17 @@ static inline napi_dlpack_status napi_dlpack_exchange_borrow_by_key(
   napi_dlpack_dltensor_from_object_fn by_object;
   napi_dlpack_status st;
   int failed;
+  uint64_t id;
   if (out == NULL) return NAPI_DLPACK_ERR_INVALID_ARG;
   out->api = NULL;
   out->keep_alive = NULL;
   st = napi_dlpack_exchange_find_by_key(env, value, key, &api, &object);
   if (st != NAPI_DLPACK_OK) return st;
   if (api->release_borrow == NULL) return NAPI_DLPACK_ERR_NO_EXCHANGE;
+  /* A handle id: borrowed by id where the table can (minor >= 2). */
+  if (object == NULL && napi_dlpack_exchange_api_id_borrow(api) != NULL &&
+      napi_dlpack_handle_id(env, value, &id) == NAPI_DLPACK_OK)
+    return napi_dlpack_exchange_borrow_id(env, api, id, out, NULL);
   by_object = object != NULL ? napi_dlpack_exchange_api_object_borrow(api) : NULL;
   if (by_object != NULL) {
     failed = by_object(env, value, object, &out->tensor, &out->flags,
@@ -1211,14 +1353,8 @@ static inline napi_dlpack_status napi_dlpack_exchange_to_value(
  * drives both with the same random descriptors and compares every verdict
  * (crates/napi-dlpack/tests/fuzz_validation.rs). */
 
-typedef struct napi_dlpack_extent {
-  int64_t numel;       /* product of the shape */
-  int64_t itemsize;    /* bytes per element (1 for padded sub-byte types) */
-  int64_t min_offset;  /* lowest element offset, in elements, <= 0 */
-  int64_t max_offset;  /* highest element offset, in elements, >= 0 */
-  uint64_t span_bytes; /* lowest element to end of highest; 0 when empty */
-  int c_contiguous;    /* row-major dense (size-1 dims ignored) */
-} napi_dlpack_extent;
+/* napi_dlpack_extent is declared in part 3 (the exchange table's borrow by
+ * handle id fills one). */
 
 #define NAPI_DLPACK_MAX_NDIM 64
 

@@ -18,15 +18,16 @@ native.installExchangeApi(Tensor.prototype, exchangeHandle, (handle: unknown) =>
 export { EXCHANGE_API_PROPERTY }
 
 /**
- * What a native function taking `napi_dlpack::arg::TensorArg` accepts: a `Tensor` or its
- * `native` handle (borrowed for the call, no capsule; the handle with no lookup at all), any
+ * What a native function taking `napi_dlpack::arg::TensorArg` accepts: a `Tensor`, its
+ * `native` handle or its `id` (borrowed for the call, no capsule; by handle or id with one
+ * table lookup and no property read), any
  * object exposing an exchange table, a capsule (consumed), any
  * object with `__dlpack__`, and, napi-dlpack being loaded (it is, if you import it), the
  * library tensors and images `fromDLPack` recognises (ONNX Runtime / transformers.js, sharp,
  * ImageData / RawImage, Arrow, tfjs, ndarray-likes: lib/interop/native-adapter.ts), zero-copy over the
  * library's memory. Addons built on the crate name their arguments with this type.
  */
-export type TensorArg = Tensor | TensorHandle | HasExchangeApi | DLPackCapsule | CanDLPack | AdaptedSource | NDArrayLike
+export type TensorArg = Tensor | TensorHandle | number | HasExchangeApi | DLPackCapsule | CanDLPack | AdaptedSource | NDArrayLike
 
 /** Same as `TensorArg`, for `napi_dlpack::arg::OwnedTensorArg` (the native side keeps the tensor after the call). */
 export type OwnedTensorArg = TensorArg

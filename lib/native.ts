@@ -4,7 +4,7 @@
  * does not see because they bypass napi-rs's argument conversion.
  */
 import { constants } from 'node:buffer'
-import { markAsUntransferable } from 'node:worker_threads'
+import * as workerThreads from 'node:worker_threads'
 
 import type * as Generated from './binding/index.js'
 import { loadBinding } from './loader'
@@ -39,6 +39,11 @@ export interface FastCalls {
   ): unknown
   /** Writes a handle's layout into `out` (see `TensorLayout::write_slots` in src/layout.rs). */
   handleInfoInto(handle: unknown, out: Float64Array): void
+  /**
+   * The handle's id (`Tensor#id`, an exact integer) or, with `external`, the id external
+   * (`Tensor#native`). The first call takes the handle's slot (src/slots.rs).
+   */
+  handleId(handle: unknown, external?: boolean): unknown
   /** Benchmark floor: creates a type-tagged `napi_external` with a finalizer. */
   benchTaggedExternal(): unknown
 }
@@ -57,4 +62,54 @@ native.setArrayBufferLimit(MAX_VIEW_BYTES)
 // Exports of V8 memory mark their ArrayBuffer untransferable (src/storage.rs `pin_for_export`):
 // a transfer list would otherwise move memory that native code still points into. Every
 // runtime we test has the function; where one lacks it, exports stay unmarked.
-if (typeof markAsUntransferable === 'function') native.setUntransferableMarker(markAsUntransferable)
+//
+// A buffer the runtime already reports as marked is left as it is. Node (22+) marks every
+// external ArrayBuffer an addon makes (napi_create_external_arraybuffer: canvas pixels, our own
+// views of native memory) itself, so transfer lists already refuse it; marking it again through
+// the JS function would, on Node 24, add a V8 detach key, and Node's own teardown of external
+// buffers (node::Buffer's cleanup hook) detaches them without a key and aborts the process
+// (`FATAL ERROR: v8::FromJust Maybe value is Nothing`) — as does napi_detach_arraybuffer. See
+// docs/runtimes.md, "Node 24: exports over external ArrayBuffers". The marker returns whether
+// it marked: a buffer left to the runtime's own mark can still be detached by transfer() on
+// Node 24, so borrows of it keep their detach check (src/storage.rs `mark_left_to_runtime`).
+const { markAsUntransferable } = workerThreads
+const isMarkedAsUntransferable = (workerThreads as { isMarkedAsUntransferable?: (value: unknown) => boolean }).isMarkedAsUntransferable
+if (typeof markAsUntransferable === 'function') {
+  native.setUntransferableMarker(
+    typeof isMarkedAsUntransferable === 'function'
+      ? (buffer: ArrayBuffer): boolean => {
+          if (isMarkedAsUntransferable(buffer)) return false
+          markAsUntransferable(buffer)
+          return true
+        }
+      : markAsUntransferable,
+  )
+}
+
+/**
+ * Whether JS can still detach an `ArrayBuffer` once it is marked untransferable, probed with a
+ * real one: `ArrayBuffer.prototype.transfer()` ignores the mark on Node 22 and Bun, Node 24 and
+ * Deno refuse it, Node 20 has no `transfer()` and clones marked buffers in transfer lists.
+ * Where it cannot, a borrow by handle id of JS memory needs no detach check (src/slots.rs).
+ */
+function markedBuffersDetachable(): boolean {
+  if (typeof markAsUntransferable !== 'function') return true
+  const probe = new ArrayBuffer(8)
+  markAsUntransferable(probe)
+  const prototype = ArrayBuffer.prototype as { transfer?: unknown; transferToFixedLength?: unknown }
+  for (const move of [prototype.transfer, prototype.transferToFixedLength]) {
+    if (typeof move !== 'function') continue
+    try {
+      move.call(probe)
+    } catch {
+      // refused: the mark holds
+    }
+  }
+  try {
+    structuredClone(probe, { transfer: [probe] })
+  } catch {
+    // refused: the mark holds
+  }
+  return probe.byteLength !== 8
+}
+native.setMarkedBuffersDetachable(markedBuffersDetachable())

@@ -62,16 +62,23 @@ export interface DLPackCapsule {
 }
 
 /**
- * A tensor's native handle, as `Tensor.native` gives it: an opaque value that only native code
- * reads (a typed argument of an addon built on the Rust crate, or a C consumer of the exchange
- * table, borrows the tensor from it with no property lookup: docs/protocol.md §5.2).
+ * A tensor's handle id as an opaque external, as `Tensor.native` gives it: a value that only
+ * native code reads (a typed argument of an addon built on the Rust crate, or a C consumer of
+ * the exchange table, borrows the tensor by the id it carries: docs/protocol.md §5.6).
  */
 export interface TensorHandle {
   readonly [handleBrand]: 'TensorHandle'
 }
 
-/** Largest JS array length: `toArray()` refuses tensors with more elements. */
-const MAX_ARRAY_LENGTH = 2 ** 32 - 1
+/**
+ * Most values `toArray()` builds: elements, the nested arrays holding them, and one more per
+ * complex element (its `[re, im]` array). Each value costs V8 up to ~64 bytes of heap (an empty
+ * nested array ~43, a complex pair ~64, measured), so 2^24 values peak at ~1 GiB: within the
+ * default heap limit of every runtime we test (about 4 GiB here, 2 GiB on a machine with 8 GiB
+ * of memory). Past it V8 ran out of heap and aborted the process (`[2 ** 27, 0]`, 2^27 empty
+ * arrays, did on Node 20/22/24; see docs/api.md for the measurements).
+ */
+const MAX_TO_ARRAY_VALUES = 2 ** 24
 
 /** Options of `Tensor#to`. */
 export interface ToOptions {
@@ -161,6 +168,9 @@ interface SharedHandle {
   readonly lendable: boolean
   /** Layout and flags, read from native once per handle and shared by its tensors. */
   info?: TensorLayout
+  /** The handle's id (`Tensor#id`) and id external (`Tensor#native`), made on first use. */
+  id?: number
+  idExternal?: TensorHandle
   /** JS views are `Uint8ClampedArray`s (uint8 only; see `ClampedTensor`). */
   readonly clamped: boolean
 }
@@ -415,20 +425,34 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
   }
 
   /**
-   * The cheapest value to pass to a native function taking a tensor (a `TensorArg` of an addon
-   * built on the Rust crate, or any consumer of the exchange table): the tensor's native handle,
-   * which the addon borrows with no property lookup (docs/protocol.md §5.2; about 1,000 fewer
-   * instructions per argument than passing the tensor, see docs/benchmarks.md). Worth it in hot loops
-   * of small native calls: `addon.add(a.native, b.native, out.native)`. A tensor that lends no
-   * handle of its own (one made by `fromDLPack` from this package's own capsule) gives itself,
-   * which is borrowed the ordinary way. The handle lends the same memory as the tensor, for as
-   * long as the tensor (or another one sharing its memory through `fromDLPack`) is not disposed:
-   * a native function given it afterwards throws `ERR_TENSOR_DISPOSED`. Only native code can
-   * use it; JS functions of this package take the tensor.
+   * The cheapest value to pass to a native function taking a tensor (a `TensorArg` or hot
+   * function of an addon built on the Rust crate, or a C consumer of the exchange table's
+   * "borrow by handle id", docs/protocol.md §5.6): an opaque `napi_external` carrying this
+   * tensor's handle id, which the addon borrows with one read and a table lookup (no type tag,
+   * no property, no validation: see docs/benchmarks.md). Worth it in hot loops of small native
+   * calls: `addon.add(a.native, b.native, out.native)`. JS cannot make one, so, unlike
+   * {@link Tensor.id}, it cannot be forged. Tensors sharing a handle (`fromDLPack(t)`) share it.
+   * It does not keep the tensor alive: once the tensor is disposed or collected, a native
+   * function given it throws `ERR_TENSOR_STALE_ID`, and so does another JS thread. Only native
+   * code can use it; JS functions of this package take the tensor.
    */
-  get native(): TensorHandle | Tensor<D> {
+  get native(): TensorHandle {
     const shared = this.#live()
-    return shared.lendable ? (shared.handle as TensorHandle) : this
+    return (shared.idExternal ??= call(() => native.handleId(shared.handle, true)) as TensorHandle)
+  }
+
+  /**
+   * This tensor's handle id: an exact integer below 2^53 that native functions taking a tensor
+   * accept in its place, as they accept {@link Tensor.native} (the same id as a number: handy
+   * in an `Int32Array`-free argument list, a `Map`, or across an API that takes numbers).
+   * Refused (`ERR_TENSOR_STALE_ID`) once the tensor is disposed or collected, and on another JS
+   * thread. Any JS code of the realm can write any number, so a number can name a tensor the
+   * caller never saw (a guessed id of a live tensor of this thread): pass `native` where the
+   * code calling the addon is not trusted with every tensor of its thread.
+   */
+  get id(): number {
+    const shared = this.#live()
+    return (shared.id ??= call(() => native.handleId(shared.handle, false)) as number)
   }
 
   /** @internal The native handle, for the protocol functions. */
@@ -1033,23 +1057,24 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
   /** Nested arrays of the elements (bool as booleans, 64-bit integers as bigints, complex as [re, im]). */
   toArray(): unknown[] | unknown {
     // Every value toArray() makes counts: the elements and the nested arrays holding them (a
-    // shape like [2 ** 32, 0] has no elements but would be 2 ** 32 empty arrays).
+    // shape like [2 ** 31, 0] has no elements but would be 2 ** 31 empty arrays), and complex
+    // elements twice (each is an array of two numbers).
     const shape = this.shape
-    let values = this.numel
+    const dtype = this.dtype
+    const lanes = DTYPES[dtype].lanes
+    let values = lanes === 2 ? 2 * this.numel : this.numel
     let arrays = 1
     for (let axis = 0; axis + 1 < shape.length; axis++) {
       arrays *= shape[axis] as number
       values += arrays
     }
-    if (values > MAX_ARRAY_LENGTH) {
+    if (values > MAX_TO_ARRAY_VALUES) {
       throw new BufferError(
         'ERR_DLPACK_TOO_LARGE',
-        `toArray() of shape [${shape.join(', ')}] makes ${values} values (elements and nested arrays): more than a JS array holds (${MAX_ARRAY_LENGTH}); read it in windows with getData({ offset, length })`,
+        `toArray() of shape [${shape.join(', ')}] makes ${values} values (elements and nested arrays): more than toArray() builds (2^24, what the JS heap holds safely); read it with toTypedArray() or in windows with getData({ offset, length })`,
       )
     }
     const flat = this.toTypedArray() as ArrayLike<number | bigint>
-    const dtype = this.dtype
-    const lanes = DTYPES[dtype].lanes
     const element = (index: number): unknown => {
       if (lanes === 2) return [flat[index * 2], flat[index * 2 + 1]]
       const value = flat[index]

@@ -17,7 +17,7 @@ const fakeDir = join(root, 'target', 'fake-cuda')
 if (!process.env.NAPI_DLPACK_DRIVER_CALLS_CHILD) {
   execFileSync(process.execPath, [join(root, 'scripts', 'ensure-built.mjs')], { stdio: 'inherit' })
   for (const fixture of ['fake-cuda', 'cuda-peer']) {
-    execFileSync('bash', [join(root, '__test__', fixture, 'build.sh')], { stdio: ['ignore', 'ignore', 'inherit'] })
+    execFileSync('bash', [join(root, '__test__', 'native', fixture, 'build.sh')], { stdio: ['ignore', 'ignore', 'inherit'] })
   }
   const env = { ...process.env, NAPI_DLPACK_DRIVER_CALLS_CHILD: '1', LD_LIBRARY_PATH: [fakeDir, process.env.LD_LIBRARY_PATH].filter(Boolean).join(':') }
   for (const key of ['FAKE_CUDA_DEFERRED', 'FAKE_CUDA_FAULTS', 'FAKE_CUDA_DEVICE_COUNT', 'FAKE_CUDA_MEMORY_POOLS', 'LD_PRELOAD']) delete env[key]

@@ -135,6 +135,21 @@ function checkGuideSource() {
 }
 
 /** The text with the lines of fenced code blocks (and their fences) blanked, lines kept. */
+/** The ```text blocks of a markdown file: the line of their first body line, and the body. */
+function textDrawings(text) {
+  const drawings = []
+  const lines = text.split('\n')
+  for (let i = 0; i < lines.length; i++) {
+    if (lines[i].trim() !== '```text') continue
+    const start = i + 1
+    let end = start
+    while (end < lines.length && lines[end].trim() !== '```') end++
+    drawings.push({ line: start + 1, body: lines.slice(start, end).join('\n') })
+    i = end
+  }
+  return drawings
+}
+
 function blankFences(text) {
   let fence
   return text
@@ -192,10 +207,18 @@ export function checkReferences(files) {
         broken.push(`${file}:${lineOf(match.index)}: link to a missing heading: ${target}`)
       }
     }
-    // Repository paths in backticks, in the files written from the repository root.
+    // Repository paths in backticks, in the files written from the repository root; and the
+    // paths of their ```text drawings (ARCHITECTURE.md's layers and tree), which name files
+    // without backticks.
     if (dirname(file) === '.' || dirname(file) === 'docs') {
       for (const match of prose.matchAll(/`((?:__test__|src|lib|crates|scripts|examples|benches|include|docs|npm|\.ci|\.github)\/[\w./-]*)`/g)) {
         if (!existsSync(join(root, match[1]))) broken.push(`${file}:${lineOf(match.index)}: names a missing path: ${match[1]}`)
+      }
+      for (const { line, body } of textDrawings(text)) {
+        for (const match of body.matchAll(/(?<![\w/.-])((?:__test__|src|lib|crates|scripts|examples|benches|include|docs|npm|\.ci|\.github)\/[\w./-]*[\w/])/g)) {
+          const at = line + body.slice(0, match.index).split('\n').length - 1
+          if (!existsSync(join(root, match[1]))) broken.push(`${file}:${at}: names a missing path (in a text drawing): ${match[1]}`)
+        }
       }
     }
   }

@@ -3,7 +3,7 @@
 // exchange, the deleter-once rule, the READ_ONLY refusal, a dtype or bool check). The script
 // applies them one at a time to a scratch copy of the repository (never to the working tree),
 // runs the core crate's tests against each and, for the mutants the JS suite must also kill,
-// rebuilds the addons and runs __test__/abi/c-addon.spec.ts. A mutant that no required step
+// rebuilds the addons and runs the C addon's specs (__test__/abi/c-addon-*.spec.ts). A mutant that no required step
 // kills is a survivor: a safety check that no test guards. Exits 1 if any survives.
 //
 //   node scripts/mutants.mjs                 every mutant
@@ -16,7 +16,7 @@
 // kept between runs (the first run seeds it from target/debug, target/release and
 // target/consumer-addon when those exist), so each mutant only recompiles the crates.
 import { spawnSync } from 'node:child_process'
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -26,7 +26,7 @@ const crate = 'crates/napi-dlpack/src'
 
 /**
  * id: short name; file: the file mutated; find: a snippet that occurs exactly once in it;
- * replace: what it becomes; js: the JS suite (c-addon.spec.ts, through the C fixture) must kill
+ * replace: what it becomes; js: the JS suite (c-addon-*.spec.ts, through the C fixture) must kill
  * it too, or, as a list of spec files, those specs must. Mutants of the addon (src/) are killed
  * by the addon crate's own Rust tests instead of the core crate's (`crate: addonCrate`), or,
  * where only a JS runtime can show the defect, by JS specs alone (`crate: null`). Mutants of the
@@ -372,11 +372,28 @@ const mutants = [
   // src/exchange.rs: a borrow says what its memory holds (sub-byte elements padded to a byte)
   {
     id: 'exchange-subbyte-flag-dropped',
-    file: `${addon}/exchange.rs`,
+    file: `${addon}/handle.rs`,
     find: '  } | if layout.dtype.is_subbyte() {',
     replace: '  } | if false {',
     crate: null,
     js: ['__test__/abi/exchange.spec.ts', '__test__/abi/typed-args.spec.ts'],
+  },
+  // src/slots.rs: a handle id names one tensor of one thread (docs/protocol.md §5.6)
+  {
+    id: 'handle-id-generation-unchecked',
+    file: `${addon}/slots.rs`,
+    find: '  if slot.generation.load(Ordering::Relaxed) != (id >> INDEX_BITS) as u32 {',
+    replace: '  if false && slot.generation.load(Ordering::Relaxed) != (id >> INDEX_BITS) as u32 {',
+    crate: addonCrate,
+    js: ['__test__/abi/handle-ids.spec.ts'],
+  },
+  {
+    id: 'handle-id-thread-unchecked',
+    file: `${addon}/slots.rs`,
+    find: '  if me == 0 || slot.owner.load(Ordering::Acquire) != me {',
+    replace: '  if false {',
+    crate: addonCrate,
+    js: ['__test__/threads/handle-ids-workers.spec.ts'],
   },
   // hot.rs: a hot function's failures reach JS as thrown, coded errors (never a silent
   // `undefined` after a refused argument, an error of the body, or a panic)
@@ -467,6 +484,16 @@ const mutants = [
     replace: 'storage.check_attached(env)?;',
     crate: null,
     js: ['__test__/core/tensor.spec.ts'],
+  },
+  {
+    // dispose() detaches and releases a view of foreign memory that another tensor exported:
+    // the producer's deleter runs under the export (Node 24: an abort in the detach).
+    id: 'dispose-releases-exported-view',
+    file: `${addon}/handle.rs`,
+    find: 'if !unsafe { js_memory::was_exported(env.raw(), value) } {',
+    replace: 'if true {',
+    crate: null,
+    js: ['__test__/core/external-buffers.spec.ts'],
   },
   {
     // A resizable ArrayBuffer wrapped in place: resize() then takes the memory away under the
@@ -612,6 +639,25 @@ const mutants = [
     fakeCuda: true,
   },
   {
+    // A device reset frees the chunks: writing into them again crashes the process (the fake
+    // unmaps them).
+    id: 'staging-reset-unnoticed',
+    file: `${crate}/cuda/staging.rs`,
+    find: '      if !pool.intact(&bound)? {',
+    replace: '      if false && !pool.intact(&bound)? {',
+    crate: null,
+    js: ['__test__/cuda/staging.spec.ts'],
+    fakeCuda: true,
+  },
+  {
+    // The strided gather into the chunks: a run's outer indices decoded in the wrong order.
+    id: 'staging-row-runs-outer-index-order',
+    file: `${addon}/storage.rs`,
+    find: '      for dim in (0..self.axis).rev() {',
+    replace: '      for dim in 0..self.axis {',
+    crate: addonCrate,
+  },
+  {
     id: 'staging-kept-after-last-environment',
     file: `${addon}/js_memory/env.rs`,
     find: '  cuda::staging_env_ended();',
@@ -673,6 +719,13 @@ const mutants = [
     file: `${addon}/ops/negotiation.rs`,
     find: 'js_memory || pinned || !device.is_host_accessible()',
     replace: 'js_memory || !device.is_host_accessible()',
+    crate: addonCrate,
+  },
+  {
+    id: 'pinned-export-as-cpu-keeps-cuda-host',
+    file: `${addon}/ops/negotiation.rs`,
+    find: 'device: if pinned_as_cpu { Device::CPU } else { device },',
+    replace: 'device,',
     crate: addonCrate,
   },
   // src/ops/copy.rs: copies into an existing tensor (Tensor#copy_, to(device, { out }))
@@ -792,9 +845,14 @@ function crateTests(log, crateName = 'napi-dlpack') {
 }
 const napiCli = join(scratch, 'node_modules', '@napi-rs', 'cli', 'dist', 'cli.js')
 const ava = join(scratch, 'node_modules', 'ava', 'entrypoints', 'cli.mjs')
+/** The specs of the plain C addon's exchange with napi-dlpack, by topic (import, export, deleters, ...). */
+const cAddonSpecs = readdirSync(join(root, '__test__', 'abi'))
+  .filter((name) => name.startsWith('c-addon-') && name.endsWith('.spec.ts'))
+  .sort()
+  .map((name) => join('__test__', 'abi', name))
 /** Rebuilds both Rust addons the C-fixture tests use, then runs those tests (stops at the first
  * failure). A build failure counts as not killed: the mutant must compile. */
-function jsTests(log, specs = [join('__test__', 'abi', 'c-addon.spec.ts')], env = {}) {
+function jsTests(log, specs = cAddonSpecs, env = {}) {
   const built =
     run(scratch, process.execPath, [napiCli, 'build', '--platform', '--release', '--output-dir', join('lib', 'binding'), '--js', 'index.js', '--dts', 'index.d.ts'], {
       env: cargoEnv,
@@ -845,7 +903,7 @@ try {
     const baselineCrate = crateTests(baselineLog, crateName)
     if (!baselineCrate.built || baselineCrate.killed) throw new Error(`the crate tests fail without any mutation: see ${baselineLog}`)
   }
-  // c-addon.spec.ts when a mutant needs it, and each mutant's own spec list (in its environment).
+  // c-addon-*.spec.ts when a mutant needs it, and each mutant's own spec list (in its environment).
   if (selected.some((m) => m.fakeCuda)) {
     run(root, 'bash', [join(root, '__test__', 'native', 'fake-cuda', 'build.sh')], { log: baselineLog })
   }
@@ -888,7 +946,7 @@ try {
   // Rebuild the scratch copy's addon unmutated, so nothing mutated is left in the build directory.
   if (selected.some((m) => m.js || m.crate !== null)) jsTests(join(logDir, 'restore.log'))
 
-  console.log('\n| mutant | crate tests | JS (c-addon.spec.ts, or its own specs) | verdict | time |\n| --- | --- | --- | --- | --- |')
+  console.log('\n| mutant | crate tests | JS (c-addon-*.spec.ts, or its own specs) | verdict | time |\n| --- | --- | --- | --- | --- |')
   for (const r of rows) console.log(`| ${r.id} | ${r.crate} | ${r.js} | ${r.verdict} | ${r.time} |`)
   const survivors = rows.filter((r) => r.verdict === 'SURVIVED')
   const expected = rows.filter((r) => r.verdict.startsWith('survived')).length

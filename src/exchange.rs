@@ -25,17 +25,14 @@ use std::sync::Arc;
 use napi::bindgen_prelude::{Object, Unknown};
 use napi::{sys, Env, JsValue};
 use napi_derive::napi;
-use napi_dlpack::exchange::{self, ExchangeApi};
-use napi_dlpack::ffi::{
-  DLDevice, DLManagedTensorVersioned, DLTensor, DLPACK_FLAG_BITMASK_IS_COPIED,
-  DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED, DLPACK_FLAG_BITMASK_READ_ONLY,
-};
+use napi_dlpack::exchange::{self, BorrowExtent, ExchangeApi};
+use napi_dlpack::ffi::{DLDevice, DLManagedTensorVersioned, DLTensor};
 use napi_dlpack::{export, Device, DeviceType, ErrorKind, ExportFormat, ForeignTensor};
 
 use crate::errors::{fail, status, Result};
-use crate::handle::{BorrowPin, Handle};
+use crate::handle::{describe, BorrowPin, Handle};
 use crate::own_capsule::{self, ExportOwner};
-use crate::storage::Memory;
+use crate::slots::{self, Refused};
 
 /// The table, for the whole process (every environment, every thread).
 static EXCHANGE_API: ExchangeApi = ExchangeApi::new(
@@ -45,7 +42,8 @@ static EXCHANGE_API: ExchangeApi = ExchangeApi::new(
   Some(managed_tensor_to_value),
   Some(current_work_stream),
   Some(dltensor_from_object),
-);
+)
+.with_dltensor_from_id(dltensor_from_id);
 
 /// Makes every handle created from now on start with this table's header (see
 /// `handle::EXCHANGE_TABLE`): called when the module loads, before any handle exists.
@@ -355,9 +353,155 @@ unsafe extern "C" fn dltensor_from_value(
   out_keep_alive: *mut *mut c_void,
 ) -> i32 {
   run(env, |env, exchange| {
+    if let Some(id) = id_of_value(env, value)? {
+      return lend_id(env, id, out, out_flags, ptr::null_mut(), out_keep_alive);
+    }
     let handle = tensor_handle(env, exchange, value)?;
     lend(env, handle, out, out_flags, out_keep_alive)
   })
+}
+
+/// `dltensor_from_id` (table minor 2, `docs/protocol.md` §5.6): borrows the tensor a handle id
+/// names. The hot path is a slot lookup (bounds, owner thread, generation) and a copy of what the
+/// slot prepared when the id was made: no Node-API call, no validation, no allocation. The first
+/// borrow of JS memory (it marks the buffer untransferable), a detach check where the runtime
+/// can still detach it, and every refusal take [`borrow_id_slow`].
+unsafe extern "C" fn dltensor_from_id(
+  env: sys::napi_env,
+  id: u64,
+  out: *mut DLTensor,
+  out_flags: *mut u64,
+  out_extent: *mut BorrowExtent,
+  out_keep_alive: *mut *mut c_void,
+) -> i32 {
+  if let Ok(slot) = slots::lookup(id) {
+    // SAFETY: `lookup` established that this thread owns the slot; the reference ends here.
+    let ready = unsafe { slot.state() }.ready();
+    if ready
+      && !out.is_null()
+      && !out_flags.is_null()
+      && !out_extent.is_null()
+      && !out_keep_alive.is_null()
+    {
+      // SAFETY: as above.
+      let state = unsafe { slots::pin(slot) };
+      let prepared = &state.prepared;
+      // SAFETY: non-NULL out pointers the caller provides for this call.
+      unsafe {
+        out.write(prepared.tensor);
+        out_flags.write(prepared.flags);
+        out_extent.write(prepared.extent);
+        out_keep_alive.write(slots::token(id));
+      }
+      return 0;
+    }
+  }
+  // SAFETY: forwarded contract.
+  unsafe { borrow_id_slow(env, id, out, out_flags, out_extent, out_keep_alive) }
+}
+
+/// [`dltensor_from_id`] off its hot path: on our env, with errors thrown to the caller.
+#[cold]
+#[inline(never)]
+unsafe fn borrow_id_slow(
+  env: sys::napi_env,
+  id: u64,
+  out: *mut DLTensor,
+  out_flags: *mut u64,
+  out_extent: *mut BorrowExtent,
+  out_keep_alive: *mut *mut c_void,
+) -> i32 {
+  run(env, |env, _| {
+    if out_extent.is_null() {
+      return Err(fail(ErrorKind::InvalidArgument, "NULL output pointer"));
+    }
+    lend_id(env, id, out, out_flags, out_extent, out_keep_alive)
+  })
+}
+
+/// The refusal of an id (`slots::Refused`), coded.
+fn refused(why: Refused) -> crate::errors::Error {
+  match why {
+    Refused::Unknown => fail(ErrorKind::InvalidArgument, why.message()),
+    Refused::OtherThread | Refused::Stale => fail(ErrorKind::StaleId, why.message()),
+  }
+}
+
+/// The handle id `value` is, if it is one: an id external (`Tensor#native`) or a number
+/// (`Tensor#id`, which must then be an exact integer below 2^53).
+fn id_of_value(env: &Env, value: sys::napi_value) -> Result<Option<u64>> {
+  let mut data = ptr::null_mut();
+  // SAFETY: a live value of this env; anything but an external fails without throwing.
+  if unsafe { sys::napi_get_value_external(env.raw(), value, &mut data) } == sys::Status::napi_ok {
+    return Ok(exchange::handle_id_of_external(data));
+  }
+  if value_type(env, value)? != sys::ValueType::napi_number {
+    return Ok(None);
+  }
+  let mut number = 0f64;
+  // SAFETY: a live number of this env.
+  status("napi_get_value_double", unsafe {
+    sys::napi_get_value_double(env.raw(), value, &mut number)
+  })?;
+  if !(0.0..=slots::MAX_ID as f64).contains(&number) || number.fract() != 0.0 {
+    return Err(fail(
+      ErrorKind::InvalidArgument,
+      "a tensor handle id must be an integer in 0..2^53 (Tensor#id)",
+    ));
+  }
+  Ok(Some(number as u64))
+}
+
+/// Borrows slot `id` (any path): the slow steps first if the slot needs them, then a pinned
+/// copy of what it prepared. `out_extent` may be NULL (a borrow through `dltensor_from_value`).
+fn lend_id(
+  env: &Env,
+  id: u64,
+  out: *mut DLTensor,
+  out_flags: *mut u64,
+  out_extent: *mut BorrowExtent,
+  out_keep_alive: *mut *mut c_void,
+) -> Result<()> {
+  if out.is_null() || out_flags.is_null() || out_keep_alive.is_null() {
+    return Err(fail(ErrorKind::InvalidArgument, "NULL output pointer"));
+  }
+  let slot = slots::lookup(id).map_err(refused)?;
+  let (storage, ready, marked) = {
+    // SAFETY: this thread owns the slot; the reference ends before any JS can run.
+    let state = unsafe { slot.state() };
+    let Some(pin) = &state.pin else {
+      return Err(refused(Refused::Stale));
+    };
+    (pin.storage.clone(), state.ready(), state.marked)
+  };
+  if !ready {
+    if marked {
+      storage.check_attached(env)?;
+    } else {
+      // Marks the buffer untransferable: this calls JS (the runtime's marker), which may have
+      // disposed the tensor meanwhile, so the slot is looked up again below.
+      storage.pin_for_export(env)?;
+    }
+  }
+  let slot = slots::lookup(id).map_err(refused)?;
+  // SAFETY: this thread owns the slot; no other reference to its state is alive.
+  let state = unsafe { slots::pin(slot) };
+  state.marked = true;
+  // The first borrow's mark may have been left to the runtime's (an external ArrayBuffer,
+  // which Node 24's transfer() can still detach): then every borrow keeps the detach check.
+  if storage.mark_left_to_runtime() {
+    state.check_detach = true;
+  }
+  // SAFETY: non-NULL out pointers (checked; `out_extent` when non-NULL) for this call.
+  unsafe {
+    out.write(state.prepared.tensor);
+    out_flags.write(state.prepared.flags);
+    if !out_extent.is_null() {
+      out_extent.write(state.prepared.extent);
+    }
+    out_keep_alive.write(slots::token(id));
+  }
+  Ok(())
 }
 
 /// `dltensor_from_object`: borrows the tensor whose handle a consumer found under the
@@ -413,35 +557,10 @@ fn lend(
       pin
     }
   };
-  let (storage, layout) = (&pin.storage, &pin.layout);
-  let (data, byte_offset) = storage.export_address(layout);
-  let flags = if layout.read_only {
-    DLPACK_FLAG_BITMASK_READ_ONLY
-  } else {
-    0
-  } | if layout.copied && matches!(storage.memory(), Memory::Owned(_)) {
-    DLPACK_FLAG_BITMASK_IS_COPIED
-  } else {
-    0
-  } | if layout.dtype.is_subbyte() {
-    // Our sub-byte tensors (float4, float6) hold one element per byte: without the flag a
-    // `bits < 8` dtype means packed elements (DLPack), which the memory is not. Capsules and
-    // owning exports say the same (`ExportInfo::flags`).
-    DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED
-  } else {
-    0
-  };
+  let (tensor, flags) = describe(&pin);
   // SAFETY: non-NULL out pointers (checked) that the caller provides for this call.
   unsafe {
-    out.write(DLTensor {
-      data,
-      device: layout.device.to_dl(),
-      ndim: layout.shape.len() as i32,
-      dtype: layout.dtype.to_dl(),
-      shape: layout.shape.as_ptr().cast_mut(),
-      strides: layout.strides.as_ptr().cast_mut(),
-      byte_offset,
-    });
+    out.write(tensor);
     out_flags.write(flags);
     out_keep_alive.write(Arc::into_raw(pin).cast_mut().cast());
   }
@@ -456,6 +575,11 @@ unsafe extern "C" fn release_borrow(_env: sys::napi_env, keep_alive: *mut c_void
   }
   // A panic in a deleter must not unwind into the caller.
   let _ = catch_unwind(|| {
+    if slots::is_token(keep_alive) {
+      // A borrow by id: unpins its slot (freeing it if its handle let go meanwhile).
+      slots::unpin_token(keep_alive);
+      return;
+    }
     // SAFETY: a token `dltensor_from_value` made with `Arc::into_raw`, released once (the
     // table's contract).
     drop(unsafe { Arc::from_raw(keep_alive.cast_const().cast::<BorrowPin>()) });
@@ -473,10 +597,21 @@ unsafe extern "C" fn managed_tensor_from_value(
     if out.is_null() {
       return Err(fail(ErrorKind::InvalidArgument, "NULL output pointer"));
     }
-    let handle = tensor_handle(env, exchange, value)?;
-    let storage = handle.storage()?.clone();
+    let (storage, layout) = match id_of_value(env, value)? {
+      Some(id) => {
+        let slot = slots::lookup(id).map_err(refused)?;
+        // SAFETY: this thread owns the slot; the reference ends here.
+        let state = unsafe { slot.state() };
+        let pin = state.pin.as_ref().ok_or_else(|| refused(Refused::Stale))?;
+        (pin.storage.clone(), pin.layout.clone())
+      }
+      None => {
+        let handle = tensor_handle(env, exchange, value)?;
+        (handle.storage()?.clone(), handle.layout.clone())
+      }
+    };
     storage.pin_for_export(env)?;
-    let owner = ExportOwner::new(storage, handle.layout.clone());
+    let owner = ExportOwner::new(storage, layout);
     match export(owner, ExportFormat::Versioned)?.into_raw() {
       // SAFETY: a non-NULL out pointer; the caller now owns the tensor.
       napi_dlpack::ManagedPtr::Versioned(tensor) => unsafe { out.write(tensor.as_ptr()) },

@@ -7,7 +7,7 @@ const LAYERS: &[&[&str]] = &[
   &["js_memory"],
   &["layout"],
   &["storage"],
-  &["handle"],
+  &["handle", "slots"],
   &["own_capsule"],
   &["cuda"],
   &["ops"],

@@ -12,7 +12,7 @@
 //! | operations | `ops` (`negotiation`, `import`, `export`, `copy`, `convert`, `view`, `transfer`) | what a call does with tensors; `negotiation` turns import and export requests into plans (pure) |
 //! | CUDA | `cuda` | device allocations and copies, streams, driver checks of imports |
 //! | recognition | `own_capsule` | which handle is behind a JS value; the capsules we make |
-//! | handle | `handle` | the native handle: a storage plus a layout |
+//! | handle | `handle`, `slots` | the native handle: a storage plus a layout; the slot table behind handle ids (`Tensor#id`, `Tensor#native`) |
 //! | storage | `storage` | where a tensor's bytes live, row-major copies, export addresses |
 //! | layout | `layout` | `TensorLayout`: a tensor's place in its storage (plain data) |
 //! | JS memory | `js_memory` | raw Node-API calls: `env` (per-environment state, teardown), `buffers` (ArrayBuffers, limits, the untransferable mark), `externals` (tagged externals) |
@@ -47,6 +47,7 @@ mod js_memory;
 mod layout;
 mod ops;
 mod own_capsule;
+mod slots;
 mod storage;
 
 #[cfg(test)]

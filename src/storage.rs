@@ -59,6 +59,8 @@ pub struct Storage {
   device_reads_queued: AtomicBool,
   /// Set once the ArrayBuffer of `Memory::Js` was marked untransferable (see `pin_for_export`).
   marked_untransferable: AtomicBool,
+  /// Set when that mark was left to the runtime's own (see [`Storage::mark_left_to_runtime`]).
+  mark_left_to_runtime: AtomicBool,
 }
 
 /// Storages alive in this process (all environments): a leak check for tests and diagnostics.
@@ -93,6 +95,7 @@ impl Storage {
       memory,
       device_reads_queued: AtomicBool::new(false),
       marked_untransferable: AtomicBool::new(false),
+      mark_left_to_runtime: AtomicBool::new(false),
     })
   }
 
@@ -159,6 +162,37 @@ impl Storage {
     Ok(())
   }
 
+  /// Whether JS could detach this memory: V8 memory in an `ArrayBuffer` (a SharedArrayBuffer
+  /// never detaches; other memory is not JS's).
+  pub fn can_be_detached(&self, env: &Env) -> Result<bool> {
+    let Memory::Js { buffer, .. } = &self.memory else {
+      return Ok(false);
+    };
+    // SAFETY: our env, on its thread.
+    let value = unsafe { buffer.value(env.raw())? };
+    let mut is_array_buffer = false;
+    // SAFETY: a live value of this env.
+    crate::errors::status("napi_is_arraybuffer", unsafe {
+      napi::sys::napi_is_arraybuffer(env.raw(), value, &mut is_array_buffer)
+    })?;
+    Ok(is_array_buffer)
+  }
+
+  /// Whether [`Storage::pin_for_export`] marked this memory already (always, for memory that is
+  /// not JS's).
+  pub fn is_marked(&self) -> bool {
+    !matches!(self.memory, Memory::Js { .. }) || self.marked_untransferable.load(Ordering::Relaxed)
+  }
+
+  /// Whether [`Storage::pin_for_export`] left the ArrayBuffer to the runtime's own untransferable
+  /// mark instead of marking it (an external ArrayBuffer Node marked when an addon made it; see
+  /// lib/native.ts): transfer lists refuse it, but Node 24's `transfer()` can still detach it,
+  /// so borrows must keep checking for a detach whatever `slots::marked_buffers_detachable`
+  /// says.
+  pub fn mark_left_to_runtime(&self) -> bool {
+    self.mark_left_to_runtime.load(Ordering::Relaxed)
+  }
+
   /// Before native code is handed a pointer into this memory that outlives the call (a capsule,
   /// an owned exchange export, a borrow kept across calls): fails if the JS buffer was detached,
   /// and marks it untransferable, once per storage. Without the mark, a `postMessage` transfer
@@ -169,7 +203,12 @@ impl Storage {
     if let Memory::Js { buffer, .. } = &self.memory {
       if !self.marked_untransferable.load(Ordering::Relaxed) {
         // SAFETY: our env, on its thread (checked by `value`).
-        unsafe { js_memory::mark_untransferable(env.raw(), buffer.value(env.raw())?)? };
+        let value = unsafe { buffer.value(env.raw())? };
+        // SAFETY: as above; `value` is a live ArrayBuffer of this env.
+        let ours = unsafe { js_memory::mark_untransferable(env.raw(), value)? };
+        // SAFETY: as above.
+        unsafe { js_memory::note_exported(env.raw(), value) };
+        self.mark_left_to_runtime.store(!ours, Ordering::Relaxed);
         self.marked_untransferable.store(true, Ordering::Relaxed);
       }
     }
@@ -499,6 +538,66 @@ mod tests {
     assert_eq!(storage.export_byte_offset(&layout), 0);
     let (data, byte_offset) = storage.export_address(&layout);
     assert_eq!((data as usize, byte_offset), (start as usize + 24, 0));
+  }
+
+  #[test]
+  fn row_runs_copy_any_range_of_rows_like_the_whole_copy() {
+    use napi_dlpack::DType;
+    // A buffer of distinct u16 values; views of it permuted and reversed, cut into runs of
+    // rows at every unit size, must give the bytes of the whole row-major copy.
+    let words: Vec<u64> = (0..512u64)
+      .map(|i| (i * 4) | ((i * 4 + 1) << 16) | ((i * 4 + 2) << 32) | ((i * 4 + 3) << 48))
+      .collect();
+    let storage = Storage::new(Memory::Owned(words));
+    let base = storage.base() as usize;
+    let len = storage.region_len();
+    // (shape, strides in elements, first element offset in elements)
+    let views: [(&[i64], &[i64], usize); 5] = [
+      (&[4, 6, 5], &[1, 20, 4], 0),        // permuted
+      (&[3, 7, 11], &[-77, 11, -1], 230),  // reversed outer and inner axes
+      (&[1000], &[-1], 999),               // one reversed axis
+      (&[2, 3, 4, 5], &[60, 1, 15, 3], 7), // four axes, transposed inner pair
+      (&[9, 1, 13], &[13, 500, 1], 3),     // contiguous apart from a size-1 axis
+    ];
+    for (shape, strides, first) in views {
+      let layout = TensorLayout::over_region(
+        DType::UInt16,
+        shape,
+        Some(strides),
+        first * 2,
+        base,
+        len,
+        false,
+      )
+      .unwrap();
+      let mut whole = vec![0u8; layout.packed_bytes()];
+      copy_row_major(&storage, &layout, &mut whole).unwrap();
+      for max_unit in [1, 2, 3, 10, 22, 64, 130, 1 << 20] {
+        let runs = RowRuns::new(&storage, &layout, max_unit).unwrap().unwrap();
+        let unit = runs.unit();
+        assert!(unit <= max_unit.max(2), "{shape:?} {max_unit}");
+        for rows_per_piece in [1, 2, 3, 7] {
+          let piece = unit * rows_per_piece;
+          let mut out = vec![0u8; whole.len()];
+          let mut offset = 0;
+          while offset < out.len() {
+            let bytes = piece.min(out.len() - offset);
+            runs.copy(offset, &mut out[offset..offset + bytes]).unwrap();
+            offset += bytes;
+          }
+          assert_eq!(
+            out, whole,
+            "{shape:?} {strides:?} unit {unit} x {rows_per_piece}"
+          );
+        }
+      }
+      // Ranges that are not whole rows are refused, not copied wrongly.
+      let runs = RowRuns::new(&storage, &layout, 64).unwrap().unwrap();
+      if runs.unit() > 2 {
+        let mut out = vec![0u8; runs.unit()];
+        assert!(runs.copy(2, &mut out).is_err());
+      }
+    }
   }
 
   #[test]

@@ -9,15 +9,12 @@
 //
 // Build the addon first: bash __test__/native/consumer-addon/build.sh (npm test does).
 import { once } from 'node:events'
-import { existsSync } from 'node:fs'
-import { createRequire } from 'node:module'
-import { fileURLToPath } from 'node:url'
 import { Worker } from 'node:worker_threads'
 
 import test from 'ava'
 
 import { type DLPackCapsule, Tensor, externalBuffersAllowed, fromDLPack, isCapsuleConsumed } from '../../dist/index.js'
-import { drainGarbage, gcUntil } from '../harness/helpers.js'
+import { drainGarbage, gcUntil, nativeFixture } from '../harness/helpers.js'
 
 interface TensorDescription {
   dtype: string
@@ -41,11 +38,7 @@ interface ConsumerAddon {
   lastExportedPointer(): bigint
 }
 
-const addonPath = fileURLToPath(new URL('../../target/consumer-addon/consumer_addon.node', import.meta.url))
-if (!existsSync(addonPath)) {
-  throw new Error(`${addonPath} is missing: run \`bash __test__/native/consumer-addon/build.sh\` first`)
-}
-const addon = createRequire(import.meta.url)(addonPath) as ConsumerAddon
+const { path: addonPath, addon } = nativeFixture<ConsumerAddon>('consumer-addon', 'consumer_addon.node')
 
 /** false with NAPI_DLPACK_NO_EXTERNAL_BUFFERS=1 (and in Electron). */
 const zeroCopy = externalBuffersAllowed()
@@ -54,7 +47,6 @@ const DTYPES: MatrixDType[] = ['float32', 'float64']
 const CPU: [number, number] = [1, 0]
 
 const gc = (globalThis as { gc?: () => void }).gc
-
 
 /** The pattern of makeMatrix: element (i, j) is i * cols + j. */
 function pattern(rows: number, cols: number): number[][] {

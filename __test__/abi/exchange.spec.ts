@@ -5,8 +5,6 @@
 // header's validation helper. Pointer identity, writes seen on both sides, deleter counts.
 // Runs in both modes (with NAPI_DLPACK_NO_EXTERNAL_BUFFERS=1: the Electron path).
 import { execFileSync } from 'node:child_process'
-import { existsSync } from 'node:fs'
-import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Worker } from 'node:worker_threads'
@@ -24,7 +22,7 @@ import {
   externalBuffersAllowed,
   fromDLPack,
 } from '../../dist/index.js'
-import { addressOf, codeOf, drainGarbage, gcUntil } from '../harness/helpers.js'
+import { addressOf, codeOf, drainGarbage, gcUntil, nativeFixture } from '../harness/helpers.js'
 
 interface BorrowedSum {
   sum: number
@@ -93,10 +91,7 @@ interface ExchangeC {
 }
 
 const here = dirname(fileURLToPath(import.meta.url))
-const addonPath = join(here, '..', '..', 'target', 'exchange-c', 'exchange_c.node')
-// `npm test` builds every fixture first; build it here too when run on its own.
-if (!existsSync(addonPath)) execFileSync('bash', [join(here, '..', 'native', 'exchange-c', 'build.sh')], { stdio: 'inherit' })
-const c = createRequire(import.meta.url)(addonPath) as ExchangeC
+const { path: addonPath, addon: c } = nativeFixture<ExchangeC>('exchange-c', 'exchange_c.node')
 
 const zeroCopy = externalBuffersAllowed()
 const READ_ONLY = 1
@@ -128,13 +123,13 @@ test('Tensor.prototype exposes the table, each Tensor its own handle (one lookup
   t.is(c.currentStream(globalThis, 2), 1n)
 })
 
-test.serial('Tensor.native: the C helper borrows the handle itself (no lookup), exports it, and refuses it once disposed', async (t) => {
+test.serial('Tensor.native: the C helper borrows the id external (no lookup), exports it, and refuses it once disposed', async (t) => {
   await drainGarbage()
   const data = new Float32Array([1, 2, 3, 4])
   const tensor = Tensor.from(data, [2, 2])
   const handle = tensor.native
   t.not(handle, tensor as unknown, 'a lending tensor gives its handle, not itself')
-  t.is(c.lendingPath(handle), 'object', 'the external itself is per-object data')
+  t.is(c.lendingPath(handle), 'table', 'an id external: the default importer lends it')
   const before = live()
   const borrowed = c.borrowSum(handle)
   t.is(borrowed.pointer, tensor.dataPointer, 'zero-copy: the same first-element address')
@@ -150,13 +145,13 @@ test.serial('Tensor.native: the C helper borrows the handle itself (no lookup), 
   t.deepEqual(c.borrowStatus(table), noExchange, 'the table external passed as the value')
   tensor.dispose()
   t.is(codeOf(() => tensor.native), 'ERR_TENSOR_DISPOSED')
-  t.is(codeOf(() => c.borrowSum(handle)), 'ERR_TENSOR_DISPOSED', 'a handle kept past dispose() lends nothing')
-  t.is(codeOf(() => c.exportHold(handle)), 'ERR_TENSOR_DISPOSED')
+  t.is(codeOf(() => c.borrowSum(handle)), 'ERR_TENSOR_STALE_ID', 'a handle kept past dispose() lends nothing')
+  t.is(codeOf(() => c.exportHold(handle)), 'ERR_TENSOR_STALE_ID')
   t.is(c.releaseHeld(), 1, 'the one export made before dispose() is released once')
   t.deepEqual([...data], [2, 4, 6, 8])
-  // A tensor over an adopted capsule has no handle of its own to lend: it gives itself.
+  // A tensor over an adopted capsule has an id external too.
   const adopted = fromDLPack(Tensor.from(new Float32Array([3, 4])).__dlpack__())
-  t.is(adopted.native, adopted)
+  t.is(c.lendingPath(adopted.native), 'table')
   t.is(c.borrowSum(adopted.native).sum, 7)
   t.true(await gcUntil(() => live() <= before), `live ${live()} before ${before}`)
 })
@@ -327,9 +322,12 @@ test('a second installExchangeApi in one environment deletes the first one\'s re
 test('values without a table: NO_EXCHANGE (the consumer falls back to capsules)', (t) => {
   // NO_EXCHANGE and INVALID_ARG share the code ERR_DLPACK_INVALID_ARGUMENT: the number tells.
   const noExchange = { code: 'ERR_DLPACK_INVALID_ARGUMENT', status: NAPI_DLPACK_ERR_NO_EXCHANGE }
-  for (const value of [{}, 3, 'x', null, undefined, [], () => 1, Tensor.from(new Float32Array(1)).__dlpack__()]) {
+  for (const value of [{}, 1.5, -1, 2 ** 60, 'x', null, undefined, [], () => 1, Tensor.from(new Float32Array(1)).__dlpack__()]) {
     t.deepEqual(c.borrowStatus(value), noExchange, typeof value)
   }
+  // An integer is a handle id (protocol §5.6), lent by the default importer, which refuses one
+  // that names no tensor (its coded exception is passed on).
+  t.is(codeOf(() => c.borrowStatus(3)), 'ERR_DLPACK_INVALID_ARGUMENT')
   // A property that is not a tagged external is not a table.
   t.deepEqual(c.borrowStatus({ [EXCHANGE_API_PROPERTY]: 42 }), noExchange)
   t.deepEqual(c.borrowStatus({ [EXCHANGE_API_PROPERTY]: Tensor.from(new Float32Array(1)).__dlpack__() }), noExchange)

@@ -103,7 +103,7 @@ test('READ_ONLY is refused for writes, and disposed tensors and handles for anyt
   const handle = disposed.native
   disposed.dispose()
   t.is(codeOf(() => addon.inspectHot(disposed)), 'ERR_TENSOR_DISPOSED')
-  t.is(codeOf(() => addon.inspectHot(handle)), 'ERR_TENSOR_DISPOSED')
+  t.is(codeOf(() => addon.inspectHot(handle)), 'ERR_TENSOR_STALE_ID')
 })
 
 test('bad arguments are coded errors: not a tensor, missing, a number expected', (t) => {

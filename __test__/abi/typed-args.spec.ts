@@ -79,7 +79,7 @@ test('sub-byte dtypes (float4, float6) are borrowed as typed arguments, as their
   }
 })
 
-test.serial('Tensor.native is borrowed with no lookup: same memory, writes seen; owned, it outlives dispose()', async (t) => {
+test.serial('Tensor.native (an id external) is borrowed with no lookup: same memory, writes seen; owned, it outlives dispose()', async (t) => {
   await drainGarbage()
   const data = new Float32Array([1, 2, 3, 4, 5, 6])
   const tensor = Tensor.from(data, [3, 2], { strides: [1, 3] })
@@ -97,8 +97,8 @@ test.serial('Tensor.native is borrowed with no lookup: same memory, writes seen;
   const pending = addon.sumAsync(handle)
   tensor.dispose()
   t.is(await pending, 42, 'the owned argument outlived dispose()')
-  t.is(codeOf(() => addon.inspect(handle)), 'ERR_TENSOR_DISPOSED')
-  t.is(codeOf(() => addon.inspectOwned(handle)), 'ERR_TENSOR_DISPOSED')
+  t.is(codeOf(() => addon.inspect(handle)), 'ERR_TENSOR_STALE_ID')
+  t.is(codeOf(() => addon.inspectOwned(handle)), 'ERR_TENSOR_STALE_ID')
   t.is(codeOf(() => tensor.native), 'ERR_TENSOR_DISPOSED')
   // Another producer's per-object external passed as the argument: borrowed through its own
   // table's dltensor_from_object. This producer does not take its external as the value of

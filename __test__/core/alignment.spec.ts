@@ -5,15 +5,11 @@
 // Now it copies the tensor's span into aligned V8 memory and says so (isCopy), as imports of
 // misaligned foreign memory do; aligned memory stays zero-copy. Exports are checked through the
 // plain C addon.
-import { execFileSync } from 'node:child_process'
-import { existsSync } from 'node:fs'
-import { createRequire } from 'node:module'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 
 import test, { type ExecutionContext } from 'ava'
 
 import { type DLPackCapsule, Tensor, fromDLPack } from '../../dist/index.js'
+import { nativeFixture } from '../harness/helpers.js'
 
 type Held = { readonly __held: unique symbol }
 
@@ -25,10 +21,7 @@ interface CAddon {
   release(held: Held): boolean
 }
 
-const here = dirname(fileURLToPath(import.meta.url))
-const addonPath = join(here, '..', '..', 'target', 'c-addon', 'c_addon.node')
-if (!existsSync(addonPath)) execFileSync('bash', [join(here, '..', 'native', 'c-addon', 'build.sh')], { stdio: 'inherit' })
-const c = createRequire(import.meta.url)(addonPath) as CAddon
+const c = nativeFixture<CAddon>('c-addon', 'c_addon.node').addon
 
 /** Little-endian uint16 values as bytes. */
 const u16Bytes = (values: number[]) => values.flatMap((v) => [v & 0xff, v >> 8])

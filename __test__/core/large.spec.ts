@@ -8,18 +8,14 @@
 // on Node 22+ and Deno, so the 4 GiB + 1 tensor is "too large" on Node 20 only; the [2^62] one
 // everywhere. Runs in both modes (external buffers allowed, and NAPI_DLPACK_NO_EXTERNAL_BUFFERS=1,
 // the Electron path, where windows of such tensors are copies).
-import { execFileSync } from 'node:child_process'
 import { constants } from 'node:buffer'
-import { existsSync, readFileSync } from 'node:fs'
-import { createRequire } from 'node:module'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { readFileSync } from 'node:fs'
 
 import test from 'ava'
 
 import { BufferError, type DLPackCapsule, DLPackTypeError, Tensor, externalBuffersAllowed, fromDLPack } from '../../dist/index.js'
 import { native } from '../../dist/native.js'
-import { gcUntil, throwsCode } from '../harness/helpers.js'
+import { gcUntil, throwsCode, nativeFixture } from '../harness/helpers.js'
 
 type Held = { readonly __held: unique symbol }
 
@@ -37,10 +33,7 @@ interface LargeCAddon {
   release(held: Held): boolean
 }
 
-const here = dirname(fileURLToPath(import.meta.url))
-const addonPath = join(here, '..', '..', 'target', 'c-addon', 'c_addon.node')
-if (!existsSync(addonPath)) execFileSync('bash', [join(here, '..', 'native', 'c-addon', 'build.sh')], { stdio: 'inherit' })
-const c = createRequire(import.meta.url)(addonPath) as LargeCAddon
+const c = nativeFixture<LargeCAddon>('c-addon', 'c_addon.node').addon
 
 const GiB4 = 2 ** 32
 const limit = constants.MAX_LENGTH

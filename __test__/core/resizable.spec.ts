@@ -8,17 +8,12 @@
 // is shared zero-copy, and growing it under a live tensor changes nothing the tensor sees.
 //
 // Every test is skipped where the runtime has no resizable buffers (feature-detected).
-import { execFileSync } from 'node:child_process'
-import { existsSync } from 'node:fs'
-import { createRequire } from 'node:module'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 
 import test from 'ava'
 import * as ort from 'onnxruntime-node'
 
 import { Tensor, fromDLPack } from '../../dist/index.js'
-import { addressOf, codeOf, throwsCode } from '../harness/helpers.js'
+import { addressOf, codeOf, throwsCode, nativeFixture } from '../harness/helpers.js'
 
 const canResize = typeof (ArrayBuffer.prototype as { resize?: unknown }).resize === 'function'
 const canGrow = typeof SharedArrayBuffer === 'function' && typeof (SharedArrayBuffer.prototype as { grow?: unknown }).grow === 'function'
@@ -48,10 +43,7 @@ function counting(n: number, max = 1 << 22): { buffer: ResizableBuffer; view: Fl
 
 const range = (n: number) => Array.from({ length: n }, (_, i) => i + 1)
 
-const here = dirname(fileURLToPath(import.meta.url))
-const addonPath = join(here, '..', '..', 'target', 'consumer-addon', 'consumer_addon.node')
-if (!existsSync(addonPath)) execFileSync('bash', [join(here, '..', 'native', 'consumer-addon', 'build.sh')], { stdio: 'inherit' })
-const addon = createRequire(import.meta.url)(addonPath) as typeof import('../../examples/consumer-addon/index.js')
+const addon = nativeFixture<typeof import('../../examples/consumer-addon/index.js')>('consumer-addon', 'consumer_addon.node').addon
 
 resizeTest('a tensor of a resizable ArrayBuffer is a copy: shrinking the buffer to 0 leaves every use of it valid', (t) => {
   const { buffer, view } = counting(1 << 18)

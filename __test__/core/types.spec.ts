@@ -32,9 +32,11 @@ export type TypeChecks = [
   Expect<Equal<ReturnType<typeof Tensor.zeros<'int16'>>, Tensor<'int16'>>>,
   // A tensor is a DLPack producer for the protocol interfaces.
   Expect<Tensor extends CanDLPack & CanDLPackDevice ? true : false>,
-  // `native` is a handle (or the tensor itself), and a typed argument of an addon takes either.
-  Expect<Equal<Tensor<'uint8'>['native'], TensorHandle | Tensor<'uint8'>>>,
+  // `native` is a handle (an id external) and `id` a number; a typed argument of an addon takes both.
+  Expect<Equal<Tensor<'uint8'>['native'], TensorHandle>>,
   Expect<Tensor['native'] extends TensorArg ? true : false>,
+  Expect<Equal<Tensor['id'], number>>,
+  Expect<Tensor['id'] extends TensorArg ? true : false>,
   // The handle is opaque: not a Tensor, nothing to read from JS.
   Expect<TensorHandle extends Tensor ? false : true>,
 ]

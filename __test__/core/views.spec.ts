@@ -8,11 +8,6 @@
 //
 // Runs in Electron mode too (NAPI_DLPACK_NO_EXTERNAL_BUFFERS=1): views of JS memory do not
 // depend on external buffers; foreign memory is copied at import there.
-import { execFileSync } from 'node:child_process'
-import { existsSync } from 'node:fs'
-import { createRequire } from 'node:module'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 
 import test from 'ava'
 
@@ -27,7 +22,7 @@ import {
   externalBuffersAllowed,
   fromDLPack,
 } from '../../dist/index.js'
-import { drainGarbage, gcUntil, random, throwsCode } from '../harness/helpers.js'
+import { drainGarbage, gcUntil, random, throwsCode, nativeFixture } from '../harness/helpers.js'
 
 // ---------------------------------------------------------------------------------------------
 // The C consumer (__test__/c-addon): what a native addon sees of an export.
@@ -55,16 +50,12 @@ interface CAddon {
   release(held: Held): boolean
   deleterCalls(): number
 }
-const here = dirname(fileURLToPath(import.meta.url))
-const addonPath = join(here, '..', '..', 'target', 'c-addon', 'c_addon.node')
-if (!existsSync(addonPath)) execFileSync('bash', [join(here, '..', 'native', 'c-addon', 'build.sh')], { stdio: 'inherit' })
-const c = createRequire(import.meta.url)(addonPath) as CAddon
+const c = nativeFixture<CAddon>('c-addon', 'c_addon.node').addon
 const READ_ONLY = 1
 const zeroCopy = externalBuffersAllowed()
 
 // ---------------------------------------------------------------------------------------------
 // Random sources
-
 
 const int = (next: () => number, lo: number, hi: number) => lo + Math.floor(next() * (hi - lo + 1))
 

@@ -9,14 +9,9 @@
 import test from 'ava'
 
 import { BufferError, cuda, type DLPackCapsule, DLPackError, fromDLPack, InvalidTensorError, isCapsuleConsumed, Tensor } from '../../dist/index.js'
+import { c } from '../harness/c-addon.js'
 import { available, control, fakeLoaded, peer, floats, settled } from '../harness/fake-cuda.js'
-import { drainGarbage, gcUntil, throwsCode, nativeFixture } from '../harness/helpers.js'
-
-interface CAddon {
-  makeTensor(options: { device?: [number, number]; shape: number[]; versioned: boolean }): DLPackCapsule
-  deleterCalls(): number
-}
-const c = nativeFixture<CAddon>('c-addon', 'c_addon.node').addon
+import { drainGarbage, gcUntil, throwsCode } from '../harness/helpers.js'
 
 /** The loaded libcuda is the fake, with a device (see __test__/harness/fake-cuda.ts). */
 const fake = available && fakeLoaded

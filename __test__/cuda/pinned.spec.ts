@@ -202,11 +202,21 @@ fakeOnly("pinned -> cuda: the driver reads the pinned memory itself, no staging 
   t.is(String(asCpu.device), 'cpu')
   for (const [what, source] of [['cuda_host', big], ['its kDLCPU export', asCpu]] as const) {
     control!.reset()
+    const staged = native.cudaStagingStats().staged
     const up = source.to('cuda:0')
+    t.is(native.cudaStagingStats().staged, staged, `${what}: not staged`)
     t.is(BigInt(control!.lastHostSource()), big.dataPointer, `${what}: the DMA read the pinned memory`)
     t.is(control!.callCount('cuMemcpyHtoDAsync_v2'), 1, `${what}: one copy, no staging chunks`)
     up.dispose()
   }
+  // A strided pinned source above the threshold is gathered into the staging chunks (not into
+  // a pageable copy first), and arrives right.
+  const square = Tensor.zeros([1024, 1024], 'uint8', { device: 'cuda_host' })
+  square.copy_(Tensor.from(Uint8Array.from({ length: 1 << 20 }, (_, i) => (i * 7) & 255), [1024, 1024]))
+  const staged = native.cudaStagingStats().staged
+  const transposed = square.transpose(0, 1).to('cuda:0')
+  t.is(native.cudaStagingStats().staged, staged + 1, 'gathered into the staging chunks')
+  t.deepEqual(transposed.to('cpu').toTypedArray(), square.transpose(0, 1).toTypedArray())
   // copy_ into an existing device tensor, also straight from the pinned memory.
   const dst = Tensor.empty([1024], 'float32', { device: 'cuda:0' })
   control!.reset()

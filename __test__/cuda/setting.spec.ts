@@ -18,15 +18,10 @@
 import test from 'ava'
 
 import { native } from '../../dist/native.js'
-import { cuda, CudaError, type DLPackCapsule, fromDLPack, isCapsuleConsumed, Tensor } from '../../dist/index.js'
+import { cuda, CudaError, fromDLPack, isCapsuleConsumed, Tensor } from '../../dist/index.js'
+import { c } from '../harness/c-addon.js'
 import { available, control, fakeLoaded, expected } from '../harness/fake-cuda.js'
-import { drainGarbage, throwsCode, nativeFixture } from '../harness/helpers.js'
-
-interface CAddon {
-  makeTensor(options: { device?: [number, number]; shape: number[]; versioned: boolean }): DLPackCapsule
-  deleterCalls(): number
-}
-const c = nativeFixture<CAddon>('c-addon', 'c_addon.node').addon
+import { drainGarbage, throwsCode } from '../harness/helpers.js'
 
 /** The loaded libcuda is the fake (see __test__/harness/fake-cuda.ts). */
 const fake = fakeLoaded

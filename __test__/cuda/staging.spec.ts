@@ -11,7 +11,6 @@
 // pools, in Electron mode; on a GPU; without a driver). What needs the fake's control API is
 // skipped elsewhere; the data checks also run on a GPU.
 import { execFileSync } from 'node:child_process'
-import { existsSync } from 'node:fs'
 import { join, dirname } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
@@ -19,39 +18,16 @@ import test from 'ava'
 
 import { Tensor, cuda } from '../../dist/index.js'
 import { native } from '../../dist/native.js'
+import { ILLEGAL_ADDRESS, OUT_OF_MEMORY, UNKNOWN, available, bytesOf, control, deferred as inDeferredMode, fakeLoaded, settled } from '../harness/fake-cuda.js'
 import { drainGarbage, nativeFixture, random, throwsCode } from '../harness/helpers.js'
 
-interface FakeControl {
-  isLoaded(): boolean
-  reset(): void
-  callCount(name: string): number
-  counts(): Record<string, number>
-  setFault(name: string, nth: number, result: number, persistent?: boolean): void
-  setDeferred(on: boolean): void
-  liveAllocations(): number
-  liveHostAllocations(): number
-  liveEvents(): number
-  pendingOps(): number
-  hostSyncs(): number
-  lastHostSource(): number
-  lastHostDestination(): number
-}
-
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
-const available = cuda.isAvailable()
 const controlPath = join(root, 'target', 'fake-cuda', 'control.node')
-const control: FakeControl | undefined =
-  process.env.NAPI_DLPACK_CUDA_EXPECT === 'fake' || existsSync(controlPath)
-    ? nativeFixture<FakeControl>('fake-cuda', 'control.node').addon
-    : undefined
-const fake = available && control?.isLoaded() === true
+const fake = available && fakeLoaded
 const devices = available ? cuda.deviceCount() : 0
 
 const withCuda = available ? test.serial : test.serial.skip
 const fakeOnly = fake ? test.serial : test.serial.skip
-const UNKNOWN = 999
-const OUT_OF_MEMORY = 2
-const ILLEGAL_ADDRESS = 700
 
 const stats = () => native.cudaStagingStats()
 const { chunkBytes: CHUNK, minBytes: MIN, minPieceBytes: MIN_PIECE } = stats()
@@ -67,7 +43,6 @@ function pattern(length: number, seed: number): Uint8Array {
   return out
 }
 
-const bytesOf = (view: ArrayBufferView) => new Uint8Array(view.buffer, view.byteOffset, view.byteLength)
 const same = (a: ArrayBufferView, b: ArrayBufferView) => Buffer.compare(Buffer.from(bytesOf(a)), Buffer.from(bytesOf(b))) === 0
 
 /** The pieces a staged copy of `length` bytes (rows of `unit` bytes) is cut into. */
@@ -79,22 +54,14 @@ function pieces(length: number, unit = 1): number {
   return Math.ceil(length / piece)
 }
 
-/** Runs `fn` in the fake's deferred mode (streams run only when something waits for them). */
-async function deferred<T>(fn: () => T | Promise<T>): Promise<T> {
-  if (!fake) return fn()
-  control!.setDeferred(true)
-  try {
-    return await fn()
-  } finally {
-    control!.setDeferred(false)
-  }
-}
+/** Runs `fn` in the fake's deferred mode (streams run only when something waits for them); on a GPU, as is. */
+const deferred = <T>(fn: () => T | Promise<T>): Promise<T> => (fake ? inDeferredMode(fn) : Promise.resolve().then(fn))
 
 /** Nothing queued anywhere: garbage collected, streams synchronised, the release thread idle. */
 async function quiet() {
   await drainGarbage()
   native.cudaSynchronize(0)
-  for (let i = 0; i < 200 && native.cudaReleaseStats().pending > 0; i++) await new Promise((resolve) => setTimeout(resolve, 5))
+  await settled()
 }
 
 /** A fresh, idle pool on the next staged copy (none in flight: exact counts). */
@@ -436,4 +403,28 @@ fakeOnly('the pool goes with the last environment that made a staged copy', asyn
   const { afterWorker, withMain } = JSON.parse(output.trim().split('\n').pop()!)
   t.deepEqual(afterWorker, [0, 0], "freed when the Worker, its only user, ended")
   t.deepEqual(withMain, [2, 2], 'kept while the main thread, a user too, is alive')
+})
+
+fakeOnly('a device reset under us (cudaDeviceReset() in another library) is noticed: new chunks, right data', async (t) => {
+  // A fresh process: the reset frees every allocation of the device, this process's included.
+  const peerPath = nativeFixture<object>('cuda-peer', 'cuda_peer.node').path
+  const script = `
+    const { Tensor } = require(${JSON.stringify(join(root, 'dist', 'index.js'))})
+    const { native } = require(${JSON.stringify(join(root, 'dist', 'native.js'))})
+    const peer = require(${JSON.stringify(peerPath)})
+    const source = new Uint8Array(2 * 1024 * 1024).map((_, i) => (i * 7 + (i >> 12)) & 255)
+    const same = (view) => Buffer.from(view.buffer, view.byteOffset, view.byteLength).equals(Buffer.from(source))
+    const first = Tensor.from(source).to('cuda:0')
+    const before = same(first.to('cpu').data)
+    first.dispose()
+    native.cudaSynchronize(0)
+    peer.resetDevice(0) // the chunks' pinned memory is unmapped now
+    const stats = native.cudaStagingStats()
+    const again = Tensor.from(source).to('cuda:0')
+    const after = same(again.to('cpu').data)
+    const now = native.cudaStagingStats()
+    console.log(JSON.stringify({ before, after, lost: now.poolsLost - stats.poolsLost, staged: now.staged - stats.staged, chunks: now.chunks }))
+  `
+  const output = execFileSync(process.execPath, ['-e', script], { encoding: 'utf8', env: process.env })
+  t.deepEqual(JSON.parse(output.trim().split('\n').pop()!), { before: true, after: true, lost: 1, staged: 2, chunks: 2 })
 })

@@ -71,6 +71,8 @@ export interface CudaPeer {
   releaseOnThread(capsule: DLPackCapsule): { before: bigint; after: bigint }
   releaseInHostFunc(capsule: DLPackCapsule, stream: bigint, device?: number): void
   hostFuncReleases(): number
+  /** cuDevicePrimaryCtxReset (what cudaDeviceReset() does): every allocation of the device is freed. */
+  resetDevice(device?: number): void
 }
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')

@@ -9,7 +9,7 @@ import { createRequire } from 'node:module'
 import test from 'ava'
 
 import { DLPackTypeError, Tensor, fromDLPack, type ClampedTensor } from '../../dist/index.js'
-import { addressOf, drainGarbage, throwsCode } from '../harness/helpers.js'
+import { addressOf, throwsCode } from '../harness/helpers.js'
 
 type Canvas = typeof import('@napi-rs/canvas')
 const require = createRequire(import.meta.url)
@@ -125,14 +125,4 @@ test('views and dense copies of a clamped tensor stay clamped (permute, transpos
   const pixels: Uint8ClampedArray = dense.data
   pixels[0] = 400
   t.is(pixels[0], 255)
-})
-
-// Node 24 aborts at exit when an ArrayBuffer that another addon made external (canvas's pixels)
-// is still alive after napi-dlpack exported it (the export marks it untransferable, which sets a
-// detach key, and Node's own cleanup of external buffers then fails to detach it; see
-// docs/runtimes.md and threads/exit-stress.spec.ts, which keeps that case as a known failure).
-// This file's tests export canvas memory; collecting it before the process ends keeps the abort
-// out of this file, whose subject is the canvas interop itself.
-test.after.always(async () => {
-  await drainGarbage()
 })

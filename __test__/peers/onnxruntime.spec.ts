@@ -77,7 +77,7 @@ interface CAddon {
 }
 const here = dirname(fileURLToPath(import.meta.url))
 const addonPath = join(here, '..', '..', 'target', 'c-addon', 'c_addon.node')
-// `npm test` builds every fixture before running ava (c-addon.spec.ts also builds it if missing).
+// `npm test` builds every fixture before running ava (the c-addon-*.spec.ts also build it if missing).
 // Without it the C tests below fail rather than skip.
 const c = existsSync(addonPath) ? (createRequire(import.meta.url)(addonPath) as CAddon) : undefined
 function needC(): CAddon {

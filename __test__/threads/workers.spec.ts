@@ -13,8 +13,6 @@
 // sent, with the model built here as bytes (onnx-model.mjs).
 import { execFileSync } from 'node:child_process'
 import { once } from 'node:events'
-import { existsSync } from 'node:fs'
-import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Worker } from 'node:worker_threads'
@@ -36,7 +34,7 @@ import {
   isTransfer,
   releaseTransfer,
 } from '../../dist/index.js'
-import { drainGarbage, finalizesExternalsAtWorkerExit, gcUntil, runtime, throwsCode } from '../harness/helpers.js'
+import { drainGarbage, finalizesExternalsAtWorkerExit, gcUntil, runtime, throwsCode, nativeFixture } from '../harness/helpers.js'
 import { denseReluModel } from '../harness/onnx-model.mjs'
 
 interface CAddon {
@@ -45,9 +43,7 @@ interface CAddon {
 }
 
 const here = dirname(fileURLToPath(import.meta.url))
-const addonPath = join(here, '..', '..', 'target', 'c-addon', 'c_addon.node')
-if (!existsSync(addonPath)) execFileSync('bash', [join(here, '..', 'native', 'c-addon', 'build.sh')], { stdio: 'inherit' })
-const c = createRequire(import.meta.url)(addonPath) as CAddon
+const { path: addonPath, addon: c } = nativeFixture<CAddon>('c-addon', 'c_addon.node')
 const zeroCopy = externalBuffersAllowed()
 /** Storages (memory regions) napi-dlpack holds in this process, every thread together. */
 const liveStorages = (): number => native.nativeStats().liveStorages

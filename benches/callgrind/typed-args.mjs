@@ -7,9 +7,11 @@
 //   napiEmpty  an empty napi-rs `#[napi]` function of that arity (plain objects, not converted)
 //   hotEmpty   an empty hot function (napi_dlpack::hot_function!) of that arity
 //   object     `#[napi]` with TensorArg arguments, given napi-dlpack Tensors
-//   handle     the same given the Tensors' handles (`t.native`)
+//   handle     the same given the Tensors' handles (`t.native`: an id external)
+//   id         the same given the Tensors' ids (`t.id`: numbers)
 //   hotObject  a hot function with TensorArg arguments, given Tensors
 //   hotHandle  the same given handles
+//   hotId      the same given ids
 //   capsule, library, fromDLPack (1 and 3 only): a capsule per tensor, an ONNX Runtime-shaped
 //              tensor through napi-dlpack's adapter, fromDLPack(ortLike) then borrowed
 //
@@ -46,6 +48,7 @@ const ARITIES = [1, 3, 8]
 const objects = (n) => ['o1', 'o2', 'o3', 'o4', 'o5', 'o6', 'o7', 'o8'].slice(0, n).join(', ')
 const tensors = (n) => ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'].slice(0, n).join(', ')
 const handles = (n) => ['na', 'nb', 'nc', 'nd', 'ne', 'nf', 'ng', 'nh'].slice(0, n).join(', ')
+const ids = (n) => ['ia', 'ib', 'ic', 'id', 'ie', 'if_', 'ig', 'ih'].slice(0, n).join(', ')
 const rawFloor = { 1: 'floor', 3: 'floor3', 8: 'floor8' }
 
 const CASES = {}
@@ -57,6 +60,8 @@ for (const n of ARITIES) {
   CASES[`handle${n}`] = `addon.benchTensorArg${n}(${handles(n)})`
   CASES[`hotObject${n}`] = `addon.benchHot${n}(${tensors(n)})`
   CASES[`hotHandle${n}`] = `addon.benchHot${n}(${handles(n)})`
+  CASES[`id${n}`] = `addon.benchTensorArg${n}(${ids(n)})`
+  CASES[`hotId${n}`] = `addon.benchHot${n}(${ids(n)})`
 }
 CASES.capsule1 = 'addon.benchTensorArg1(a.__dlpack__())'
 CASES.capsule3 = 'addon.benchTensorArg3(a.__dlpack__(), b.__dlpack__(), c.__dlpack__())'
@@ -76,6 +81,7 @@ const routes = require(${JSON.stringify(routesPath)})
 const make = () => Tensor.from(new Float32Array(256), [16, 16])
 const a = make(), b = make(), c = make(), d = make(), e = make(), f = make(), g = make(), h = make()
 const na = a.native, nb = b.native, nc = c.native, nd = d.native, ne = e.native, nf = f.native, ng = g.native, nh = h.native
+const ia = a.id, ib = b.id, ic = c.id, id = d.id, ie = e.id, if_ = f.id, ig = g.id, ih = h.id
 const o1 = {}, o2 = {}, o3 = {}, o4 = {}, o5 = {}, o6 = {}, o7 = {}, o8 = {}
 const ortLike = { type: 'float32', dims: [16, 16], location: 'cpu', data: new Float32Array(256) }
 const turn = () => new Promise((resolve) => setImmediate(resolve))
@@ -101,16 +107,19 @@ for (const name of chosen) {
   console.log(`  ${name.padEnd(12)} ${first.toFixed(0).padStart(6)} ${second.toFixed(0).padStart(6)}  (drift ${drift >= 0 ? '+' : ''}${drift.toFixed(0)})  ${body}`)
 }
 
-console.log('\n| arguments | raw C floor | empty napi-rs | empty hot | object | handle | hot object | hot handle | hot handle / floor | hot handle, per tensor above the floor |')
-console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
+console.log('\n| arguments | raw C floor | empty napi-rs | empty hot | object | handle | id | hot object | hot handle | hot id | hot handle / floor | hot id / floor | hot handle, per tensor above the floor | hot id, per tensor above the floor | handle, per tensor above empty napi-rs | id, per tensor above empty napi-rs |')
+console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
 const cell = (value) => (value === undefined ? '' : value.toFixed(0))
+const ratio = (value, floor) => (value !== undefined && floor !== undefined ? `${(value / floor).toFixed(2)}x` : '')
+const above = (value, floor, n) => (value !== undefined && floor !== undefined ? ((value - floor) / n).toFixed(0) : '')
 for (const n of ARITIES) {
   const get = (kind) => results[`${kind}${n}`]
   const floor = get('raw')
-  const hot = get('hotHandle')
-  const ratio = floor !== undefined && hot !== undefined ? `${(hot / floor).toFixed(2)}x` : ''
-  const perTensor = floor !== undefined && hot !== undefined ? ((hot - floor) / n).toFixed(0) : ''
-  console.log(`| ${n} | ${[get('raw'), get('napiEmpty'), get('hotEmpty'), get('object'), get('handle'), get('hotObject'), get('hotHandle')].map(cell).join(' | ')} | ${ratio} | ${perTensor} |`)
+  const empty = get('napiEmpty')
+  const columns = [get('raw'), get('napiEmpty'), get('hotEmpty'), get('object'), get('handle'), get('id'), get('hotObject'), get('hotHandle'), get('hotId')].map(cell)
+  columns.push(ratio(get('hotHandle'), floor), ratio(get('hotId'), floor))
+  columns.push(above(get('hotHandle'), floor, n), above(get('hotId'), floor, n), above(get('handle'), empty, n), above(get('id'), empty, n))
+  console.log(`| ${n} | ${columns.join(' | ')} |`)
 }
 for (const n of [1, 3]) {
   const floor = results[`napiEmpty${n}`]

@@ -8,7 +8,8 @@
 //   empty napi-rs  an empty #[napi] call taking plain objects
 //   empty hot      an empty hot function (napi_dlpack::hot_function!) taking plain objects
 //   Tensor         napi-dlpack Tensors, borrowed through the exchange table (no capsule)
-//   handle         the Tensors' native handles (`t.native`), borrowed with no property lookup
+//   handle         the Tensors' native handles (`t.native`: id externals), borrowed by id
+//   id             the Tensors' ids (`t.id`: numbers), borrowed by id
 //   capsule        a capsule per tensor: export + consume (1 and 3 arguments)
 //
 // Every case runs in batches of BATCH calls followed by one event-loop turn (capsule finalizers
@@ -53,6 +54,7 @@ const turn = () => new Promise((resolve) => setImmediate(resolve))
 const make = () => Tensor.from(new Float32Array(256), [16, 16])
 const [a, b, c, d, e, f, g, h] = [make(), make(), make(), make(), make(), make(), make(), make()]
 const [na, nb, nc, nd, ne, nf, ng, nh] = [a, b, c, d, e, f, g, h].map((x) => x.native)
+const [ia, ib, ic, id, ie, if_, ig, ih] = [a, b, c, d, e, f, g, h].map((x) => x.id)
 const [o1, o2, o3, o4, o5, o6, o7, o8] = [{}, {}, {}, {}, {}, {}, {}, {}]
 const s = (n) => (n > 1 ? 's' : '')
 
@@ -64,24 +66,30 @@ const cases = [
   ['empty hot', 1, 'hotEmpty', (n) => { for (let i = 0; i < n; i++) addon.benchHotEmpty1(o1) }],
   ['napi-rs, Tensor', 1, 'object', (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg1(a) }],
   ['napi-rs, handle (t.native)', 1, 'handle', (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg1(na) }],
+  ['napi-rs, id (t.id)', 1, 'id', (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg1(ia) }],
   ['hot, Tensor', 1, 'hotObject', (n) => { for (let i = 0; i < n; i++) addon.benchHot1(a) }],
   ['hot, handle (t.native)', 1, 'hotHandle', (n) => { for (let i = 0; i < n; i++) addon.benchHot1(na) }],
+  ['hot, id (t.id)', 1, 'hotId', (n) => { for (let i = 0; i < n; i++) addon.benchHot1(ia) }],
   ['napi-rs, capsule', 1, 'capsule', (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg1(a.__dlpack__()) }],
   ['raw C floor', 3, 'raw', (n) => { for (let i = 0; i < n; i++) routes.floor3(o1, o2, o3) }],
   ['empty napi-rs', 3, 'napiEmpty', (n) => { for (let i = 0; i < n; i++) addon.benchFloor3(o1, o2, o3) }],
   ['empty hot', 3, 'hotEmpty', (n) => { for (let i = 0; i < n; i++) addon.benchHotEmpty3(o1, o2, o3) }],
   ['napi-rs, Tensor', 3, 'object', (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg3(a, b, c) }],
   ['napi-rs, handle (t.native)', 3, 'handle', (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg3(na, nb, nc) }],
+  ['napi-rs, id (t.id)', 3, 'id', (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg3(ia, ib, ic) }],
   ['hot, Tensor', 3, 'hotObject', (n) => { for (let i = 0; i < n; i++) addon.benchHot3(a, b, c) }],
   ['hot, handle (t.native)', 3, 'hotHandle', (n) => { for (let i = 0; i < n; i++) addon.benchHot3(na, nb, nc) }],
+  ['hot, id (t.id)', 3, 'hotId', (n) => { for (let i = 0; i < n; i++) addon.benchHot3(ia, ib, ic) }],
   ['napi-rs, capsule', 3, 'capsule', (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg3(a.__dlpack__(), b.__dlpack__(), c.__dlpack__()) }],
   ['raw C floor', 8, 'raw', (n) => { for (let i = 0; i < n; i++) routes.floor8(o1, o2, o3, o4, o5, o6, o7, o8) }],
   ['empty napi-rs', 8, 'napiEmpty', (n) => { for (let i = 0; i < n; i++) addon.benchFloor8(o1, o2, o3, o4, o5, o6, o7, o8) }],
   ['empty hot', 8, 'hotEmpty', (n) => { for (let i = 0; i < n; i++) addon.benchHotEmpty8(o1, o2, o3, o4, o5, o6, o7, o8) }],
   ['napi-rs, Tensor', 8, 'object', (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg8(a, b, c, d, e, f, g, h) }],
   ['napi-rs, handle (t.native)', 8, 'handle', (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg8(na, nb, nc, nd, ne, nf, ng, nh) }],
+  ['napi-rs, id (t.id)', 8, 'id', (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg8(ia, ib, ic, id, ie, if_, ig, ih) }],
   ['hot, Tensor', 8, 'hotObject', (n) => { for (let i = 0; i < n; i++) addon.benchHot8(a, b, c, d, e, f, g, h) }],
   ['hot, handle (t.native)', 8, 'hotHandle', (n) => { for (let i = 0; i < n; i++) addon.benchHot8(na, nb, nc, nd, ne, nf, ng, nh) }],
+  ['hot, id (t.id)', 8, 'hotId', (n) => { for (let i = 0; i < n; i++) addon.benchHot8(ia, ib, ic, id, ie, if_, ig, ih) }],
 ].map(([what, arity, kind, body]) => [`${what}, ${arity} argument${s(arity)}`, arity, kind, body])
 
 async function sample(body) {
@@ -125,5 +133,9 @@ for (const [name, { arity, kind, ns }] of results) {
 }
 for (const arity of [1, 3, 8]) {
   const floor = find(arity, 'raw')
-  console.log(`\n${arity} argument${s(arity)}: hot handle / raw C floor ${(find(arity, 'hotHandle') / floor).toFixed(2)}x, napi-rs handle / raw C floor ${(find(arity, 'handle') / floor).toFixed(2)}x`)
+  const empty = find(arity, 'napiEmpty')
+  console.log(
+    `\n${arity} argument${s(arity)}: hot handle / raw C floor ${(find(arity, 'hotHandle') / floor).toFixed(2)}x, hot id / raw C floor ${(find(arity, 'hotId') / floor).toFixed(2)}x; ` +
+      `napi-rs above the empty napi-rs call: by handle ${(find(arity, 'handle') - empty).toFixed(1)} ns, by id ${(find(arity, 'id') - empty).toFixed(1)} ns`,
+  )
 }

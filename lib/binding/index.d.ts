@@ -122,6 +122,14 @@ export declare function cudaSynchronize(deviceId: number): void
 /** Why CUDA is unavailable (`undefined` when it is available). */
 export declare function cudaUnavailableReason(): string | null
 
+/**
+ * Makes `cycles` handles over `handle`'s storage and layout, one after another, each taking an
+ * id and letting go of it (the alloc/free cycle of a tensor that is made, used by id and
+ * disposed, without the JS-side cost of `Tensor.from`); returns the last id. For the slot-reuse
+ * test (`__test__/abi/handle-ids.spec.ts`).
+ */
+export declare function cycleHandleIds(handle: unknown, cycles: number): number
+
 /** Address of the first element, for zero-copy checks and diagnostics. */
 export declare function dataPointer(handle: unknown): bigint
 
@@ -188,6 +196,8 @@ export interface NativeStats {
   liveStorages: number
   /** References this thread's exchange-table state holds (2 once installed). */
   exchangeReferences: number
+  /** Handle-id slots this thread holds (live ids, and slots pinned by a borrow). */
+  liveSlots: number
 }
 
 /** Tokens made and not yet claimed or released, in the whole process (leak checks). */
@@ -217,6 +227,12 @@ export declare function releaseTransfer(id: number): boolean
  * instead of asking the runtime for an ArrayBuffer it cannot make.
  */
 export declare function setArrayBufferLimit(bytes: number): void
+
+/**
+ * Whether this runtime lets JS detach an `ArrayBuffer` marked untransferable (probed once by
+ * `lib/native.ts`): where it cannot, a borrow by id of JS memory skips the detach check.
+ */
+export declare function setMarkedBuffersDetachable(detachable: boolean): void
 
 /**
  * Hands this environment's `worker_threads.markAsUntransferable` to the addon (lib/native.ts,

@@ -178,6 +178,7 @@ export const ERROR_CLASS_BY_CODE = Object.freeze({
   ERR_DLPACK_COPY_REQUIRED: 'BufferError',
   ERR_TENSOR_DISPOSED: 'TensorDisposedError',
   ERR_TENSOR_DETACHED: 'TensorDisposedError',
+  ERR_TENSOR_STALE_ID: 'TensorDisposedError',
   ERR_CUDA_UNAVAILABLE: 'CudaError',
   ERR_CUDA: 'CudaError',
   ERR_DLPACK_STREAM: 'BufferError',

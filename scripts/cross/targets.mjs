@@ -16,7 +16,13 @@ export const GLIBC_FLOOR = '2.17'
  * test-prebuild.mjs on the release workflow's runners): the addon, the JS protocol, lifetimes
  * and the C ABI, without peer libraries (onnxruntime, libtorch) or the CUDA test double.
  */
-export const PREBUILD_SPECS = ['core/smoke.spec.ts', 'core/tensor.spec.ts', 'core/protocol.spec.ts', 'core/lifetime.spec.ts', 'abi/c-addon.spec.ts']
+export const PREBUILD_SPECS = [
+  'core/smoke.spec.ts',
+  'core/tensor.spec.ts',
+  'core/protocol.spec.ts',
+  'core/lifetime.spec.ts',
+  ...['import', 'export', 'deleters', 'malformed', 'edges', 'hostile'].map((topic) => `abi/c-addon-${topic}.spec.ts`),
+]
 
 /**
  * The specs the Windows build runs under wine (scripts/cross/test.mjs): the JS specs that need

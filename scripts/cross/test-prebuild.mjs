@@ -3,7 +3,7 @@
 // x64 and arm64, Windows x64, Linux arm64), after the job's .node has been put in dist/binding/
 // (beside the generated loader, where a local build goes). Steps: the file the package's loader picked (it must be this platform's prebuild, not
 // a stale or foreign one), the C test addon and the runtime smoke test where a C compiler and
-// bash exist (not on Windows), then the ava specs of PREBUILD_SPECS (c-addon.spec.ts only with
+// bash exist (not on Windows), then the ava specs of PREBUILD_SPECS (abi/c-addon-*.spec.ts only with
 // the C test addon). Exit status 1 on any failure.
 import { execFileSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
@@ -48,6 +48,6 @@ if (process.platform !== 'win32') {
   }
   if (withCAddon && !failed) step('runtime smoke test', process.execPath, [join(root, '__test__', 'runtimes', 'smoke.cjs')])
 }
-const specs = PREBUILD_SPECS.filter((spec) => withCAddon || spec !== 'abi/c-addon.spec.ts').map((spec) => join('__test__', spec))
+const specs = PREBUILD_SPECS.filter((spec) => withCAddon || !spec.startsWith('abi/c-addon-')).map((spec) => join('__test__', spec))
 step(`ava ${specs.join(' ')}`, process.execPath, [join(root, 'node_modules', 'ava', 'entrypoints', 'cli.mjs'), ...specs])
 process.exit(failed ? 1 : 0)

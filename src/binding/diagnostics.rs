@@ -74,6 +74,8 @@ pub struct NativeStats {
   pub live_storages: u32,
   /// References this thread's exchange-table state holds (2 once installed).
   pub exchange_references: u32,
+  /// Handle-id slots this thread holds (live ids, and slots pinned by a borrow).
+  pub live_slots: u32,
 }
 
 #[napi(js_name = "nativeStats")]
@@ -81,6 +83,7 @@ pub fn native_stats() -> NativeStats {
   NativeStats {
     live_storages: LIVE_STORAGES.load(std::sync::atomic::Ordering::Relaxed) as u32,
     exchange_references: crate::exchange::live_references(),
+    live_slots: crate::slots::live_slots(),
   }
 }
 
@@ -144,4 +147,22 @@ pub fn cuda_staging_stats() -> CudaStagingStats {
 #[napi(js_name = "pendingTransfers")]
 pub fn pending_transfers() -> u32 {
   transfer::pending_count() as u32
+}
+
+/// Makes `cycles` handles over `handle`'s storage and layout, one after another, each taking an
+/// id and letting go of it (the alloc/free cycle of a tensor that is made, used by id and
+/// disposed, without the JS-side cost of `Tensor.from`); returns the last id. For the slot-reuse
+/// test (`__test__/abi/handle-ids.spec.ts`).
+#[napi(js_name = "cycleHandleIds")]
+pub fn cycle_handle_ids(env: &Env, handle: Unknown<'_>, cycles: u32) -> Result<f64> {
+  let handle = handle_of(env, &handle)?;
+  let storage = handle.storage()?.clone();
+  let layout = handle.layout.clone();
+  let mut last = 0;
+  for _ in 0..cycles {
+    let mut cycled = crate::handle::Handle::new(storage.clone(), layout.clone());
+    last = cycled.id(env)?;
+    drop(cycled); // lets go of the slot
+  }
+  Ok(last as f64)
 }

@@ -36,6 +36,7 @@ pub fn register_fast_calls(exports: Object, env: Env) -> napi::Result<()> {
       (c"exportCapsule", export_capsule),
       (c"importCapsule", import_capsule),
       (c"handleInfoInto", handle_info_into),
+      (c"handleId", handle_id),
       (c"benchTaggedExternal", bench_tagged_external),
     ],
   )
@@ -356,6 +357,44 @@ unsafe extern "C" fn handle_info_into(
       Ok(ptr::null_mut()) // undefined
     })
   }
+}
+
+/// `handleId(handle, external: boolean): number | External`: the handle's id (`Tensor#id`), or
+/// the id external (`Tensor#native`): a `napi_external` whose data is the id under
+/// `HANDLE_ID_EXTERNAL_MARK`, never a pointer, so it needs no finalizer and no type tag (JS cannot
+/// make an external; a consumer reads the id from it with one `napi_get_value_external`).
+unsafe extern "C" fn handle_id(
+  env: sys::napi_env,
+  info: sys::napi_callback_info,
+) -> sys::napi_value {
+  // SAFETY: Node-API's own env and info.
+  unsafe {
+    run::<2>(env, info, |env, [handle, external], argc| {
+      let as_external = bool_arg_or(env, (argc > 1).then_some(external), "external", false)?;
+      let id = handle_of(env, &unknown(env, handle))?.id(env)?;
+      id_value(env, id, as_external)
+    })
+  }
+}
+
+/// `id` as a JS number, or as an id external.
+fn id_value(env: &Env, id: u64, as_external: bool) -> Result<sys::napi_value> {
+  let mut value = ptr::null_mut();
+  if as_external && cfg!(target_pointer_width = "64") {
+    let data = ptr::without_provenance_mut::<std::ffi::c_void>(
+      (napi_dlpack::exchange::HANDLE_ID_EXTERNAL_MARK | id) as usize,
+    );
+    // SAFETY: our env; no finalizer (the data is not a pointer).
+    status("napi_create_external", unsafe {
+      sys::napi_create_external(env.raw(), data, None, ptr::null_mut(), &mut value)
+    })?;
+  } else {
+    // SAFETY: our env. Ids are below 2^53: exact as a double.
+    status("napi_create_double", unsafe {
+      sys::napi_create_double(env.raw(), id as f64, &mut value)
+    })?;
+  }
+  Ok(value)
 }
 
 /// `benchTaggedExternal()`: the benchmark floor, the least any capsule exchange costs: allocate

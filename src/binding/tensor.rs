@@ -134,6 +134,13 @@ pub fn set_untransferable_marker(env: &Env, marker: Unknown<'_>) -> Result<()> {
   unsafe { js_memory::set_untransferable_marker(env.raw(), marker.raw()) }
 }
 
+/// Whether this runtime lets JS detach an `ArrayBuffer` marked untransferable (probed once by
+/// `lib/native.ts`): where it cannot, a borrow by id of JS memory skips the detach check.
+#[napi(js_name = "setMarkedBuffersDetachable")]
+pub fn set_marked_buffers_detachable(detachable: bool) {
+  crate::slots::set_marked_buffers_detachable(detachable);
+}
+
 /// Releases the handle's storage now (`dispose()`); later calls fail with ERR_TENSOR_DISPOSED.
 /// Memory still referenced by live exports or views stays valid until they go.
 #[napi(js_name = "releaseHandle")]

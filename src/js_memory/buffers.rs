@@ -374,16 +374,21 @@ pub unsafe fn detach(env: sys::napi_env, value: sys::napi_value) -> Result<()> {
 /// transfer would move the memory to another owner, which frees it while the export still
 /// points into it. No-op where no marker was handed over.
 ///
+/// Whether the marker marked it: `false` when it left the buffer to the runtime's own mark
+/// (lib/native.ts returns `false` for a buffer the runtime reports marked already: Node's
+/// external ArrayBuffers, which Node 24's `transfer()` can still detach); `true` otherwise,
+/// including a marker that returns nothing.
+///
 /// # Safety
 /// `env` must be the live environment of the calling thread and `buffer` a value of it.
-pub unsafe fn mark_untransferable(env: sys::napi_env, buffer: sys::napi_value) -> Result<()> {
+pub unsafe fn mark_untransferable(env: sys::napi_env, buffer: sys::napi_value) -> Result<bool> {
   let function = UNTRANSFERABLE_MARKER.with(|marker| match marker.borrow().as_ref() {
     // SAFETY: forwarded contract.
     Some(reference) => unsafe { reference.value(env) }.map(Some),
     None => Ok(None),
   })?;
   let Some(function) = function else {
-    return Ok(());
+    return Ok(true);
   };
   let mut global = ptr::null_mut();
   // SAFETY: forwarded contract.
@@ -394,7 +399,42 @@ pub unsafe fn mark_untransferable(env: sys::napi_env, buffer: sys::napi_value) -
   // SAFETY: a function value of this env (kept by our reference), one live argument.
   status("napi_call_function", unsafe {
     sys::napi_call_function(env, global, function, 1, &buffer, &mut result)
-  })
+  })?;
+  let mut marked = true;
+  // SAFETY: `result` is a live value of this env; a non-boolean leaves `marked` as it is.
+  let _ = unsafe { sys::napi_get_value_bool(env, result, &mut marked) };
+  Ok(marked)
+}
+
+/// The type tag [`note_exported`] puts on an ArrayBuffer ("napi-dlpack exported" in ASCII).
+const EXPORTED_BUFFER_TAG: sys::napi_type_tag = sys::napi_type_tag {
+  lower: 0x6e61_7069_2d64_6c70,
+  upper: 0x6578_706f_7274_6564,
+};
+
+/// Records on the ArrayBuffer itself that an export points into it (called with
+/// [`mark_untransferable`]). `dispose()` of the tensor whose cached view this buffer is then
+/// leaves the view attached ([`was_exported`]): the view's finalizer is what keeps the memory
+/// alive, and detaching it would free memory the export still points into. Tagging twice is
+/// refused by the runtime and ignored here (the tag is already there).
+///
+/// # Safety
+/// `env` must be the live environment of the calling thread and `buffer` a value of it.
+pub unsafe fn note_exported(env: sys::napi_env, buffer: sys::napi_value) {
+  // SAFETY: forwarded contract; an ArrayBuffer is an object, which is all a type tag needs.
+  let _ = unsafe { sys::napi_type_tag_object(env, buffer, &EXPORTED_BUFFER_TAG) };
+}
+
+/// Whether [`note_exported`] tagged `buffer`.
+///
+/// # Safety
+/// `env` must be the live environment of the calling thread and `buffer` a value of it.
+pub unsafe fn was_exported(env: sys::napi_env, buffer: sys::napi_value) -> bool {
+  let mut tagged = false;
+  // SAFETY: forwarded contract.
+  let status =
+    unsafe { sys::napi_check_object_type_tag(env, buffer, &EXPORTED_BUFFER_TAG, &mut tagged) };
+  status == sys::Status::napi_ok && tagged
 }
 
 /// The elements of `value`, a Float64Array of at least `min_len` elements, for the caller to

@@ -66,9 +66,11 @@ pub(crate) fn to_device<'env>(
   let storage = handle.storage()?.clone();
   storage.check_attached(env)?;
   let layout = handle.layout.clone();
-  // The environment's teardown hook releases the staging pool a large copy may allocate.
-  // SAFETY: our env, on its thread.
-  unsafe { js_memory::env_shared(env.raw())? };
+  if layout.span_bytes >= cuda::STAGING_MIN_BYTES {
+    // The environment's teardown hook releases the staging pool a large copy may allocate.
+    // SAFETY: our env, on its thread.
+    unsafe { js_memory::env_shared(env.raw())? };
+  }
   let target = Device::from_dl(DLDevice {
     device_type,
     device_id,
@@ -175,7 +177,8 @@ pub(crate) fn copy_into(env: &Env, handle: &Handle, bytes: sys::napi_value) -> R
 ///   them by the dense-copy engine (`RowRuns`).
 /// - Smaller ones (or where no pinned memory is to be had) are uploaded by the driver directly:
 ///   a contiguous source straight from its own memory, a strided one gathered first.
-/// - Page-locked sources (`cuda_host` memory of a producer) are read by the DMA directly.
+/// - Contiguous page-locked sources (`cuda_host` tensors, a producer's pinned memory) are read
+///   by the DMA directly; strided ones are gathered into the chunks like pageable ones.
 fn upload_into(
   storage: &Storage,
   layout: &TensorLayout,
@@ -190,7 +193,9 @@ fn upload_into(
   // Our own pinned memory also when exported as kDLCPU and imported back (a cpu tensor then).
   let page_locked = layout.device.device_type == DeviceType::CudaHost
     || matches!(storage.memory(), Memory::Pinned(_));
-  if !page_locked && bytes >= cuda::STAGING_MIN_BYTES {
+  // A contiguous page-locked source is one DMA from its own memory; a strided one is gathered
+  // into the staging chunks like pageable memory (instead of into a pageable copy).
+  if !(page_locked && layout.contiguous) && bytes >= cuda::STAGING_MIN_BYTES {
     let staged = if layout.contiguous {
       let (start, _) = source.address_range();
       // SAFETY: a contiguous layout's packed bytes start at its lowest (first) element, inside
@@ -254,9 +259,11 @@ pub(crate) fn copy_between(
   let (src_storage, src_layout) = (src.storage()?, &src.layout);
   dst_storage.check_attached(env)?;
   src_storage.check_attached(env)?;
-  // As in `to_device`.
-  // SAFETY: our env, on its thread.
-  unsafe { js_memory::env_shared(env.raw())? };
+  if dst_layout.packed_bytes() >= cuda::STAGING_MIN_BYTES {
+    // As in `to_device`.
+    // SAFETY: our env, on its thread.
+    unsafe { js_memory::env_shared(env.raw())? };
+  }
   if dst_layout.read_only {
     return Err(fail(ErrorKind::ReadOnly, "the destination is read-only"));
   }

@@ -1,4 +1,4 @@
-// Worker script for __test__/abi/c-addon.spec.ts: loads the plain C addon and napi-dlpack in a
+// Worker script for __test__/abi/c-addon-deleters.spec.ts: loads the plain C addon and napi-dlpack in a
 // worker_threads Worker, imports some C capsules into Tensors (never disposed), re-exports
 // others into our own capsules left unconsumed (the imports disposed), and leaves other C
 // capsules unconsumed, then exits. The main thread checks that every C deleter ran at env

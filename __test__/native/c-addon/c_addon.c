@@ -1467,7 +1467,7 @@ static napi_value register_large_tensor_fns(napi_env env, napi_value exports) {
 /* ======================================================================== */
 /* Hostile layouts (issue 10): tensors whose pointers or prefix a careless   */
 /* or future producer may hand over. Each is refused by napi-dlpack with a   */
-/* stable code and its deleter runs once; the tests in c-addon.spec.ts fail  */
+/* stable code and its deleter runs once; c-addon-hostile.spec.ts fails      */
 /* an assertion (rather than crash) if the check that refuses it is removed. */
 /*                                                                          */
 /*   makeMisalignedTensor({ versioned, offset }) -> capsule                 */

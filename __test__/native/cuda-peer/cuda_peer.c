@@ -44,6 +44,10 @@
  *   setCurrentContext(device | null)   make device's primary context current,
  *                                      or (null) pop until none is current
  *   syncStream(stream[, device])       cuStreamSynchronize
+ *   resetDevice(device)                cuDevicePrimaryCtxReset_v2, what
+ *                                      cudaDeviceReset() in another library
+ *                                      does: every allocation of the device's
+ *                                      primary context is freed
  *   busy(stream, ms[, device])         cuLaunchHostFunc of a host function that
  *                                      sleeps `ms`: the stream is busy that long
  *   copyAsync(dst, src, bytes, stream[, device])   cuMemcpyDtoDAsync
@@ -87,6 +91,7 @@ static struct {
   CUresult (*cuInit)(unsigned);
   CUresult (*cuDeviceGet)(CUdevice*, int);
   CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
+  CUresult (*cuDevicePrimaryCtxReset_v2)(CUdevice);
   CUresult (*cuCtxSetCurrent)(CUcontext);
   CUresult (*cuMemAlloc_v2)(CUdeviceptr*, size_t);
   CUresult (*cuMemFree_v2)(CUdeviceptr);
@@ -158,6 +163,7 @@ static int load_driver(void) {
   LOAD(cuInit);
   LOAD(cuDeviceGet);
   LOAD(cuDevicePrimaryCtxRetain);
+  LOAD(cuDevicePrimaryCtxReset_v2);
   LOAD(cuCtxSetCurrent);
   LOAD(cuMemAlloc_v2);
   LOAD(cuMemFree_v2);
@@ -734,6 +740,16 @@ static napi_value js_sync_stream(napi_env env, napi_callback_info info) {
   return undefined_value(env);
 }
 
+static napi_value js_reset_device(napi_env env, napi_callback_info info) {
+  ARGS(1);
+  int device = opt_int(env, argv[0], 0);
+  CUdevice dev;
+  CU_CALL(env, use_device(device));
+  CU_CALL(env, cu.cuDeviceGet(&dev, device));
+  CU_CALL(env, cu.cuDevicePrimaryCtxReset_v2(dev));
+  return undefined_value(env);
+}
+
 static void sleep_host_fn(void* user) {
   uint64_t ms = (uint64_t)(uintptr_t)user;
   struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
@@ -944,6 +960,7 @@ NAPI_MODULE_INIT() {
       {"currentContext", NULL, js_current_context, NULL, NULL, NULL, napi_enumerable, NULL},
       {"setCurrentContext", NULL, js_set_current_context, NULL, NULL, NULL, napi_enumerable, NULL},
       {"syncStream", NULL, js_sync_stream, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"resetDevice", NULL, js_reset_device, NULL, NULL, NULL, napi_enumerable, NULL},
       {"busy", NULL, js_busy, NULL, NULL, NULL, napi_enumerable, NULL},
       {"copyAsync", NULL, js_copy_async, NULL, NULL, NULL, napi_enumerable, NULL},
       {"scribble", NULL, js_scribble, NULL, NULL, NULL, napi_enumerable, NULL},

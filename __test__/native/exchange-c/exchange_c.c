@@ -15,7 +15,11 @@
  *  - hostile values: forgedObject(kind), plain objects carrying a per-object
  *    external that names an unknown major, or no table at all;
  *    lendingPath(value), which of the two discovery paths a value takes;
- *  - the library adapter (part 4): adaptedPointer(value).
+ *  - the library adapter (part 4): adaptedPointer(value);
+ *  - borrow by handle id (minor 2): idBorrowSum(id) reads a Tensor#id or a
+ *    Tensor#native with napi_dlpack_handle_id and borrows it through the
+ *    default importer kept per environment (napi_dlpack_exchange_borrow_id),
+ *    using the extent the producer hands over instead of validating.
  *
  * Counters (deleterCalls, liveCTensors) let tests check that every deleter
  * runs exactly once.
@@ -621,7 +625,8 @@ static const napi_dlpack_exchange_api ctensor_api = {
     ct_managed_from_value,
     NULL, /* this producer makes no objects from foreign tensors */
     ct_current_work_stream,
-    ct_dltensor_from_object};
+    ct_dltensor_from_object,
+    NULL /* no handle ids */};
 
 /* A future major this consumer generation cannot read, alone or in front of
  * the major-1 table. */
@@ -939,6 +944,75 @@ static napi_value keyed_adapted_pointer(napi_env env, napi_callback_info info) {
   return out;
 }
 
+/* ---- consumer: borrow by handle id ----------------------------------------- */
+
+/* idBorrowSum(idOrNative) -> { sum, pointer, numel, contiguous, flags }: the
+ * id read from a number or an id external, the default importer looked up
+ * with the kept key, the extent taken from the producer. A value that is no
+ * id is ERR_DLPACK_INVALID_ARGUMENT; a stale id the producer's coded error. */
+static napi_value id_borrow_sum(napi_env env, napi_callback_info info) {
+  napi_value argv[1], key, result, field;
+  const napi_dlpack_exchange_api* api = NULL;
+  napi_dlpack_borrow borrow;
+  napi_dlpack_extent extent;
+  napi_dlpack_status st;
+  uint64_t id = 0;
+  const float* first;
+  double sum = 0;
+  int64_t i;
+  get_args(env, info, 1, argv);
+  st = napi_dlpack_handle_id(env, argv[0], &id);
+  if (st != NAPI_DLPACK_OK) THROW(env, "ERR_DLPACK_INVALID_ARGUMENT", "not a tensor handle id");
+  if (napi_dlpack_keys_get(env, keys_of(env), &key, NULL) != NAPI_DLPACK_OK)
+    THROW(env, "ERR_DLPACK_NAPI", "no keys");
+  st = napi_dlpack_exchange_default_by_key(env, key, &api);
+  if (st != NAPI_DLPACK_OK) return fail_status(env, st);
+  st = napi_dlpack_exchange_borrow_id(env, api, id, &borrow, &extent);
+  if (st != NAPI_DLPACK_OK) return fail_status(env, st);
+  if (!extent.c_contiguous || borrow.tensor.dtype.code != kDLFloat || borrow.tensor.dtype.bits != 32) {
+    napi_dlpack_exchange_release(env, &borrow);
+    THROW(env, "ERR_DLPACK_DTYPE_MISMATCH", "expected a contiguous float32 tensor");
+  }
+  first = (const float*)((const char*)borrow.tensor.data + borrow.tensor.byte_offset);
+  for (i = 0; i < extent.numel; i++) sum += first[i];
+  CHECK_NAPI(env, napi_create_object(env, &result));
+  CHECK_NAPI(env, napi_create_double(env, sum, &field));
+  CHECK_NAPI(env, napi_set_named_property(env, result, "sum", field));
+  CHECK_NAPI(env, napi_set_named_property(
+                      env, result, "pointer",
+                      make_bigint(env, (uint64_t)(uintptr_t)borrow.tensor.data + borrow.tensor.byte_offset)));
+  CHECK_NAPI(env, napi_create_double(env, (double)extent.numel, &field));
+  CHECK_NAPI(env, napi_set_named_property(env, result, "numel", field));
+  CHECK_NAPI(env, napi_get_boolean(env, extent.c_contiguous != 0, &field));
+  CHECK_NAPI(env, napi_set_named_property(env, result, "contiguous", field));
+  CHECK_NAPI(env, napi_create_double(env, (double)borrow.flags, &field));
+  CHECK_NAPI(env, napi_set_named_property(env, result, "flags", field));
+  napi_dlpack_exchange_release(env, &borrow);
+  return result;
+}
+
+/* benchBorrowId(idOrNative): one borrow by id and its release per call, the
+ * default importer kept per environment (the hot path of a C consumer). */
+static napi_value bench_borrow_id(napi_env env, napi_callback_info info) {
+  /* Tables live for the process: one pointer serves every environment that
+   * has napi-dlpack loaded (a bench runs on one thread). */
+  static const napi_dlpack_exchange_api* api = NULL;
+  napi_value argv[1], key;
+  napi_dlpack_borrow borrow;
+  uint64_t id = 0;
+  get_args(env, info, 1, argv);
+  if (api == NULL) {
+    if (napi_dlpack_keys_get(env, keys_of(env), &key, NULL) != NAPI_DLPACK_OK ||
+        napi_dlpack_exchange_default_by_key(env, key, &api) != NAPI_DLPACK_OK)
+      THROW(env, "ERR_DLPACK_NAPI", "no default importer");
+  }
+  if (napi_dlpack_handle_id(env, argv[0], &id) != NAPI_DLPACK_OK)
+    THROW(env, "ERR_DLPACK_INVALID_ARGUMENT", "not a tensor handle id");
+  if (napi_dlpack_exchange_borrow_id(env, api, id, &borrow, NULL) != NAPI_DLPACK_OK) return NULL;
+  napi_dlpack_exchange_release(env, &borrow);
+  return NULL;
+}
+
 /* For benches/callgrind/header-keys.mjs: one borrow and release per call, the
  * key made per call (benchBorrow) or kept (benchBorrowKeyed); benchFloor does
  * nothing (the cost of the call itself). */
@@ -980,6 +1054,8 @@ static napi_value init(napi_env env, napi_value exports) {
       {"benchBorrow", NULL, bench_borrow, NULL, NULL, NULL, napi_default, NULL},
       {"benchBorrowKeyed", NULL, bench_borrow_keyed, NULL, NULL, NULL, napi_default, NULL},
       {"benchFloor", NULL, bench_floor, NULL, NULL, NULL, napi_default, NULL},
+      {"idBorrowSum", NULL, id_borrow_sum, NULL, NULL, NULL, napi_default, NULL},
+      {"benchBorrowId", NULL, bench_borrow_id, NULL, NULL, NULL, napi_default, NULL},
       {"installOn", NULL, install_on, NULL, NULL, NULL, napi_default, NULL},
       {"installFinalized", NULL, install_finalized_count, NULL, NULL, NULL, napi_default, NULL},
       {"borrowKeep", NULL, borrow_keep, NULL, NULL, NULL, napi_default, NULL},

@@ -203,7 +203,7 @@ static const struct err_desc *find_error(int code) {
     X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetName) X(cuDeviceGetUuid) \
     X(cuDeviceGetUuid_v2) X(cuDeviceTotalMem_v2) X(cuDeviceGetAttribute) \
     X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease_v2) \
-    X(cuDevicePrimaryCtxGetState) \
+    X(cuDevicePrimaryCtxGetState) X(cuDevicePrimaryCtxReset_v2) \
     X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) \
     X(cuCtxGetDevice) X(cuCtxSynchronize) X(cuCtxGetStreamPriorityRange) \
     X(cuStreamCreate) X(cuStreamCreateWithPriority) X(cuStreamDestroy_v2) \
@@ -1089,6 +1089,30 @@ EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
     if (r) RETURN(r);
     if (g_ctx[dev].refcount <= 0) RETURN(CUDA_ERROR_INVALID_CONTEXT);
     if (--g_ctx[dev].refcount == 0) flush_all(); /* the context goes away: drain its work */
+    RETURN(CUDA_SUCCESS);
+}
+
+/* What cudaDeviceReset() does: the context's queued work runs, then every allocation of the
+ * device (device, managed and pinned memory) is freed. The context itself, its streams and
+ * events stay usable (a real driver makes them anew on the next use). */
+EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+    BEGIN(cuDevicePrimaryCtxReset_v2);
+    CUresult r = need_device(dev);
+    if (r) RETURN(r);
+    flush_all();
+    struct alloc_table *tables[2] = { &g_dev, &g_host };
+    for (int t = 0; t < 2; t++) {
+        for (size_t i = tables[t]->n; i-- > 0;) {
+            struct alloc *a = &tables[t]->v[i];
+            if (a->ordinal != dev) continue;
+            if (!a->free_requested) {
+                if (a->kind == K_PINNED) g_live_host--;
+                else g_live_dev--;
+            }
+            a->free_requested = 1;
+            release_alloc(tables[t], a);
+        }
+    }
     RETURN(CUDA_SUCCESS);
 }
 

@@ -60,6 +60,9 @@ pub enum ErrorKind {
   Disposed,
   /// The JS ArrayBuffer behind the tensor was detached (transferred).
   Detached,
+  /// A tensor handle id (`Tensor#id`, `Tensor#native`) that names no live tensor of this JS
+  /// thread: its tensor was disposed or collected, or it is another (or a finished) thread's.
+  StaleId,
   /// No usable CUDA driver.
   CudaUnavailable,
   /// A CUDA driver call failed.
@@ -112,6 +115,7 @@ impl ErrorKind {
       ErrorKind::CopyRequired => "ERR_DLPACK_COPY_REQUIRED",
       ErrorKind::Disposed => "ERR_TENSOR_DISPOSED",
       ErrorKind::Detached => "ERR_TENSOR_DETACHED",
+      ErrorKind::StaleId => "ERR_TENSOR_STALE_ID",
       ErrorKind::CudaUnavailable => "ERR_CUDA_UNAVAILABLE",
       ErrorKind::Cuda => "ERR_CUDA",
       ErrorKind::Stream => "ERR_DLPACK_STREAM",
@@ -126,7 +130,7 @@ impl ErrorKind {
 
 impl ErrorKind {
   /// Every kind, in declaration order (the error table of docs/api.md and of `lib/errors.ts`).
-  pub const ALL: [ErrorKind; 34] = [
+  pub const ALL: [ErrorKind; 35] = [
     ErrorKind::NullTensor,
     ErrorKind::Version,
     ErrorKind::Ndim,
@@ -153,6 +157,7 @@ impl ErrorKind {
     ErrorKind::CopyRequired,
     ErrorKind::Disposed,
     ErrorKind::Detached,
+    ErrorKind::StaleId,
     ErrorKind::CudaUnavailable,
     ErrorKind::Cuda,
     ErrorKind::Stream,
@@ -200,7 +205,7 @@ impl ErrorKind {
       | ErrorKind::CapsuleAbi
       | ErrorKind::TransferClaimed => ErrorClass::Capsule,
       ErrorKind::ReadOnly => ErrorClass::ReadOnly,
-      ErrorKind::Disposed | ErrorKind::Detached => ErrorClass::Disposed,
+      ErrorKind::Disposed | ErrorKind::Detached | ErrorKind::StaleId => ErrorClass::Disposed,
       ErrorKind::CudaUnavailable | ErrorKind::Cuda => ErrorClass::Cuda,
       ErrorKind::Napi => ErrorClass::NodeApi,
     }

@@ -250,6 +250,47 @@ pub(crate) fn layout_of_matching(
   })
 }
 
+/// The [`Layout`] of a tensor borrowed by handle id (`exchange::DLTensorFromId`), from the extent
+/// its producer computed when it validated the tensor once, at the id's creation: the table's
+/// contract says the extent agrees with the tensor, so nothing is re-derived. Only what the
+/// crate's own types need is checked (a device and dtype it knows, ndim in range, a
+/// non-negative element count), so that a producer breaking that contract gets a coded error
+/// here rather than a bad enum value.
+#[cfg(feature = "napi")]
+pub(crate) fn layout_from_extent(
+  tensor: &crate::ffi::DLTensor,
+  flags: u64,
+  numel: i64,
+  min_offset: i64,
+  max_offset: i64,
+  c_contiguous: bool,
+) -> Result<Layout, DLPackError> {
+  let device = Device::from_dl(tensor.device)?;
+  let dtype = DType::from_dl(tensor.dtype, flags)?;
+  if tensor.ndim < 0
+    || tensor.ndim as usize > MAX_NDIM
+    || numel < 0
+    || min_offset > 0
+    || max_offset < 0
+  {
+    return Err(err(
+      ErrorKind::InvalidLayout,
+      "the producer's extent of a borrowed handle does not describe a tensor",
+    ));
+  }
+  Ok(Layout {
+    first_element: (tensor.data as usize).wrapping_add(tensor.byte_offset as usize),
+    numel: numel as usize,
+    min_offset,
+    max_offset,
+    device,
+    dtype,
+    ndim: tensor.ndim as u8,
+    c_contiguous: numel <= 1 || c_contiguous,
+    strides_null: tensor.strides.is_null() && tensor.ndim > 0,
+  })
+}
+
 /// Row-major contiguity of a tensor with elements (every dimension ≥ 1), ignoring the strides
 /// of size-1 dimensions. The running product of dimensions cannot overflow: it stays at most
 /// the element count, which the caller computed with checked arithmetic.

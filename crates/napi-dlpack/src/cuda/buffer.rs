@@ -1,8 +1,16 @@
 //! Device memory we allocate, and the tensors exported over it.
 
-use super::device::*;
-use super::driver::*;
-use super::*;
+use core::ffi::c_void;
+use std::sync::Arc;
+
+use crate::dtype::DType;
+use crate::error::{DLPackError, ErrorKind};
+use crate::export::{IntoDLPack, TensorInfo};
+use crate::layout::layout_of;
+
+use super::device::CudaDevice;
+use super::driver::{check, CuDevicePtr, LEGACY_STREAM};
+use super::Result;
 
 /// Device memory we allocated (on the device's stream). Freed, stream-ordered, when dropped,
 /// on any thread.

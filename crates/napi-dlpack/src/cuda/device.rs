@@ -1,9 +1,18 @@
 //! A device: its retained primary context, bound around every call, and its streams and
 //! events.
 
-use super::driver::*;
-use super::release::*;
-use super::*;
+use core::ffi::{c_int, c_void};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::device::Device;
+use crate::error::{DLPackError, ErrorKind};
+
+use super::driver::{
+  check, driver, probe, CuContext, CuEvent, CuStream, Driver, ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
+  CUDA_ERROR_NOT_PERMITTED, CUDA_SUCCESS, EVENT_DISABLE_TIMING, LEGACY_STREAM,
+};
+use super::release::{defer, release_failed, Job};
+use super::Result;
 
 /// A consumer's (or producer's) stream, as the DLPack protocol encodes it for CUDA.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -1,7 +1,15 @@
 //! The driver: its entry points loaded at run time into a table with integer results, the
 //! error names and the availability probe.
 
-use super::*;
+use core::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::panic::catch_unwind;
+use std::sync::OnceLock;
+
+use cudarc::driver::sys;
+
+use crate::error::{DLPackError, ErrorKind};
+
+use super::Result;
 
 // ---------------------------------------------------------------------------------------------
 // The driver's entry points, with integer results

@@ -2,7 +2,8 @@
 //!
 //! - The driver library (`libcuda.so`, `nvcuda.dll`) is loaded at run time, on first use, by
 //!   cudarc's loader, so this module builds without a CUDA toolkit and a process without a
-//!   driver keeps working: every call then fails with [`ErrorKind::CudaUnavailable`].
+//!   driver keeps working: every call then fails with
+//!   [`ErrorKind::CudaUnavailable`](crate::error::ErrorKind::CudaUnavailable).
 //! - **Raw entry points, raw results.** We call the driver through our own table of entry points
 //!   (`Driver`) whose results are plain integers. cudarc's bindings type `CUresult` as a Rust
 //!   enum generated from one toolkit version (12.8 here); a newer driver returns codes that enum
@@ -31,22 +32,9 @@
 //!   with `cuMemFreeHost` on the release thread too (it synchronises the device). Failures in these paths are counted
 //!   ([`release_stats`]) and the first one is printed to stderr.
 
-use core::ffi::{c_char, c_int, c_uint, c_void, CStr};
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Sender};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
-use std::time::{Duration, Instant};
+use crate::error::DLPackError;
 
-use cudarc::driver::sys;
-
-use crate::device::{Device, DeviceType};
-use crate::dtype::DType;
-use crate::error::{DLPackError, ErrorKind};
-use crate::export::{IntoDLPack, TensorInfo};
-use crate::import::ForeignTensor;
-use crate::layout::layout_of;
-
+/// The result of the CUDA calls: a [`DLPackError`] with its stable code on failure.
 type Result<T, E = DLPackError> = core::result::Result<T, E>;
 
 /// DLPack stream value of the legacy default stream (`CU_STREAM_LEGACY`).

@@ -16,10 +16,15 @@
 //! - Host-accessible: the bytes are ordinary host memory for the CPU (read and write them
 //!   directly), so no synchronisation is needed on the host side beyond the one our copies do.
 
-use super::device::*;
-use super::driver::*;
-use super::release::*;
-use super::*;
+use core::ffi::c_void;
+use std::sync::Arc;
+
+use crate::error::{DLPackError, ErrorKind};
+
+use super::device::{CudaDevice, Handle};
+use super::driver::{check, CUDA_ERROR_NOT_PERMITTED, CUDA_SUCCESS, HOST_ALLOC_FLAGS};
+use super::release::{defer, release_failed, Job};
+use super::Result;
 
 /// Page-locked host memory from `cuMemHostAlloc`, freed with `cuMemFreeHost` (on the release
 /// thread) when dropped, on any thread. Zero bytes allocate nothing.

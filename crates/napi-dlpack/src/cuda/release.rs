@@ -1,8 +1,17 @@
 //! Releases off the caller's thread: the release thread, its queue and its stats.
 
-use super::device::*;
-use super::driver::*;
-use super::*;
+use core::ffi::c_int;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use super::device::{lock, CudaDevice, Handle};
+use super::driver::{
+  error_name, CuEvent, CuResult, CUDA_ERROR_NOT_PERMITTED, CUDA_ERROR_NOT_READY, CUDA_SUCCESS,
+  EVENT_DISABLE_TIMING, LEGACY_STREAM,
+};
 
 // ---------------------------------------------------------------------------------------------
 // Releases off the caller's thread

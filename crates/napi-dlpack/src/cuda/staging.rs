@@ -45,12 +45,18 @@
 //! pinned memory.
 
 use core::cell::Cell;
+use core::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::device::*;
-use super::driver::*;
+use super::device::{known_devices, Bound, CudaDevice};
+use super::driver::{
+  check, CuDevicePtr, CuEvent, CUDA_ERROR_NOT_PERMITTED, CUDA_SUCCESS, EVENT_DISABLE_TIMING,
+  LEGACY_STREAM, POINTER_MEMORY_TYPE,
+};
 use super::pinned::PinnedBuffer;
 use super::release::release_failed;
-use super::*;
+use super::Result;
 
 /// Bytes per chunk (see the module documentation for the choice).
 pub const STAGING_CHUNK_BYTES: usize = 4 << 20;
@@ -146,7 +152,7 @@ pub fn staging_stats() -> StagingStats {
 /// the next release. Also forgets a failed allocation, so the next copy tries again.
 pub fn release_staging() {
   for device in known_devices() {
-    let Ok(mut state) = device.staging.try_lock() else {
+    let Some(mut state) = try_lock(&device.staging) else {
       continue;
     };
     if let StagingState::Ready(pool) = std::mem::take(&mut *state) {
@@ -174,6 +180,18 @@ fn note_user() {
       STAGING_USERS.fetch_add(1, Ordering::SeqCst);
     }
   });
+}
+
+/// The pool's lock if no other thread holds it. Poisoning is ignored: a panic while it was held
+/// can only come from a copy's fill or drain (the driver calls return codes), after that chunk
+/// was waited for and before a DMA used it again, so every chunk's `in_flight` and event still
+/// describe it.
+fn try_lock(state: &Mutex<StagingState>) -> Option<MutexGuard<'_, StagingState>> {
+  match state.try_lock() {
+    Ok(guard) => Some(guard),
+    Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+    Err(std::sync::TryLockError::WouldBlock) => None,
+  }
 }
 
 /// How a staged copy is cut: pieces of at most a chunk, multiples of `unit` bytes (at most a
@@ -445,7 +463,7 @@ impl CudaDevice {
     if len < STAGING_MIN_BYTES {
       return Ok(Staged::Direct);
     }
-    let Ok(mut state) = self.staging.try_lock() else {
+    let Some(mut state) = try_lock(&self.staging) else {
       // Another thread's copy: the direct path rather than waiting for it.
       DIRECT_FALLBACKS.fetch_add(1, Ordering::SeqCst);
       return Ok(Staged::Direct);

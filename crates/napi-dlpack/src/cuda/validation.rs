@@ -1,8 +1,18 @@
 //! Checks of device pointers and of foreign tensors claiming to be on a CUDA device.
 
-use super::device::*;
-use super::driver::*;
-use super::*;
+use core::ffi::{c_int, c_uint, c_void};
+use std::sync::Arc;
+
+use crate::device::DeviceType;
+use crate::error::{DLPackError, ErrorKind};
+use crate::import::ForeignTensor;
+
+use super::device::{device, CudaDevice};
+use super::driver::{
+  check, CuDevicePtr, POINTER_DEVICE_ORDINAL, POINTER_MEMORY_TYPE, POINTER_RANGE_SIZE,
+  POINTER_RANGE_START_ADDR,
+};
+use super::Result;
 
 /// What the driver says about an address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -36,8 +36,9 @@ use crate::ffi::{DLManagedTensorVersioned, DLPackVersion, DLTensor};
 /// uses a table whose major equals this (walking `prev_api` if needed); minors only append.
 pub const EXCHANGE_API_MAJOR: u32 = 1;
 /// `NAPI_DLPACK_EXCHANGE_API_MINOR`.
-/// Minor 1 appended `dltensor_from_object` (the per-object fast path).
-pub const EXCHANGE_API_MINOR: u32 = 1;
+/// Minor 1 appended `dltensor_from_object` (the per-object fast path); minor 2 appended
+/// `dltensor_from_id` (borrow by handle id, [`DLTensorFromId`]).
+pub const EXCHANGE_API_MINOR: u32 = 2;
 /// `NAPI_DLPACK_EXCHANGE_API_PROPERTY`: the registry key of the symbol `Symbol.for(...)` under
 /// which producers put the table (on their prototype; on `globalThis` for the process's
 /// default importer, see [`global_api`]) or their per-object external. A registered symbol,
@@ -121,6 +122,55 @@ pub type DLTensorFromObject = unsafe extern "C" fn(
   *mut u64,
   *mut *mut c_void,
 ) -> i32;
+/// `napi_dlpack_extent`: where a borrowed tensor's elements are, as
+/// `napi_dlpack_tensor_extent` computes it (element count, item size, lowest and highest
+/// element offsets in elements, byte span, row-major contiguity).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BorrowExtent {
+  pub numel: i64,
+  pub itemsize: i64,
+  pub min_offset: i64,
+  pub max_offset: i64,
+  pub span_bytes: u64,
+  pub c_contiguous: core::ffi::c_int,
+}
+
+/// Borrow by handle id (table minor >= 2): the tensor a producer's handle id names (an exact
+/// integer below 2^53 its JS side handed out, e.g. napi-dlpack's `Tensor#id`, or the id carried
+/// by one of its id externals, `Tensor#native`: see [`handle_id_of_external`]). Fills `out`,
+/// `*out_flags` and `*out_keep_alive` as [`DLTensorFromValue`] does, and `*out_extent` (never
+/// NULL) with the tensor's extent: the producer validated the tensor (`docs/protocol.md` §5.4)
+/// when it made the id and guarantees these agree with it, so the consumer need not validate
+/// again. An id that is not a live handle of this thread is refused (-1, a coded exception
+/// pending; napi-dlpack: `ERR_TENSOR_STALE_ID`) and nothing it names is read.
+pub type DLTensorFromId = unsafe extern "C" fn(
+  sys::napi_env,
+  u64,
+  *mut DLTensor,
+  *mut u64,
+  *mut BorrowExtent,
+  *mut *mut c_void,
+) -> i32;
+
+/// `NAPI_DLPACK_HANDLE_ID_EXTERNAL_MARK`: the top 11 bits of the value of an id external (a
+/// `napi_external` whose data is not a pointer but `mark | id`). No user-space address on a
+/// 64-bit platform has any of them set, so another addon's external is taken for an id only if
+/// it, too, stores such a non-pointer value (and then the producer still refuses every id that
+/// is not a live handle of this thread, barring a generation collision).
+pub const HANDLE_ID_EXTERNAL_MARK: u64 = 0x6d5 << 53;
+/// The bits of an id external's value above the id.
+pub const HANDLE_ID_EXTERNAL_MASK: u64 = !((1 << 53) - 1);
+
+/// The handle id an external's data carries, if it is an id external
+/// ([`HANDLE_ID_EXTERNAL_MARK`]; 64-bit platforms only).
+#[inline(always)]
+pub fn handle_id_of_external(data: *mut c_void) -> Option<u64> {
+  let value = data.addr() as u64;
+  (cfg!(target_pointer_width = "64") && value & HANDLE_ID_EXTERNAL_MASK == HANDLE_ID_EXTERNAL_MARK)
+    .then_some(value & !HANDLE_ID_EXTERNAL_MASK)
+}
+
 /// Writes a new owning export of `value` to `*out` (no stream sync).
 pub type ManagedTensorFromValue =
   unsafe extern "C" fn(sys::napi_env, sys::napi_value, *mut *mut DLManagedTensorVersioned) -> i32;
@@ -145,6 +195,9 @@ pub struct ExchangeApi {
   /// Minor 1: the borrow of a tagged object (read it through
   /// [`ExchangeApi::dltensor_from_object`], which checks the minor). Needs `release_borrow`.
   pub dltensor_from_object: Option<DLTensorFromObject>,
+  /// Minor 2: borrow by handle id (read it through [`ExchangeApi::dltensor_from_id`]). Needs
+  /// `release_borrow`.
+  pub dltensor_from_id: Option<DLTensorFromId>,
 }
 
 // SAFETY: a table is immutable and lives for the whole process; `prev_api` points to another
@@ -160,7 +213,9 @@ const _: () = {
   assert!(core::mem::offset_of!(ExchangeApi, release_borrow) == 24);
   assert!(core::mem::offset_of!(ExchangeApi, current_work_stream) == 48);
   assert!(core::mem::offset_of!(ExchangeApi, dltensor_from_object) == 56);
-  assert!(core::mem::size_of::<ExchangeApi>() == 64);
+  assert!(core::mem::offset_of!(ExchangeApi, dltensor_from_id) == 64);
+  assert!(core::mem::size_of::<ExchangeApi>() == 72);
+  assert!(core::mem::size_of::<BorrowExtent>() == 48);
   assert!(core::mem::size_of::<ExchangeObject>() == 8);
 };
 
@@ -189,6 +244,24 @@ impl ExchangeApi {
       managed_tensor_to_value,
       current_work_stream,
       dltensor_from_object,
+      dltensor_from_id: None,
+    }
+  }
+
+  /// This table with a borrow by handle id (minor 2).
+  pub const fn with_dltensor_from_id(mut self, dltensor_from_id: DLTensorFromId) -> ExchangeApi {
+    self.dltensor_from_id = Some(dltensor_from_id);
+    self
+  }
+
+  /// `dltensor_from_id`, if the table is recent enough to have it (minor >= 2) and has a
+  /// `release_borrow`.
+  #[inline(always)]
+  pub fn dltensor_from_id(&self) -> Option<(DLTensorFromId, ReleaseBorrow)> {
+    if self.header.version.minor >= 2 {
+      self.dltensor_from_id.zip(self.release_borrow)
+    } else {
+      None
     }
   }
 
@@ -699,6 +772,34 @@ pub unsafe fn global_api(env: sys::napi_env) -> Result<Option<&'static ExchangeA
   })?;
   // SAFETY: the global object of this env.
   unsafe { find_api(env, global) }
+}
+
+thread_local! {
+  /// The default importer's table of this thread's environment, for ids: `(env, table)`.
+  static ID_API: core::cell::Cell<(sys::napi_env, *const ExchangeApi)> =
+    const { core::cell::Cell::new((ptr::null_mut(), ptr::null())) };
+}
+
+/// The table that borrows handle ids in this environment: the default importer's
+/// ([`global_api`]), looked up once per thread and environment (tables live for the process).
+/// A number or an id external carries no table of its own; the environment's default importer
+/// (napi-dlpack, when its JS module is loaded) is the producer that made it.
+///
+/// # Safety
+/// `env` must be the current, live environment of the calling JS thread.
+#[inline(always)]
+pub unsafe fn id_api(env: sys::napi_env) -> Result<Option<&'static ExchangeApi>, DLPackError> {
+  let (cached_env, api) = ID_API.with(core::cell::Cell::get);
+  if cached_env == env && !api.is_null() {
+    // SAFETY: a process-lifetime table found in this environment before.
+    return Ok(Some(unsafe { &*api }));
+  }
+  // SAFETY: forwarded contract.
+  let found = unsafe { global_api(env)? };
+  if let Some(api) = found {
+    ID_API.with(|cache| cache.set((env, ptr::from_ref(api))));
+  }
+  Ok(found)
 }
 
 /// Turns the JS exception a table function left pending (it returned -1) into a napi-rs error

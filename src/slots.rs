@@ -1,0 +1,515 @@
+//! Handle ids (`docs/protocol.md` §5.6): the process-wide slot table behind `Tensor#id` and
+//! `Tensor#native`, and the exchange table's "borrow by handle id" (`exchange`,
+//! `dltensor_from_id`).
+//!
+//! A handle that JS asks for an id takes a slot. The slot holds what a borrow hands out,
+//! computed and validated once there: the `DLTensor` (data, shape and strides pointing into the
+//! handle's [`BorrowPin`], which the slot keeps alive), its flags and its extent. A tensor's
+//! layout never changes and its data pointer moves only if its `ArrayBuffer` is detached, so a
+//! borrow by id is a bounds-checked table lookup and a copy of those fields: no type tag, no
+//! property, no re-validation. The detach check stays only for JS memory that this runtime can
+//! still detach after it was marked untransferable (see [`set_marked_buffers_detachable`]).
+//!
+//! An id is an integer below 2^53 (exact as a JS number): the slot's index in its low
+//! [`INDEX_BITS`] bits, the slot's generation above. Refused, without reading anything the id
+//! names, are ids whose slot
+//! - was never allocated (bounds: the chunk is absent);
+//! - is owned by another JS thread, or by a finished one: each thread takes a serial from a
+//!   process-wide counter that is never reused, and a slot records its owner's serial (an env is
+//!   per addon and may be reused for another thread after a Worker ends, a serial is not);
+//! - has another generation: a slot's generation is bumped when its handle lets go (`dispose()`,
+//!   a collected tensor, a finished environment), so ids of a disposed tensor never name the
+//!   tensor that reuses the slot. A slot whose generation would wrap is retired, never reused:
+//!   an id names one handle for the life of the process.
+//!
+//! A borrow pins its slot: a handle that lets go while borrowed (a `dispose()` or a GC during the
+//! call) bumps the generation at once, so no new borrow succeeds, but the slot (and the memory it
+//! keeps) is freed only when the last borrow is released.
+//!
+//! Everything but the two atomics of a slot is touched only by its owner thread: a thread reads a
+//! slot's state only after finding its own serial in `owner`, which only it writes while it owns
+//! the slot.
+
+use std::cell::{Cell, RefCell, UnsafeCell};
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use napi_dlpack::exchange::BorrowExtent;
+use napi_dlpack::ffi::DLTensor;
+
+use crate::handle::BorrowPin;
+
+/// Bits of an id that name the slot (16,777,216 slots in the process at most).
+pub(crate) const INDEX_BITS: u32 = 24;
+/// Bits of an id that carry the generation: `INDEX_BITS + GENERATION_BITS = 53`, so that every
+/// id is an exact integer as a JS number.
+const GENERATION_BITS: u32 = 29;
+const INDEX_MASK: u64 = (1 << INDEX_BITS) - 1;
+/// The largest generation an id can carry; a slot released at it is retired.
+const LAST_GENERATION: u32 = (1 << GENERATION_BITS) - 1;
+/// Slots are allocated in chunks, so that a lookup is an array index, a pointer load and a
+/// second index, and a slot never moves.
+const CHUNK_BITS: u32 = 12;
+const CHUNK_LEN: usize = 1 << CHUNK_BITS;
+const CHUNK_COUNT: usize = 1 << (INDEX_BITS - CHUNK_BITS);
+/// The largest id (2^53 - 1).
+pub(crate) const MAX_ID: u64 = (1 << (INDEX_BITS + GENERATION_BITS)) - 1;
+
+const _: () = assert!(INDEX_BITS + GENERATION_BITS == 53);
+// What docs/protocol.md §5.6 says a slot costs.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<Slot>() == 136);
+
+/// What a borrow by id hands out, prepared when the slot was taken.
+pub(crate) struct Prepared {
+  pub(crate) tensor: DLTensor,
+  pub(crate) flags: u64,
+  pub(crate) extent: BorrowExtent,
+}
+
+/// The owner-thread part of a slot.
+pub(crate) struct State {
+  /// The storage and layout `prepared` points into; `None` while the slot is free.
+  pub(crate) pin: Option<Arc<BorrowPin>>,
+  pub(crate) prepared: Prepared,
+  /// Borrows in progress.
+  pins: u32,
+  /// The handle let go: the slot is freed when `pins` reaches 0.
+  released: bool,
+  /// A borrow must first run the slow path ([`State::ready`] is false): the memory was not
+  /// marked untransferable yet, or it is JS memory this runtime can still detach.
+  pub(crate) marked: bool,
+  pub(crate) check_detach: bool,
+}
+
+impl State {
+  /// Whether a borrow can be handed out with no Node-API call at all.
+  #[inline(always)]
+  pub(crate) fn ready(&self) -> bool {
+    self.marked & !self.check_detach
+  }
+}
+
+pub(crate) struct Slot {
+  /// Serial of the owning thread (0: in the process-wide free list).
+  owner: AtomicU64,
+  /// The generation ids of the current occupant carry (bumped when it lets go).
+  generation: AtomicU32,
+  state: UnsafeCell<State>,
+}
+
+// SAFETY: `owner` and `generation` are atomics; `state` is only touched by the thread whose
+// serial is in `owner` (module docs), and a serial names one thread for the life of the process.
+unsafe impl Sync for Slot {}
+
+impl Slot {
+  fn empty() -> Slot {
+    Slot {
+      owner: AtomicU64::new(0),
+      generation: AtomicU32::new(1),
+      state: UnsafeCell::new(State {
+        pin: None,
+        prepared: Prepared {
+          tensor: DLTensor::zeroed(),
+          flags: 0,
+          extent: BorrowExtent::default(),
+        },
+        pins: 0,
+        released: true,
+        marked: false,
+        check_detach: false,
+      }),
+    }
+  }
+
+  /// The owner-thread state.
+  ///
+  /// # Safety
+  /// The calling thread owns the slot (its serial is in `owner`, see [`lookup`]), and no other
+  /// reference to the state is alive.
+  #[allow(clippy::mut_from_ref)]
+  #[inline(always)]
+  pub(crate) unsafe fn state(&self) -> &mut State {
+    // SAFETY: caller contract.
+    unsafe { &mut *self.state.get() }
+  }
+}
+
+static CHUNKS: [AtomicPtr<Slot>; CHUNK_COUNT] =
+  [const { AtomicPtr::new(ptr::null_mut()) }; CHUNK_COUNT];
+
+/// Slots no thread owns (their thread ended) and the next never-used index.
+struct Global {
+  free: Vec<u32>,
+  next: u32,
+}
+
+static GLOBAL: Mutex<Global> = Mutex::new(Global {
+  free: Vec::new(),
+  next: 0,
+});
+
+/// The next thread serial (0 means "none": a thread without a serial owns no slot).
+static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
+
+/// Whether JS memory marked untransferable can still be detached by JS in this runtime
+/// (`ArrayBuffer.prototype.transfer` on Node 22 and Bun ignores the mark). Until JS has probed
+/// it (`lib/native.ts`), assume it can.
+static MARKED_DETACHABLE: AtomicBool = AtomicBool::new(true);
+
+/// Told once per environment by `lib/native.ts`, which probes it.
+pub(crate) fn set_marked_buffers_detachable(detachable: bool) {
+  MARKED_DETACHABLE.store(detachable, Ordering::Relaxed);
+}
+
+pub(crate) fn marked_buffers_detachable() -> bool {
+  MARKED_DETACHABLE.load(Ordering::Relaxed)
+}
+
+/// This thread's slots that its handles let go of, to reuse; handed to the process when the
+/// thread ends.
+struct LocalFree(RefCell<Vec<u32>>);
+
+impl Drop for LocalFree {
+  fn drop(&mut self) {
+    let free = std::mem::take(self.0.get_mut());
+    for &index in &free {
+      if let Some(slot) = slot_at(index) {
+        slot.owner.store(0, Ordering::Release);
+      }
+    }
+    if let Ok(mut global) = GLOBAL.lock() {
+      global.free.extend(free);
+    }
+  }
+}
+
+thread_local! {
+  /// This thread's serial (0 until its first slot).
+  static SERIAL: Cell<u64> = const { Cell::new(0) };
+  static FREE: LocalFree = const { LocalFree(RefCell::new(Vec::new())) };
+}
+
+/// This thread's serial, taken on first use.
+fn serial() -> u64 {
+  let serial = SERIAL.with(Cell::get);
+  if serial != 0 {
+    return serial;
+  }
+  let serial = NEXT_SERIAL.fetch_add(1, Ordering::Relaxed);
+  SERIAL.with(|cell| cell.set(serial));
+  serial
+}
+
+#[inline(always)]
+fn slot_at(index: u32) -> Option<&'static Slot> {
+  let index = index as usize;
+  let chunk = CHUNKS.get(index >> CHUNK_BITS)?.load(Ordering::Acquire);
+  if chunk.is_null() {
+    return None;
+  }
+  // SAFETY: a chunk is a leaked, never freed array of CHUNK_LEN slots; the offset is masked.
+  Some(unsafe { &*chunk.add(index & (CHUNK_LEN - 1)) })
+}
+
+/// Why an id was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Refused {
+  /// Not an id of this table: above 2^53, generation 0, or a slot that never existed.
+  Unknown,
+  /// A slot of another JS thread (or of a finished one), or this thread has no slots.
+  OtherThread,
+  /// The slot's generation moved on: the tensor was disposed or collected.
+  Stale,
+}
+
+impl Refused {
+  pub(crate) fn message(self) -> &'static str {
+    match self {
+      Refused::Unknown => "not a napi-dlpack tensor handle id",
+      Refused::OtherThread => {
+        "the tensor handle id belongs to another JS thread (or to one that ended)"
+      }
+      Refused::Stale => "the tensor handle id is stale: its tensor was disposed or collected",
+    }
+  }
+}
+
+/// The slot an id names, if it is a live slot of this thread with the id's generation. Nothing
+/// but the slot's two atomics is read before that is established.
+#[inline(always)]
+pub(crate) fn lookup(id: u64) -> Result<&'static Slot, Refused> {
+  // Generations start at 1: an id below 2^24 (a small integer) was never handed out.
+  if id > MAX_ID || id >> INDEX_BITS == 0 {
+    return Err(Refused::Unknown);
+  }
+  let Some(slot) = slot_at((id & INDEX_MASK) as u32) else {
+    return Err(Refused::Unknown);
+  };
+  let me = SERIAL.with(Cell::get);
+  if me == 0 || slot.owner.load(Ordering::Acquire) != me {
+    return Err(Refused::OtherThread);
+  }
+  if slot.generation.load(Ordering::Relaxed) != (id >> INDEX_BITS) as u32 {
+    return Err(Refused::Stale);
+  }
+  Ok(slot)
+}
+
+/// A free slot index: this thread's own, a finished thread's, or a new one. `None` when the
+/// process used all 2^24 slots (the caller reports it).
+fn take_index() -> Option<u32> {
+  if let Some(index) = FREE
+    .try_with(|free| free.0.borrow_mut().pop())
+    .ok()
+    .flatten()
+  {
+    return Some(index);
+  }
+  let mut global = GLOBAL.lock().ok()?;
+  if let Some(index) = global.free.pop() {
+    return Some(index);
+  }
+  let index = global.next;
+  if u64::from(index) > INDEX_MASK {
+    return None;
+  }
+  let chunk = index as usize >> CHUNK_BITS;
+  if CHUNKS[chunk].load(Ordering::Acquire).is_null() {
+    let slots: Box<[Slot]> = (0..CHUNK_LEN).map(|_| Slot::empty()).collect();
+    // Leaked: slots never move or go away, so a lookup needs no lock.
+    CHUNKS[chunk].store(Box::leak(slots).as_mut_ptr(), Ordering::Release);
+  }
+  global.next = index + 1;
+  Some(index)
+}
+
+/// Takes a slot for a handle: `pin` keeps what `prepared` points into alive. Returns the slot
+/// index and the id, or `None` when no slot is left.
+pub(crate) fn allocate(
+  pin: Arc<BorrowPin>,
+  prepared: Prepared,
+  marked: bool,
+  check_detach: bool,
+) -> Option<(u32, u64)> {
+  let me = serial();
+  let index = take_index()?;
+  let slot = slot_at(index)?;
+  // SAFETY: a free slot: no thread reads its state (its owner is this thread, whose earlier
+  // occupant is gone, or nobody), and no borrow of it is alive (`pins` was 0 when it was freed).
+  let state = unsafe { slot.state() };
+  state.pin = Some(pin);
+  state.prepared = prepared;
+  state.pins = 0;
+  state.released = false;
+  state.marked = marked;
+  state.check_detach = check_detach;
+  slot.owner.store(me, Ordering::Release);
+  let generation = slot.generation.load(Ordering::Relaxed);
+  Some((
+    index,
+    (u64::from(generation) << INDEX_BITS) | u64::from(index),
+  ))
+}
+
+/// The handle in slot `index` lets go: ids of it are refused from now on, and the slot is freed
+/// once no borrow holds it.
+pub(crate) fn release(index: u32) {
+  let Some(slot) = slot_at(index) else { return };
+  // A handle is dropped on its own thread; should that ever not hold, leak the slot rather
+  // than touch another thread's state.
+  if slot.owner.load(Ordering::Acquire) != SERIAL.with(Cell::get) {
+    return;
+  }
+  // SAFETY: this thread owns the slot; no other reference to its state is alive (borrows keep
+  // none, only the count).
+  let state = unsafe { slot.state() };
+  if state.released {
+    return;
+  }
+  state.released = true;
+  slot.generation.fetch_add(1, Ordering::Relaxed);
+  if state.pins == 0 {
+    free(index, slot, state);
+  }
+}
+
+/// Counts a borrow of an id's slot.
+///
+/// # Safety
+/// `slot` was returned by [`lookup`] on this thread.
+#[allow(clippy::mut_from_ref)]
+#[inline(always)]
+pub(crate) unsafe fn pin(slot: &Slot) -> &mut State {
+  // SAFETY: caller contract: this thread owns the slot.
+  let state = unsafe { slot.state() };
+  state.pins += 1;
+  state
+}
+
+/// The borrow token of slot `index` (released with [`unpin_token`]): odd, so that it is never
+/// mistaken for the `Arc` pointer a borrow of a handle object hands out.
+#[inline(always)]
+pub(crate) fn token(id: u64) -> *mut core::ffi::c_void {
+  ptr::without_provenance_mut(((id & INDEX_MASK) as usize) << 1 | 1)
+}
+
+/// Whether a borrow token is a slot's ([`token`]).
+#[inline(always)]
+pub(crate) fn is_token(token: *mut core::ffi::c_void) -> bool {
+  token.addr() & 1 == 1
+}
+
+/// Ends a borrow by id: the slot is freed if its handle let go meanwhile.
+pub(crate) fn unpin_token(token: *mut core::ffi::c_void) {
+  let index = (token.addr() >> 1) as u32;
+  let Some(slot) = slot_at(index) else { return };
+  if slot.owner.load(Ordering::Acquire) != SERIAL.with(Cell::get) {
+    return;
+  }
+  // SAFETY: this thread owns the slot.
+  let state = unsafe { slot.state() };
+  if state.pins == 0 {
+    return; // released twice: the table's contract was broken; ignore rather than underflow
+  }
+  state.pins -= 1;
+  if state.pins == 0 && state.released {
+    free(index, slot, state);
+  }
+}
+
+fn free(index: u32, slot: &Slot, state: &mut State) {
+  // Dropping the pin may release the storage (a foreign producer's deleter): do it before the
+  // free list is borrowed.
+  let pin = state.pin.take();
+  state.prepared.tensor = DLTensor::zeroed();
+  drop(pin);
+  if slot.generation.load(Ordering::Relaxed) > LAST_GENERATION {
+    return; // retired: no id may ever name it again
+  }
+  let _ = FREE.try_with(|free| free.0.borrow_mut().push(index));
+}
+
+/// Live (occupied or pinned) slots of this thread, for `nativeStats()`.
+pub(crate) fn live_slots() -> u32 {
+  let me = SERIAL.with(Cell::get);
+  if me == 0 {
+    return 0;
+  }
+  let next = GLOBAL.lock().map(|global| global.next).unwrap_or(0);
+  (0..next)
+    .filter_map(slot_at)
+    .filter(|slot| slot.owner.load(Ordering::Acquire) == me)
+    // SAFETY: this thread owns the slot; only the flag is read.
+    .filter(|slot| unsafe { slot.state() }.pin.is_some())
+    .count() as u32
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use crate::layout::TensorLayout;
+  use crate::storage::{Memory, Storage};
+  use napi_dlpack::{DType, Device};
+
+  fn a_pin() -> Arc<BorrowPin> {
+    let storage = Storage::new(Memory::Owned(vec![0u64; 2]));
+    let layout = TensorLayout::row_major(DType::Float32, &[4], Device::CPU).expect("a layout");
+    Arc::new(BorrowPin {
+      storage,
+      layout: Arc::new(layout),
+    })
+  }
+
+  fn take() -> (u32, u64) {
+    let prepared = Prepared {
+      tensor: DLTensor::zeroed(),
+      flags: 0,
+      extent: BorrowExtent::default(),
+    };
+    allocate(a_pin(), prepared, true, false).expect("a slot")
+  }
+
+  #[test]
+  fn an_id_names_its_slot_until_released_and_the_slot_is_reused_with_a_new_generation() {
+    let (index, id) = take();
+    assert!(lookup(id).is_ok());
+    assert_eq!(
+      lookup(id + (1 << INDEX_BITS)).err(),
+      Some(Refused::Stale),
+      "another generation"
+    );
+    assert_eq!(
+      lookup(u64::from(index)).err(),
+      Some(Refused::Unknown),
+      "generation 0"
+    );
+    assert_eq!(lookup(MAX_ID + 1).err(), Some(Refused::Unknown));
+    release(index);
+    assert_eq!(lookup(id).err(), Some(Refused::Stale));
+    let (again, next) = take();
+    assert_eq!(again, index, "this thread's freed slot is reused first");
+    assert_eq!(next, id + (1 << INDEX_BITS), "with the next generation");
+    assert_eq!(lookup(id).err(), Some(Refused::Stale));
+    release(again);
+  }
+
+  #[test]
+  fn a_borrow_pins_the_slot_past_its_release() {
+    let (index, id) = take();
+    let slot = lookup(id).expect("live");
+    // SAFETY: this thread owns the slot.
+    unsafe { pin(slot) };
+    let token = token(id);
+    assert!(is_token(token));
+    release(index);
+    assert_eq!(lookup(id).err(), Some(Refused::Stale), "refused at once");
+    // SAFETY: this thread owns the slot; the pin is still held.
+    assert!(unsafe { slot.state() }.pin.is_some(), "the memory is kept");
+    let (other, _) = take();
+    assert_ne!(other, index, "a pinned slot is not reused");
+    unpin_token(token);
+    assert!(
+      // SAFETY: as above.
+      unsafe { slot.state() }.pin.is_none(),
+      "freed when the borrow ended"
+    );
+    release(other);
+  }
+
+  #[test]
+  fn a_slot_whose_generation_would_wrap_is_retired() {
+    let (index, id) = take();
+    let slot = lookup(id).expect("live");
+    slot.generation.store(LAST_GENERATION, Ordering::Relaxed);
+    let last = (u64::from(LAST_GENERATION) << INDEX_BITS) | u64::from(index);
+    assert!(last <= MAX_ID);
+    assert!(lookup(last).is_ok(), "the last generation an id can carry");
+    release(index);
+    assert_eq!(lookup(last).err(), Some(Refused::Stale));
+    let (other, _) = take();
+    assert_ne!(other, index, "retired: never handed out again");
+    release(other);
+  }
+
+  #[test]
+  fn another_thread_is_refused_and_never_reads_the_slot() {
+    let (index, id) = take();
+    let seen = std::thread::spawn(move || lookup(id).err())
+      .join()
+      .expect("the thread ran");
+    assert_eq!(seen, Some(Refused::OtherThread));
+    // A thread that owns slots of its own is refused too (serials are never reused).
+    let seen = std::thread::spawn(move || {
+      let (own, _) = take();
+      let seen = lookup(id).err();
+      release(own);
+      seen
+    })
+    .join()
+    .expect("the thread ran");
+    assert_eq!(seen, Some(Refused::OtherThread));
+    release(index);
+  }
+}

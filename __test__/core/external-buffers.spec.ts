@@ -29,6 +29,8 @@ interface CAddon {
 const here = dirname(fileURLToPath(import.meta.url))
 const root = join(here, '..', '..')
 const { addon: c } = nativeFixture<CAddon>('c-addon', 'c_addon.node')
+// The child script loads the exchange-table fixture too: built here when missing.
+nativeFixture<unknown>('exchange-c', 'exchange_c.node')
 const zeroCopy = externalBuffersAllowed()
 
 test.serial('dispose() of a tensor over C memory leaves its view alone once another tensor exported it: the export keeps the memory', async (t) => {

@@ -1,6 +1,5 @@
 // Shared test helpers (not a test file: ava only runs *.spec.ts).
 import { execFileSync } from 'node:child_process'
-import { existsSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -90,11 +89,14 @@ const repositoryRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 
 /**
  * A native test fixture's addon, `target/<dir>/<file>`, loaded (built first by
- * `__test__/native/<dir>/build.sh` when missing: `npm test` builds every fixture first, a spec
+ * `__test__/native/<dir>/build.sh` when missing or stale: `npm test` builds every fixture first, a spec
  * run on its own builds the ones it needs).
  */
 export function nativeFixture<T>(dir: string, file: string): { path: string; addon: T } {
   const path = join(repositoryRoot, 'target', dir, file)
-  if (!existsSync(path)) execFileSync('bash', [join(repositoryRoot, '__test__', 'native', dir, 'build.sh')], { stdio: 'inherit' })
+  // Always asked, not only when the file is missing: each build.sh returns at once when its
+  // output is newer than its sources, and a stale fixture (say, built before a header change)
+  // gives failures that have nothing to do with the code under test.
+  execFileSync('bash', [join(repositoryRoot, '__test__', 'native', dir, 'build.sh')], { stdio: ['ignore', 'ignore', 'inherit'] })
   return { path, addon: createRequire(import.meta.url)(path) as T }
 }

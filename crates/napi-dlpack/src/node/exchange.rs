@@ -549,7 +549,7 @@ pub unsafe fn find(
 }
 
 /// What an external passed as the value itself lends through: a producer may hand its
-/// [`OBJECT_TAG`] external to JS (napi-dlpack's `Tensor.native`), and a consumer given one
+/// [`OBJECT_TAG`] external to JS, and a consumer given one
 /// borrows it with no property lookup at all (`docs/protocol.md` §5.2). `Ok(None)` for anything
 /// else, a capsule or another addon's external included (and for a non-external, without
 /// throwing: the first Node-API call fails on it, so this may be tried before `napi_typeof`).
@@ -567,7 +567,7 @@ pub unsafe fn find_in_external(
 
 /// What a value of any type is, for a consumer given it as an argument: `None` when it is not
 /// an external at all (then ask `napi_typeof`), else [`find_in_external`]'s answer. One
-/// Node-API call for a handle (`Tensor.native`) instead of a `napi_typeof` and then the
+/// Node-API call for a per-object external instead of a `napi_typeof` and then the
 /// external's data.
 ///
 /// # Safety
@@ -774,30 +774,35 @@ pub unsafe fn global_api(env: sys::napi_env) -> Result<Option<&'static ExchangeA
   unsafe { find_api(env, global) }
 }
 
-thread_local! {
-  /// The default importer's table of this thread's environment, for ids: `(env, table)`.
-  static ID_API: core::cell::Cell<(sys::napi_env, *const ExchangeApi)> =
-    const { core::cell::Cell::new((ptr::null_mut(), ptr::null())) };
-}
+/// The table that borrows handle ids, once found ([`id_api`]).
+static ID_API: core::sync::atomic::AtomicPtr<ExchangeApi> =
+  core::sync::atomic::AtomicPtr::new(ptr::null_mut());
 
-/// The table that borrows handle ids in this environment: the default importer's
-/// ([`global_api`]), looked up once per thread and environment (tables live for the process).
-/// A number or an id external carries no table of its own; the environment's default importer
-/// (napi-dlpack, when its JS module is loaded) is the producer that made it.
+/// The table that borrows handle ids: the default importer's ([`global_api`]) of the first
+/// environment that had one with `dltensor_from_id`, then kept for the process (tables live
+/// for the process; a process-wide static costs no thread-local access, which in a dynamically
+/// loaded addon is a `__tls_get_addr` call). A number or an id external carries no table of its
+/// own: napi-dlpack, whose JS module installs the default importer, made it. Every environment
+/// with napi-dlpack loaded has the same table (a second copy of napi-dlpack in the process would
+/// not be asked: its ids are refused, `docs/protocol.md` §5.6); where napi-dlpack is not loaded
+/// the table refuses every id, since none was made on that thread.
 ///
 /// # Safety
 /// `env` must be the current, live environment of the calling JS thread.
 #[inline(always)]
 pub unsafe fn id_api(env: sys::napi_env) -> Result<Option<&'static ExchangeApi>, DLPackError> {
-  let (cached_env, api) = ID_API.with(core::cell::Cell::get);
-  if cached_env == env && !api.is_null() {
-    // SAFETY: a process-lifetime table found in this environment before.
+  let api = ID_API.load(core::sync::atomic::Ordering::Acquire);
+  if !api.is_null() {
+    // SAFETY: a process-lifetime table found before.
     return Ok(Some(unsafe { &*api }));
   }
   // SAFETY: forwarded contract.
   let found = unsafe { global_api(env)? };
-  if let Some(api) = found {
-    ID_API.with(|cache| cache.set((env, ptr::from_ref(api))));
+  if let Some(api) = found.filter(|api| api.dltensor_from_id().is_some()) {
+    ID_API.store(
+      ptr::from_ref(api).cast_mut(),
+      core::sync::atomic::Ordering::Release,
+    );
   }
   Ok(found)
 }

@@ -111,6 +111,9 @@ function linkGuideAddon() {
   const example = join(root, 'examples', 'consumer-addon')
   const binary = join(root, 'target', 'consumer-addon', 'consumer_addon.node')
   const dir = join(work, 'node_modules', 'my-addon')
+  // npm test builds it before this step; a doc test run on its own builds it here (the script
+  // returns at once when the addon is newer than its sources).
+  execFileSync('bash', [join(root, '__test__', 'native', 'consumer-addon', 'build.sh')], { stdio: ['ignore', 'ignore', 'inherit'] })
   mkdirSync(dir, { recursive: true })
   const types = readFileSync(join(example, 'index.d.ts'), 'utf8')
   const names = [...types.matchAll(/^export declare function (\w+)/gm)].map(([, name]) => name)
@@ -118,7 +121,7 @@ function linkGuideAddon() {
   writeFileSync(join(dir, 'index.d.ts'), types)
   writeFileSync(
     join(dir, 'index.js'),
-    `// Built by __test__/native/consumer-addon/build.sh (a step of npm test before the doc test).\n` +
+    `// Built by __test__/native/consumer-addon/build.sh (run by the doc test first).\n` +
       `const binding = require(${JSON.stringify(binary)})\n${names.map((name) => `module.exports.${name} = binding.${name}\n`).join('')}`,
   )
 }

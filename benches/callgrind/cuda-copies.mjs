@@ -11,7 +11,7 @@ import { execFileSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { instructions, perOperation } from './runner.mjs'
+import { batchedProgram, instructions, perOperation } from './runner.mjs'
 
 const here = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const root = resolve(process.argv[2] ?? here)
@@ -27,21 +27,16 @@ const CASES = {
 }
 
 function program(body, n) {
-  return `
-const { Tensor, cuda } = require(${JSON.stringify(join(root, 'dist', 'index.js'))})
+  return batchedProgram(
+    `const { Tensor, cuda } = require(${JSON.stringify(join(root, 'dist', 'index.js'))})
 if (!cuda.isAvailable()) throw new Error('the fake CUDA driver did not load: ' + cuda.unavailableReason())
 const small = Tensor.from(new Float32Array(256).map((_, i) => i))
 const onDevice = small.to('cuda:0')
 const deviceDst = Tensor.empty([256], 'float32', { device: 'cuda:0' })
-const hostDst = Tensor.zeros([256], 'float32')
-const turn = () => new Promise((resolve) => setImmediate(resolve))
-;(async () => {
-  for (let done = 0; done < ${n}; done += 1000) {
-    for (let i = 0; i < 1000; i++) ${body}
-    await turn()
-  }
-  globalThis.gc(); await turn()
-})()`
+const hostDst = Tensor.zeros([256], 'float32')`,
+    body,
+    n,
+  )
 }
 
 console.log(`\n### small host <-> CUDA copies (fake driver): instructions per call (callgrind, Node ${process.versions.node}; ${root})\n`)

@@ -35,6 +35,23 @@ export function instructions(command, args, env = {}) {
   return Number(match[1])
 }
 
+/**
+ * The program a case runs under callgrind: `setup` (its requires and tensors), then `statement`
+ * n times in batches of 1,000, each batch followed by an event-loop turn (so the finalizers and
+ * deferred work of a batch are counted with it), then a GC and a last turn.
+ */
+export function batchedProgram(setup, statement, n) {
+  return `${setup}
+const turn = () => new Promise((resolve) => setImmediate(resolve))
+;(async () => {
+  for (let done = 0; done < ${n}; done += 1000) {
+    for (let i = 0; i < 1000; i++) ${statement}
+    await turn()
+  }
+  globalThis.gc(); await turn()
+})()`
+}
+
 /** Instructions per operation: `count(n)` runs n operations and returns its instructions. */
 export function perOperation(count, low, high) {
   return (count(high) - count(low)) / (high - low)

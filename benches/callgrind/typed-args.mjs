@@ -27,7 +27,7 @@ import { execFileSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { converged, instructions } from './runner.mjs'
+import { batchedProgram, converged, instructions } from './runner.mjs'
 
 const here = dirname(fileURLToPath(import.meta.url))
 const root = join(here, '..', '..')
@@ -78,8 +78,8 @@ CASES.fromDLPack1 = 'addon.benchTensorArg1(fromDLPack(ortLike))'
  *  looking a function up there costs ~80 instructions more than on the C floor's exports. */
 function program(body, n) {
   const [, callee, args] = /^([\w.]+)\((.*)\)$/.exec(body)
-  return `
-const { Tensor, fromDLPack } = require(${JSON.stringify(join(root, 'dist', 'index.js'))})
+  return batchedProgram(
+    `const { Tensor, fromDLPack } = require(${JSON.stringify(join(root, 'dist', 'index.js'))})
 const addon = require(${JSON.stringify(addonPath)})
 const routes = require(${JSON.stringify(routesPath)})
 const make = () => Tensor.from(new Float32Array(256), [16, 16])
@@ -88,15 +88,10 @@ const na = a.native, nb = b.native, nc = c.native, nd = d.native, ne = e.native,
 const ia = a.id, ib = b.id, ic = c.id, id = d.id, ie = e.id, if_ = f.id, ig = g.id, ih = h.id
 const o1 = {}, o2 = {}, o3 = {}, o4 = {}, o5 = {}, o6 = {}, o7 = {}, o8 = {}
 const ortLike = { type: 'float32', dims: [16, 16], location: 'cpu', data: new Float32Array(256) }
-const turn = () => new Promise((resolve) => setImmediate(resolve))
-const callee = ${callee}
-;(async () => {
-  for (let done = 0; done < ${n}; done += 1000) {
-    for (let i = 0; i < 1000; i++) callee(${args})
-    await turn()
-  }
-  globalThis.gc(); await turn()
-})()`
+const callee = ${callee}`,
+    `callee(${args})`,
+    n,
+  )
 }
 
 const count = (body) => (n) => instructions(process.execPath, ['--predictable', '--expose-gc', '-e', program(body, n)])

@@ -377,12 +377,14 @@ unsafe extern "C" fn dltensor_from_id(
   if let Ok(slot) = slots::lookup(id) {
     // SAFETY: `lookup` established that this thread owns the slot; the reference ends here.
     let ready = unsafe { slot.state() }.ready();
-    if ready
-      && !out.is_null()
-      && !out_flags.is_null()
-      && !out_extent.is_null()
-      && !out_keep_alive.is_null()
-    {
+    // The four out pointers are non-NULL when the least of their addresses is (a few
+    // conditional moves, where four tests compiled to vector shuffles).
+    let least = out
+      .addr()
+      .min(out_flags.addr())
+      .min(out_extent.addr())
+      .min(out_keep_alive.addr());
+    if ready && least != 0 {
       // SAFETY: as above.
       let state = unsafe { slots::pin(slot) };
       let prepared = &state.prepared;
@@ -391,7 +393,7 @@ unsafe extern "C" fn dltensor_from_id(
         out.write(prepared.tensor);
         out_flags.write(prepared.flags);
         out_extent.write(prepared.extent);
-        out_keep_alive.write(slots::token(id));
+        out_keep_alive.write(slots::token(slot));
       }
       return 0;
     }
@@ -499,7 +501,7 @@ fn lend_id(
     if !out_extent.is_null() {
       out_extent.write(state.prepared.extent);
     }
-    out_keep_alive.write(slots::token(id));
+    out_keep_alive.write(slots::token(slot));
   }
   Ok(())
 }
@@ -573,15 +575,20 @@ unsafe extern "C" fn release_borrow(_env: sys::napi_env, keep_alive: *mut c_void
   if keep_alive.is_null() {
     return;
   }
-  if slots::is_token(keep_alive) && slots::unpin_token(keep_alive) {
+  // An odd token is one `slots::token` made (the table's contract: the borrower gives back the
+  // token it was given, once).
+  let by_id = slots::is_token(keep_alive);
+  // SAFETY: as just said.
+  if by_id && unsafe { slots::unpin_token(keep_alive) } {
     // A borrow by id, unpinned; its slot stays (no deleter can run): no unwind guard needed.
     return;
   }
   // A panic in a deleter must not unwind into the caller.
   let _ = catch_unwind(|| {
-    if slots::is_token(keep_alive) {
+    if by_id {
       // A borrow by id whose handle let go meanwhile: the slot is freed (the storage with it).
-      slots::free_token(keep_alive);
+      // SAFETY: a token `slots::token` made, as above.
+      unsafe { slots::free_token(keep_alive) };
       return;
     }
     // SAFETY: a token `dltensor_from_value` made with `Arc::into_raw`, released once (the

@@ -96,6 +96,9 @@ pub(crate) struct Slot {
   owner: AtomicU64,
   /// The generation ids of the current occupant carry (bumped when it lets go).
   generation: AtomicU32,
+  /// This slot's index (fixed; in what was padding): a borrow token is the slot's address, and
+  /// freeing the slot needs its index.
+  index: u32,
   state: UnsafeCell<State>,
 }
 
@@ -104,10 +107,11 @@ pub(crate) struct Slot {
 unsafe impl Sync for Slot {}
 
 impl Slot {
-  fn empty() -> Slot {
+  fn empty(index: u32) -> Slot {
     Slot {
       owner: AtomicU64::new(0),
       generation: AtomicU32::new(1),
+      index,
       state: UnsafeCell::new(State {
         pin: None,
         prepared: Prepared {
@@ -277,7 +281,10 @@ fn take_index() -> Option<u32> {
   }
   let chunk = index as usize >> CHUNK_BITS;
   if CHUNKS[chunk].load(Ordering::Acquire).is_null() {
-    let slots: Box<[Slot]> = (0..CHUNK_LEN).map(|_| Slot::empty()).collect();
+    let first = index & !(CHUNK_LEN as u32 - 1);
+    let slots: Box<[Slot]> = (0..CHUNK_LEN as u32)
+      .map(|offset| Slot::empty(first + offset))
+      .collect();
     // Leaked: slots never move or go away, so a lookup needs no lock.
     CHUNKS[chunk].store(Box::leak(slots).as_mut_ptr(), Ordering::Release);
   }
@@ -348,11 +355,28 @@ pub(crate) unsafe fn pin(slot: &Slot) -> &mut State {
   state
 }
 
-/// The borrow token of slot `index` (released with [`unpin_token`]): odd, so that it is never
-/// mistaken for the `Arc` pointer a borrow of a handle object hands out.
+/// The borrow token of `slot` (released with [`unpin_token`]): the slot's address, which never
+/// changes nor goes away (chunks are leaked), plus 1: odd, so that it is never mistaken for the
+/// `Arc` pointer a borrow of a handle object hands out. Releasing it needs no table lookup.
 #[inline(always)]
-pub(crate) fn token(id: u64) -> *mut core::ffi::c_void {
-  ptr::without_provenance_mut(((id & INDEX_MASK) as usize) << 1 | 1)
+pub(crate) fn token(slot: &'static Slot) -> *mut core::ffi::c_void {
+  const _: () = assert!(core::mem::align_of::<Slot>() >= 2);
+  ptr::from_ref(slot)
+    .cast_mut()
+    .cast::<u8>()
+    .wrapping_add(1)
+    .cast()
+}
+
+/// The slot of a [`token`].
+///
+/// # Safety
+/// `token` was made by [`token`] (the table's contract: a borrower releases the token it was
+/// given, once).
+#[inline(always)]
+unsafe fn slot_of_token(token: *mut core::ffi::c_void) -> &'static Slot {
+  // SAFETY: caller contract: the address of a slot plus 1; slots never move or go away.
+  unsafe { &*token.cast::<u8>().wrapping_sub(1).cast::<Slot>() }
 }
 
 /// Whether a borrow token is a slot's ([`token`]).
@@ -364,12 +388,13 @@ pub(crate) fn is_token(token: *mut core::ffi::c_void) -> bool {
 /// Ends a borrow by id. True when that is all (the common case); false when the slot's handle
 /// let go meanwhile and this was its last borrow: then [`free_token`] must free it (dropping
 /// the storage may run a producer's deleter, which the caller guards against unwinding).
+///
+/// # Safety
+/// `token` was made by [`token`].
 #[inline(always)]
-pub(crate) fn unpin_token(token: *mut core::ffi::c_void) -> bool {
-  let index = (token.addr() >> 1) as u32;
-  let Some(slot) = slot_at(index) else {
-    return true;
-  };
+pub(crate) unsafe fn unpin_token(token: *mut core::ffi::c_void) -> bool {
+  // SAFETY: caller contract.
+  let slot = unsafe { slot_of_token(token) };
   if slot.owner.load(Ordering::Acquire) != SERIAL.with(Cell::get) {
     return true; // not this thread's: the table's contract was broken; touch nothing
   }
@@ -383,16 +408,19 @@ pub(crate) fn unpin_token(token: *mut core::ffi::c_void) -> bool {
 }
 
 /// Frees the slot of `token` after [`unpin_token`] said so.
-pub(crate) fn free_token(token: *mut core::ffi::c_void) {
-  let index = (token.addr() >> 1) as u32;
-  let Some(slot) = slot_at(index) else { return };
+///
+/// # Safety
+/// `token` was made by [`token`].
+pub(crate) unsafe fn free_token(token: *mut core::ffi::c_void) {
+  // SAFETY: caller contract.
+  let slot = unsafe { slot_of_token(token) };
   if slot.owner.load(Ordering::Acquire) != SERIAL.with(Cell::get) {
     return;
   }
   // SAFETY: this thread owns the slot.
   let state = unsafe { slot.state() };
   if state.pins == 0 && state.released && state.pin.is_some() {
-    free(index, slot, state);
+    free(slot.index, slot, state);
   }
 }
 
@@ -478,7 +506,7 @@ mod tests {
     let slot = lookup(id).expect("live");
     // SAFETY: this thread owns the slot.
     unsafe { pin(slot) };
-    let token = token(id);
+    let token = token(slot);
     assert!(is_token(token));
     release(index);
     assert_eq!(lookup(id).err(), Some(Refused::Stale), "refused at once");
@@ -486,8 +514,11 @@ mod tests {
     assert!(unsafe { slot.state() }.pin.is_some(), "the memory is kept");
     let (other, _) = take();
     assert_ne!(other, index, "a pinned slot is not reused");
-    assert!(!unpin_token(token), "the last borrow of a released slot");
-    free_token(token);
+    // SAFETY: the token made above, released once.
+    let more = unsafe { unpin_token(token) };
+    assert!(!more, "the last borrow of a released slot");
+    // SAFETY: as above.
+    unsafe { free_token(token) };
     assert!(
       // SAFETY: as above.
       unsafe { slot.state() }.pin.is_none(),

@@ -798,6 +798,11 @@ fn id_of_double(env: sys::napi_env, number: f64) -> napi::Result<u64> {
 }
 
 impl FromNapiValue for TensorArg<'_> {
+  // Inlined into the caller (a hot function's callback, napi-rs's generated glue): the borrow
+  // of an id external is then built in the caller's frame instead of returned through a
+  // `Result` and copied again into the argument tuple. Every other kind of argument takes
+  // [`from_other_value`], out of line.
+  #[inline(always)]
   unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi::Result<Self> {
     // An external first, without `napi_typeof`: a handle (`Tensor.native`, the hot path) costs
     // one Node-API call less; anything else costs a failed external read more (measured: -90
@@ -812,45 +817,59 @@ impl FromNapiValue for TensorArg<'_> {
         return unsafe { borrow_by_id(env, id) };
       }
     }
-    // SAFETY: live env and value (napi-rs's contract for this call).
-    if let Some(external) = unsafe { coded(env, exchange::find_if_external(env, value))? } {
-      if let Some(found) = external {
-        if lends(&found) {
-          // SAFETY: as above; `found` is `value` itself.
-          return unsafe { from_found(env, value, found) };
-        }
-      }
-      // SAFETY: a live external of this env.
-      let tensor = unsafe { consume_capsule(env, value)? };
-      return Ok(TensorArg {
-        inner: Inner::Owned(tensor),
-      });
-    }
-    // A number next, without `napi_typeof`: a handle id (`Tensor#id`) costs one Node-API call
-    // less (measured: -100 instructions on Node 20); an object a failed read more (+55).
-    let mut number = 0f64;
-    // SAFETY: live env and value; anything but a number fails without throwing.
-    if unsafe { sys::napi_get_value_double(env, value, &mut number) } == sys::Status::napi_ok {
-      let id = id_of_double(env, number)?;
-      // SAFETY: live env.
-      return unsafe { borrow_by_id(env, id) };
-    }
-    check_kind(env, value)?;
-    // SAFETY: live env and object (napi-rs's contract for this call; not an external, and
-    // `check_kind_or_number` said object or function).
-    if let Some(found) = unsafe { coded_lookup(env, exchange::find_in_object(env, value))? } {
-      // A table with neither a borrow nor an export falls through to the JS protocol.
+    // SAFETY: forwarded contract.
+    unsafe { from_other_value(env, value) }
+  }
+}
+
+/// [`TensorArg`]'s conversion of anything but an id external (out of line, see
+/// `from_napi_value`).
+///
+/// # Safety
+/// `env` and `value` live (napi-rs's contract for `from_napi_value`).
+#[inline(never)]
+unsafe fn from_other_value<'call>(
+  env: sys::napi_env,
+  value: sys::napi_value,
+) -> napi::Result<TensorArg<'call>> {
+  // SAFETY: live env and value (napi-rs's contract for this call).
+  if let Some(external) = unsafe { coded(env, exchange::find_if_external(env, value))? } {
+    if let Some(found) = external {
       if lends(&found) {
-        // SAFETY: as above; `found` was found on `value`.
+        // SAFETY: as above; `found` is `value` itself.
         return unsafe { from_found(env, value, found) };
       }
     }
-    // SAFETY: as above.
-    let tensor = unsafe { from_protocol(env, value)? };
-    Ok(TensorArg {
+    // SAFETY: a live external of this env.
+    let tensor = unsafe { consume_capsule(env, value)? };
+    return Ok(TensorArg {
       inner: Inner::Owned(tensor),
-    })
+    });
   }
+  // A number next, without `napi_typeof`: a handle id (`Tensor#id`) costs one Node-API call
+  // less (measured: -100 instructions on Node 20); an object a failed read more (+55).
+  let mut number = 0f64;
+  // SAFETY: live env and value; anything but a number fails without throwing.
+  if unsafe { sys::napi_get_value_double(env, value, &mut number) } == sys::Status::napi_ok {
+    let id = id_of_double(env, number)?;
+    // SAFETY: live env.
+    return unsafe { borrow_by_id(env, id) };
+  }
+  check_kind(env, value)?;
+  // SAFETY: live env and object (napi-rs's contract for this call; not an external, and
+  // `check_kind_or_number` said object or function).
+  if let Some(found) = unsafe { coded_lookup(env, exchange::find_in_object(env, value))? } {
+    // A table with neither a borrow nor an export falls through to the JS protocol.
+    if lends(&found) {
+      // SAFETY: as above; `found` was found on `value`.
+      return unsafe { from_found(env, value, found) };
+    }
+  }
+  // SAFETY: as above.
+  let tensor = unsafe { from_protocol(env, value)? };
+  Ok(TensorArg {
+    inner: Inner::Owned(tensor),
+  })
 }
 
 /// The owning export a producer's table offers for `value` (`managed_tensor_from_value`).

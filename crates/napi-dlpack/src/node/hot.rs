@@ -95,6 +95,7 @@ macro_rules! from_args_tuple {
     impl<$($ty: FromNapiValue),+> FromArgs for ($($ty,)+) {
       const ARITY: usize = $arity;
 
+      #[inline(always)]
       unsafe fn from_args(
         env: sys::napi_env,
         argv: &[sys::napi_value; MAX_ARGS],
@@ -149,6 +150,7 @@ impl<S: AsRef<str>> IntoJsError for napi::Error<S> {
 ///
 /// # Safety
 /// `env` and `info` must be the ones Node-API passed to the callback now running.
+#[inline(always)]
 pub unsafe fn call<A, R, E>(
   env: sys::napi_env,
   info: sys::napi_callback_info,

@@ -231,10 +231,11 @@ if (!process.env.NAPI_DLPACK_SKIP_RUNTIMES) {
   const large = join(root, '__test__', 'runtimes', 'large.cjs')
   if (existsSync(bin('bun'))) step('large tensors under Bun', bin('bun'), [large])
   if (existsSync(bin('deno'))) step('large tensors under Deno', bin('deno'), ['run', '-A', '--v8-flags=--expose-gc', large])
-  // Pinned host tensors against the fake CUDA driver (a test double) in both runtimes: their JS
-  // views, exports, DMA copies and every release path, a Worker's exit included (Bun and Deno
-  // run env cleanup hooks, not the finalizers, when a Worker ends).
-  const pinnedSpec = join('__test__', 'cuda', 'pinned.spec.ts')
+  // Pinned host tensors and the staging pipeline against the fake CUDA driver (a test double)
+  // in both runtimes: their JS views, exports, DMA copies, staged copies and every release
+  // path, a Worker's exit included (Bun and Deno run env cleanup hooks, not the finalizers, when
+  // a Worker ends).
+  const pinnedSpecs = [join('__test__', 'cuda', 'pinned.spec.ts'), join('__test__', 'cuda', 'staging.spec.ts')]
   const fakeDir = join(root, 'target', 'fake-cuda')
   const fakeEnv = {
     LD_PRELOAD: undefined,
@@ -242,8 +243,8 @@ if (!process.env.NAPI_DLPACK_SKIP_RUNTIMES) {
     FAKE_CUDA_DEVICE_COUNT: '2',
     NAPI_DLPACK_CUDA_EXPECT: 'fake',
   }
-  if (existsSync(bin('bun'))) step('pinned tensors under Bun, fake CUDA driver', bin('bun'), [avaUnder, pinnedSpec], fakeEnv)
-  if (existsSync(bin('deno'))) step('pinned tensors under Deno, fake CUDA driver', bin('deno'), ['run', '-A', '--sloppy-imports', avaUnder, pinnedSpec], fakeEnv)
+  if (existsSync(bin('bun'))) step('pinned tensors and staging under Bun, fake CUDA driver', bin('bun'), [avaUnder, ...pinnedSpecs], fakeEnv)
+  if (existsSync(bin('deno'))) step('pinned tensors and staging under Deno, fake CUDA driver', bin('deno'), ['run', '-A', '--sloppy-imports', avaUnder, ...pinnedSpecs], fakeEnv)
 }
 
 // The prebuilds of all seven targets, cross-built with zig (scripts/cross/build.mjs: Linux gnu

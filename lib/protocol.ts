@@ -11,11 +11,11 @@ import {
   createFromMemory,
   type DLPackCapsule,
   EXCHANGE_API_PROPERTY,
-  isSharedArrayBuffer,
   checkExpectedDType,
   streamValue,
   Tensor,
 } from './tensor'
+import { isSharedArrayBuffer } from './buffers'
 import type { DLPackOptions } from './options'
 
 /** An object that exports itself through DLPack (the JS `__dlpack__` protocol). */

@@ -26,6 +26,7 @@ import {
   toSharp,
   toTf,
 } from './interop/to-library'
+import { canShrink, isBuffer, isClampedArray, isDetached, isSharedArrayBuffer } from './buffers'
 import { readInfo, type TensorLayout } from './layout'
 import type { CopyOptions, CreateOptions, DataOptions, DLPackOptions, FromArrayOptions, PeerViewOptions } from './options'
 import {
@@ -309,19 +310,6 @@ function wrapMemory(
   return call(() => native.wrapBuffer(bytes, dtype, dims, steps, offset, readonly, canShrink(buffer)))
 }
 
-/** `ArrayBuffer.prototype.resizable`'s getter, kept at load (undefined where the runtime has none). */
-const resizableGetter = Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, 'resizable')?.get
-
-/**
- * Whether `buffer` can shrink under a pointer into it: a resizable ArrayBuffer. The addon then
- * copies the span (`isCopy`) instead of keeping a pointer into memory that `resize()` may take
- * away (README "Resizable buffers"). A growable SharedArrayBuffer cannot shrink, and grows in
- * place, so it is shared zero-copy like any other.
- */
-function canShrink(buffer: ArrayBuffer | SharedArrayBuffer): boolean {
-  return resizableGetter !== undefined && !isSharedArrayBuffer(buffer) && resizableGetter.call(buffer) === true
-}
-
 /** The error for JS memory (a view, or a new buffer) larger than the runtime can view. */
 function tooLarge(bytes: number): BufferError {
   return new BufferError(
@@ -330,58 +318,7 @@ function tooLarge(bytes: number): BufferError {
   )
 }
 
-/** Whether an ArrayBuffer was detached (transferred); SharedArrayBuffers never are. */
-function isDetached(buffer: ArrayBuffer | SharedArrayBuffer): boolean {
-  if (isSharedArrayBuffer(buffer)) return false
-  const flag = (buffer as { detached?: boolean }).detached // Node ≥ 22
-  if (typeof flag === 'boolean') return flag
-  try {
-    new Uint8Array(buffer, 0, 0)
-    return false
-  } catch {
-    return true
-  }
-}
-
-function isClampedArray(value: unknown): value is Uint8ClampedArray {
-  return Object.prototype.toString.call(value) === '[object Uint8ClampedArray]'
-}
-
 type ViewConstructor = ReturnType<(typeof DTYPES)[DType]['view']> | Uint8ClampedArrayConstructor
-
-/** The `byteLength` getters, kept at load: calling one is the brand check of its buffer type. */
-const arrayBufferLength = Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, 'byteLength')?.get
-const sharedBufferLength =
-  typeof SharedArrayBuffer === 'function' ? Object.getOwnPropertyDescriptor(SharedArrayBuffer.prototype, 'byteLength')?.get : undefined
-
-/** Whether `getter` accepts `value` as its receiver (the internal-slot check `instanceof` is not). */
-function hasBrand(getter: (() => unknown) | undefined, value: unknown): boolean {
-  if (getter === undefined || typeof value !== 'object' || value === null) return false
-  try {
-    getter.call(value)
-    return true
-  } catch {
-    return false
-  }
-}
-
-/**
- * Whether `value` is a real SharedArrayBuffer. A Proxy of one, or an object inheriting from its
- * prototype, passes `instanceof` but is none: reading it as one throws TypeErrors of the runtime.
- */
-export function isSharedArrayBuffer(value: unknown): value is SharedArrayBuffer {
-  return typeof SharedArrayBuffer === 'function' && value instanceof SharedArrayBuffer && hasBrand(sharedBufferLength, value)
-}
-
-/** Whether `value` is a real ArrayBuffer (see `isSharedArrayBuffer`). */
-export function isArrayBuffer(value: unknown): value is ArrayBuffer {
-  return value instanceof ArrayBuffer && hasBrand(arrayBufferLength, value)
-}
-
-/** Whether `value` is a real ArrayBuffer or SharedArrayBuffer. */
-export function isBuffer(value: unknown): value is ArrayBuffer | SharedArrayBuffer {
-  return isArrayBuffer(value) || isSharedArrayBuffer(value)
-}
 
 /**
  * A tensor: shape, strides, dtype and device over memory that may be shared, without copies,

@@ -833,23 +833,36 @@ typedef struct napi_dlpack_extent {
  * top bits set on a 64-bit platform; JS cannot make externals, so this form
  * cannot be forged, while any JS of the realm can write a number). Neither
  * form names its table: the environment's default importer (the table on
- * globalThis, napi_dlpack_exchange_default) is the producer. dltensor_from_id
- * fills `out`, `*out_flags` and `*out_keep_alive` as dltensor_from_value does
- * and `*out_extent` (never NULL) with the tensor's extent: the producer
- * validated the tensor (section 5.4) when it made the id, so the consumer need
- * not. An id that names no live tensor of this JS thread (disposed,
- * collected, another thread's) is refused: -1 with a coded exception pending
- * (napi-dlpack: ERR_TENSOR_STALE_ID), and nothing is read through it.
- * Release with release_borrow, as any borrow.
+ * globalThis, napi_dlpack_exchange_default) is the producer. borrow_id returns
+ * the producer's own record of the tensor (napi_dlpack_lent_tensor), which the
+ * consumer reads in place and never writes: the DLTensor as
+ * dltensor_from_value describes it (strides non-NULL for ndim > 0), its flags,
+ * its extent, and the token that ends the borrow. The producer validated the
+ * tensor (section 5.4) when it made the id and guarantees the extent agrees
+ * with it, so the consumer need not validate. The record, and all it points
+ * to, stays valid and unchanged until the consumer passes record->keep_alive
+ * to release_borrow, exactly once. An id that names no live tensor of this JS
+ * thread (disposed, collected, another thread's) is refused: NULL with a coded
+ * exception pending (napi-dlpack: ERR_TENSOR_STALE_ID), and nothing is read
+ * through it. One call and one pointer back, nothing copied: the hot path.
  */
 #define NAPI_DLPACK_HANDLE_ID_MAX ((1ULL << 53) - 1)
 #define NAPI_DLPACK_HANDLE_ID_EXTERNAL_MARK (0x6d5ULL << 53)
 #define NAPI_DLPACK_HANDLE_ID_EXTERNAL_MASK (~NAPI_DLPACK_HANDLE_ID_MAX)
-typedef int (*napi_dlpack_dltensor_from_id_fn)(napi_env env, uint64_t id,
-                                               DLTensor* out,
-                                               uint64_t* out_flags,
-                                               napi_dlpack_extent* out_extent,
-                                               void** out_keep_alive);
+typedef struct napi_dlpack_lent_tensor {
+  DLTensor tensor;           /* read-only: shape and strides are the producer's */
+  uint64_t flags;            /* READ_ONLY, IS_COPIED, IS_SUBBYTE_TYPE_PADDED */
+  napi_dlpack_extent extent; /* what napi_dlpack_tensor_extent would compute */
+  void* keep_alive;          /* pass to release_borrow to end the borrow */
+} napi_dlpack_lent_tensor;
+typedef const napi_dlpack_lent_tensor* (*napi_dlpack_borrow_id_fn)(napi_env env,
+                                                                  uint64_t id);
+NAPI_DLPACK_STATIC_ASSERT(offsetof(napi_dlpack_lent_tensor, flags) ==
+                              sizeof(DLTensor),
+                          lent_tensor_flags);
+NAPI_DLPACK_STATIC_ASSERT(offsetof(napi_dlpack_lent_tensor, keep_alive) ==
+                              sizeof(DLTensor) + 8 + sizeof(napi_dlpack_extent),
+                          lent_tensor_keep_alive);
 
 /* What the data of a NAPI_DLPACK_OBJECT_TAG external starts with. */
 typedef struct napi_dlpack_object {
@@ -867,7 +880,7 @@ typedef struct napi_dlpack_exchange_api {
   /* minor >= 1 (read it only from such a table: a minor-0 table ends above) */
   napi_dlpack_dltensor_from_object_fn dltensor_from_object;
   /* minor >= 2: borrow by handle id (napi_dlpack_exchange_api_id_borrow) */
-  napi_dlpack_dltensor_from_id_fn dltensor_from_id;
+  napi_dlpack_borrow_id_fn borrow_id;
 } napi_dlpack_exchange_api;
 
 NAPI_DLPACK_STATIC_ASSERT(offsetof(napi_dlpack_exchange_api,
@@ -906,12 +919,12 @@ napi_dlpack_exchange_api_object_borrow(const napi_dlpack_exchange_api* api) {
   return api->header.version.minor >= 1 ? api->dltensor_from_object : NULL;
 }
 
-/* dltensor_from_id of `api`, or NULL for a table older than minor 2 (or one
- * without release_borrow). */
-static inline napi_dlpack_dltensor_from_id_fn
+/* borrow_id of `api`, or NULL for a table older than minor 2 (or one without
+ * release_borrow). */
+static inline napi_dlpack_borrow_id_fn
 napi_dlpack_exchange_api_id_borrow(const napi_dlpack_exchange_api* api) {
   return api->header.version.minor >= 2 && api->release_borrow != NULL
-             ? api->dltensor_from_id
+             ? api->borrow_id
              : NULL;
 }
 
@@ -1191,11 +1204,14 @@ static inline napi_dlpack_status napi_dlpack_exchange_default_by_key(
 }
 
 /*
- * Consumer, the hot path: borrows the tensor handle id `id` names
- * (napi_dlpack_handle_id) through `api` (napi_dlpack_exchange_default's, kept)
- * into *out, and its extent into *extent (may be NULL). The producer validated
- * the tensor when it made the id: *extent is what napi_dlpack_tensor_extent
- * would compute, without its cost. End it with napi_dlpack_exchange_release.
+ * Consumer: borrows the tensor handle id `id` names (napi_dlpack_handle_id)
+ * through `api` (napi_dlpack_exchange_default's, kept) into *out, and its
+ * extent into *extent (may be NULL): a copy of the producer's record, for code
+ * that handles every borrow as a napi_dlpack_borrow (the hottest path reads
+ * the record in place: napi_dlpack_exchange_api_id_borrow(api)(env, id)). The
+ * producer validated the tensor when it made the id: *extent is what
+ * napi_dlpack_tensor_extent would compute, without its cost. End it with
+ * napi_dlpack_exchange_release.
  * NAPI_DLPACK_ERR_NO_EXCHANGE when the table cannot borrow by id (older than
  * minor 2); NAPI_DLPACK_ERR_PRODUCER when it refused the id (stale, another
  * thread's: its coded exception is pending).
@@ -1203,17 +1219,20 @@ static inline napi_dlpack_status napi_dlpack_exchange_default_by_key(
 static inline napi_dlpack_status napi_dlpack_exchange_borrow_id(
     napi_env env, const napi_dlpack_exchange_api* api, uint64_t id,
     napi_dlpack_borrow* out, napi_dlpack_extent* extent) {
-  napi_dlpack_dltensor_from_id_fn by_id;
-  napi_dlpack_extent ignored;
+  napi_dlpack_borrow_id_fn by_id;
+  const napi_dlpack_lent_tensor* lent;
   if (out == NULL || api == NULL) return NAPI_DLPACK_ERR_INVALID_ARG;
   out->api = NULL;
   out->keep_alive = NULL;
   by_id = napi_dlpack_exchange_api_id_borrow(api);
   if (by_id == NULL) return NAPI_DLPACK_ERR_NO_EXCHANGE;
-  if (by_id(env, id, &out->tensor, &out->flags,
-            extent != NULL ? extent : &ignored, &out->keep_alive) != 0)
-    return NAPI_DLPACK_ERR_PRODUCER;
+  lent = by_id(env, id);
+  if (lent == NULL) return NAPI_DLPACK_ERR_PRODUCER;
+  out->tensor = lent->tensor;
+  out->flags = lent->flags;
+  out->keep_alive = lent->keep_alive;
   out->api = api;
+  if (extent != NULL) *extent = lent->extent;
   return NAPI_DLPACK_OK;
 }
 

@@ -13,6 +13,7 @@ import { codeOf, drainGarbage, gcUntil, nativeFixture } from '../harness/helpers
 type Addon = typeof import('../../examples/consumer-addon/index.js')
 interface ExchangeC {
   idBorrowSum(value: unknown): { sum: number; pointer: bigint; numel: number; contiguous: boolean; flags: number }
+  idLentTwice(value: unknown): { same: boolean; pointer: bigint; numel: number; readOnly: boolean }
   borrowSum(value: unknown): { sum: number; pointer: bigint }
   borrowScale(value: unknown, factor: number): void
   borrowKeep(value: unknown): void
@@ -74,6 +75,25 @@ test('borrowed by id and by native: the same memory, writes seen in JS, through 
   t.is(addon.inspectOwned(contiguous.id as never).dataPointer, contiguous.dataPointer, 'an owning export by id')
   t.is(c.exportHold(contiguous.native), contiguous.dataPointer)
   t.is(c.releaseHeld(), 1)
+})
+
+test('borrow_id lends the producer record itself: two borrows are one record, read in place, and leave no pin', (t) => {
+  const tensor = Tensor.from(new Float32Array([1, 2, 3, 4, 5, 6]), [2, 3])
+  const frozen = Tensor.from(new Float32Array(2), [2], { readonly: true })
+  const ids = [tensor.id, frozen.id]
+  const liveBefore = slots()
+  for (const value of [tensor.id, tensor.native]) {
+    const lent = c.idLentTwice(value)
+    t.true(lent.same, 'one record per slot, not a copy per borrow')
+    t.is(lent.numel, 6)
+    t.false(lent.readOnly)
+    if (zeroCopy) t.is(lent.pointer, tensor.dataPointer)
+  }
+  t.true(c.idLentTwice(frozen.native).readOnly, 'the flags are in the record')
+  tensor.dispose()
+  t.is(slots(), liveBefore - 1, 'every borrow was released: the disposed tensor\'s slot is free at once')
+  t.is(codeOf(() => c.idLentTwice(ids[0])), STALE, 'refused once disposed (NULL, coded)')
+  frozen.dispose()
 })
 
 test('a number that is no id is ERR_DLPACK_INVALID_ARGUMENT (never rounded); an id read as a double', (t) => {

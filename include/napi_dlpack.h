@@ -778,7 +778,7 @@ static inline const char* napi_dlpack_status_code(napi_dlpack_status status) {
  */
 
 #define NAPI_DLPACK_EXCHANGE_API_MAJOR 1u
-#define NAPI_DLPACK_EXCHANGE_API_MINOR 2u
+#define NAPI_DLPACK_EXCHANGE_API_MINOR 3u
 /* The registry key of the property's symbol: Symbol.for(this). */
 #define NAPI_DLPACK_EXCHANGE_API_PROPERTY "__dlpack_napi_exchange_api__"
 #define NAPI_DLPACK_EXCHANGE_API_TAG_LOWER 0x3f0d9a51c4e24b87ULL
@@ -864,6 +864,51 @@ NAPI_DLPACK_STATIC_ASSERT(offsetof(napi_dlpack_lent_tensor, keep_alive) ==
                               sizeof(DLTensor) + 8 + sizeof(napi_dlpack_extent),
                           lent_tensor_keep_alive);
 
+/*
+ * The slot table behind handle ids (minor >= 3; docs/protocol.md section
+ * 5.6), which a producer may publish so that consumers borrow an id INLINE,
+ * without a call: where `thread_key` is NAPI_DLPACK_THREAD_KEY_POINTER (the
+ * thread pointer: fs:0 on x86_64 Linux, gs:0x30 on x86_64 Windows, tpidr_el0
+ * on aarch64 Linux), an id names slot `id & (2^24 - 1)` with generation
+ * `id >> 24` (0 is never an id), in chunk `slot >> 12` at place `slot & 4095`
+ * (chunks[] has 4096 entries, NULL until made; a chunk holds 4096 slots of
+ * `slot_size` bytes that never move). A consumer may lend itself a slot only
+ * if `owner` (read with acquire) equals its own thread pointer, `generation`
+ * equals the id's, and `ready` is non-zero, and then adds 1 to `pins`
+ * (owner-thread fields are touched only by the thread whose key is in
+ * `owner`); it reads `lent` in place. To end that borrow it subtracts 1 from
+ * `pins`, except when `released` is non-zero and `pins` is 1: then it calls
+ * release_borrow(env, lent.keep_alive), which frees the slot. Anything else
+ * (a check that fails) goes to borrow_id, which refuses or does the
+ * producer's own steps. napi-dlpack's crate does this (crate::id_slots); C
+ * consumers may simply call borrow_id.
+ */
+#define NAPI_DLPACK_ID_SLOTS_LAYOUT 1u
+#define NAPI_DLPACK_THREAD_KEY_PRIVATE 0u
+#define NAPI_DLPACK_THREAD_KEY_POINTER 1u
+typedef struct napi_dlpack_id_slot {
+  uint64_t owner;      /* atomic: the owner thread's key; 0 free; ~0 ended */
+  uint32_t generation; /* atomic */
+  uint32_t reserved;   /* the producer's */
+  /* the owner thread's: */
+  uint32_t pins;       /* borrows in progress */
+  uint8_t ready;       /* non-zero: a borrow needs no producer step */
+  uint8_t released;    /* non-zero: the tensor let go, freed at pins == 0 */
+  uint8_t reserved2[2];
+  napi_dlpack_lent_tensor lent;
+  /* the producer's own fields follow, up to slot_size */
+} napi_dlpack_id_slot;
+typedef struct napi_dlpack_id_slots {
+  uint32_t layout;     /* NAPI_DLPACK_ID_SLOTS_LAYOUT */
+  uint32_t thread_key; /* NAPI_DLPACK_THREAD_KEY_* */
+  uint64_t slot_size;  /* bytes from one slot to the next */
+  void* const* chunks; /* 4096 atomic pointers to chunks */
+} napi_dlpack_id_slots;
+NAPI_DLPACK_STATIC_ASSERT(offsetof(napi_dlpack_id_slot, pins) == 16,
+                          id_slot_pins);
+NAPI_DLPACK_STATIC_ASSERT(offsetof(napi_dlpack_id_slot, lent) == 24,
+                          id_slot_lent);
+
 /* What the data of a NAPI_DLPACK_OBJECT_TAG external starts with. */
 typedef struct napi_dlpack_object {
   const napi_dlpack_exchange_api_header* api; /* the producer's table */
@@ -881,6 +926,8 @@ typedef struct napi_dlpack_exchange_api {
   napi_dlpack_dltensor_from_object_fn dltensor_from_object;
   /* minor >= 2: borrow by handle id (napi_dlpack_exchange_api_id_borrow) */
   napi_dlpack_borrow_id_fn borrow_id;
+  /* minor >= 3: the slot table behind handle ids, or NULL */
+  const napi_dlpack_id_slots* id_slots;
 } napi_dlpack_exchange_api;
 
 NAPI_DLPACK_STATIC_ASSERT(offsetof(napi_dlpack_exchange_api,
@@ -894,7 +941,7 @@ NAPI_DLPACK_STATIC_ASSERT(offsetof(napi_dlpack_exchange_api,
                           exchange_api_release_borrow);
 NAPI_DLPACK_STATIC_ASSERT(sizeof(napi_dlpack_exchange_api) ==
                               sizeof(napi_dlpack_exchange_api_header) +
-                                  7 * sizeof(void*),
+                                  8 * sizeof(void*),
                           exchange_api_size);
 NAPI_DLPACK_STATIC_ASSERT(sizeof(napi_dlpack_object) == sizeof(void*),
                           exchange_object_size);

@@ -409,8 +409,44 @@ const mutants = [
     // Releasing a borrow by id must unpin, or the slot (and its memory) is never freed.
     id: 'release-by-id-keeps-pin',
     file: `${addon}/slots/mod.rs`,
-    find: '  state.pins -= 1;\n  !(state.pins == 0 && state.released)',
-    replace: '  !(state.pins == 1 && state.released)',
+    find: '  state.shared.pins -= 1;\n  !(state.shared.pins == 0 && state.shared.released != 0)',
+    replace: '  !(state.shared.pins == 1 && state.shared.released != 0)',
+    crate: null,
+    js: ['__test__/abi/handle-ids.spec.ts'],
+  },
+  // crates/napi-dlpack/src/node/id_slots.rs: a consumer's inline borrow by id makes the
+  // producer's checks itself
+  {
+    id: 'inline-borrow-owner-unchecked',
+    file: `${crate}/node/id_slots.rs`,
+    find: '  if head.owner.load(Ordering::Acquire) != thread_key::current() {\n    return None;',
+    replace: '  if false {\n    return None;',
+    crate: null,
+    js: ['__test__/threads/handle-ids-workers.spec.ts'],
+  },
+  {
+    id: 'inline-borrow-generation-unchecked',
+    file: `${crate}/node/id_slots.rs`,
+    find: '  if head.generation.load(Ordering::Relaxed) != generation as u32 {\n    return None;',
+    replace: '  if false {\n    return None;',
+    crate: null,
+    js: ['__test__/abi/handle-ids.spec.ts'],
+  },
+  {
+    // `ready` off: the producer still has a step to do (JS memory not yet marked untransferable).
+    id: 'inline-borrow-ready-unchecked',
+    file: `${crate}/node/id_slots.rs`,
+    find: '    if (*shared).ready == 0 {\n      return None;',
+    replace: '    if false {\n      return None;',
+    crate: null,
+    js: ['__test__/abi/handle-ids.spec.ts'],
+  },
+  {
+    // The last pin of a tensor that let go during the borrow must go back to the producer.
+    id: 'inline-release-ignores-released',
+    file: `${crate}/node/id_slots.rs`,
+    find: '    if (*shared).released != 0 && pins <= 1 {\n      return false;',
+    replace: '    if false {\n      return false;',
     crate: null,
     js: ['__test__/abi/handle-ids.spec.ts'],
   },

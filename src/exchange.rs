@@ -43,7 +43,8 @@ static EXCHANGE_API: ExchangeApi = ExchangeApi::new(
   Some(current_work_stream),
   Some(dltensor_from_object),
 )
-.with_borrow_id(borrow_id);
+.with_borrow_id(borrow_id)
+.with_id_slots(&slots::ID_SLOTS);
 
 /// Makes every handle created from now on start with this table's header (see
 /// `handle::EXCHANGE_TABLE`): called when the module loads, before any handle exists.

@@ -1,4 +1,4 @@
-// Handle ids (docs/protocol.md §5.6, src/slots.rs): `t.id` (an exact integer) and `t.native` (an
+// Handle ids (docs/protocol.md §5.6, src/slots/): `t.id` (an exact integer) and `t.native` (an
 // id external) name a slot in napi-dlpack's table. Borrowed by the crate's TensorArg (#[napi] and
 // hot functions) and by a C consumer written from the header alone (__test__/native/exchange-c):
 // pointer identity, writes seen in JS, READ_ONLY, aliasing, every stale path refused with
@@ -94,6 +94,25 @@ test('borrow_id lends the producer record itself: two borrows are one record, re
   t.is(slots(), liveBefore - 1, 'every borrow was released: the disposed tensor\'s slot is free at once')
   t.is(codeOf(() => c.idLentTwice(ids[0])), STALE, 'refused once disposed (NULL, coded)')
   frozen.dispose()
+})
+
+test('the first borrow by id marks JS memory untransferable, as every borrow does; a handle alone does not', (t) => {
+  const control = new ArrayBuffer(16)
+  const unborrowed = Tensor.from(new Float32Array(control))
+  t.true(unborrowed.id > 0)
+  structuredClone(control, { transfer: [control] })
+  t.is(control.byteLength, 0, 'the control: an id alone leaves the buffer transferable')
+  for (const handleOf of [(x: Tensor) => x.native, (x: Tensor) => x.id]) {
+    const buffer = new ArrayBuffer(16)
+    const tensor = Tensor.from(new Float32Array(buffer))
+    addon.inspectHot(handleOf(tensor) as never)
+    // Node 20 ignores a marked buffer in a transfer list; Node 21+ throws a DataCloneError.
+    try {
+      structuredClone(buffer, { transfer: [buffer] })
+    } catch {}
+    t.is(buffer.byteLength, 16, 'not transferred after the borrow')
+    tensor.dispose()
+  }
 })
 
 test('a number that is no id is ERR_DLPACK_INVALID_ARGUMENT (never rounded); an id read as a double', (t) => {

@@ -1,6 +1,7 @@
-// Handle ids across JS threads (docs/protocol.md §5.6): a slot records its owner thread's serial,
-// which is never reused, so an id (a number can be posted anywhere) is refused on every other
-// thread, both ways, and after its Worker ended; a tensor handed over with transfer() gets a new
+// Handle ids across JS threads (docs/protocol.md §5.6): a slot records its owner thread's key (its
+// thread pointer, given up when the thread ends, or a never-reused serial), so an id (a number can
+// be posted anywhere) is refused on every other thread, both ways, and after its Worker ended, by
+// the producer's borrow_id (the C consumer) and by the crate's inline borrow (the hot functions); a tensor handed over with transfer() gets a new
 // id on the receiving thread, and the sender's id is refused there. Runs in both modes.
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'

@@ -30,8 +30,12 @@
 //! Everything but the two atomics of a slot is touched only by its owner thread: a thread reads a
 //! slot's state only after finding its own key in `owner`, which only it writes while it owns
 //! the slot.
-
-mod thread_key;
+//!
+//! The table is published to consumers (the exchange table's `id_slots`, minor 3: layout
+//! [`napi_dlpack::id_slots`]): every slot starts with that module's `SlotHead`, so that a
+//! consumer on a thread-pointer platform borrows an id inline, making the hot path's checks
+//! itself under the same rules (it reads a slot's state only after finding its own thread's key
+//! in `owner`), and calls `borrow_id` for everything else.
 
 use std::cell::{RefCell, UnsafeCell};
 use std::ptr;
@@ -40,29 +44,37 @@ use std::sync::{Arc, Mutex};
 
 use napi_dlpack::exchange::{BorrowExtent, LentTensor};
 use napi_dlpack::ffi::DLTensor;
+use napi_dlpack::id_slots::{IdSlots, SlotHead, SlotShared, CHUNK_BITS, CHUNK_COUNT, CHUNK_LEN};
+use napi_dlpack::thread_key;
 
 use crate::handle::BorrowPin;
 
 /// Bits of an id that name the slot (16,777,216 slots in the process at most).
-pub(crate) const INDEX_BITS: u32 = 24;
+pub(crate) const INDEX_BITS: u32 = napi_dlpack::id_slots::INDEX_BITS;
 /// Bits of an id that carry the generation: `INDEX_BITS + GENERATION_BITS = 53`, so that every
 /// id is an exact integer as a JS number.
 const GENERATION_BITS: u32 = 29;
 const INDEX_MASK: u64 = (1 << INDEX_BITS) - 1;
 /// The largest generation an id can carry; a slot released at it is retired.
 const LAST_GENERATION: u32 = (1 << GENERATION_BITS) - 1;
-/// Slots are allocated in chunks, so that a lookup is an array index, a pointer load and a
-/// second index, and a slot never moves.
-const CHUNK_BITS: u32 = 12;
-const CHUNK_LEN: usize = 1 << CHUNK_BITS;
-const CHUNK_COUNT: usize = 1 << (INDEX_BITS - CHUNK_BITS);
 /// The largest id (2^53 - 1).
 pub(crate) const MAX_ID: u64 = (1 << (INDEX_BITS + GENERATION_BITS)) - 1;
+// Slots are allocated in chunks (`CHUNK_BITS`), so that a lookup is an array index, a pointer
+// load and a second index, and a slot never moves.
 
 const _: () = assert!(INDEX_BITS + GENERATION_BITS == 53);
+const _: () = assert!(MAX_ID == napi_dlpack::id_slots::MAX_ID);
 // What docs/protocol.md §5.6 says a slot costs.
 #[cfg(target_pointer_width = "64")]
-const _: () = assert!(std::mem::size_of::<Slot>() == 144);
+const _: () = assert!(std::mem::size_of::<Slot>() == 152);
+// A slot starts as the published layout says (`SlotHead`; `State` starts with `SlotShared`).
+const _: () = {
+  assert!(core::mem::offset_of!(Slot, owner) == core::mem::offset_of!(SlotHead, owner));
+  assert!(core::mem::offset_of!(Slot, generation) == core::mem::offset_of!(SlotHead, generation));
+  assert!(core::mem::offset_of!(Slot, state) == core::mem::offset_of!(SlotHead, shared));
+  assert!(core::mem::offset_of!(State, shared) == 0);
+  assert!(core::mem::size_of::<Slot>() % 8 == 0);
+};
 
 /// What a borrow by id hands out, prepared when the slot is taken (the slot adds the token).
 pub(crate) struct Prepared {
@@ -72,29 +84,27 @@ pub(crate) struct Prepared {
 }
 
 /// The owner-thread part of a slot.
+#[repr(C)]
 pub(crate) struct State {
+  /// What consumers may touch (the owner thread only): borrows in progress (`pins`), whether a
+  /// borrow needs no slow step (`ready`: `marked && !check_detach`), whether the handle let go
+  /// (`released`: the slot is freed when `pins` reaches 0), and the record a borrow hands out
+  /// (`lent`, by address: it stays put while the slot is pinned, since slots never move and
+  /// nothing writes it until the slot is freed).
+  shared: SlotShared,
   /// The storage and layout `lent` points into; `None` while the slot is free.
   pub(crate) pin: Option<Arc<BorrowPin>>,
-  /// What a borrow by id hands out (by address: it stays put while the slot is pinned, since
-  /// slots never move and nothing writes it until the slot is freed).
-  pub(crate) lent: LentTensor,
-  /// Borrows in progress.
-  pins: u32,
-  /// The handle let go: the slot is freed when `pins` reaches 0.
-  released: bool,
   /// A borrow must first run the slow path ([`State::ready`] is false): the memory was not
   /// marked untransferable yet, or it is JS memory this runtime can still detach.
   marked: bool,
   check_detach: bool,
-  /// `marked && !check_detach`, kept beside them: the one test a borrow's hot path makes.
-  ready: bool,
 }
 
 impl State {
   /// Whether a borrow can be handed out with no Node-API call at all.
   #[inline(always)]
   pub(crate) fn ready(&self) -> bool {
-    self.ready
+    self.shared.ready != 0
   }
 
   /// Whether the memory was marked untransferable.
@@ -107,7 +117,7 @@ impl State {
   pub(crate) fn set_marks(&mut self, marked: bool, check_detach: bool) {
     self.marked = marked;
     self.check_detach = check_detach;
-    self.ready = marked && !check_detach;
+    self.shared.ready = u8::from(marked && !check_detach);
   }
 
   /// Whether every borrow must check the memory for a detach.
@@ -116,6 +126,7 @@ impl State {
   }
 }
 
+#[repr(C)]
 pub(crate) struct Slot {
   /// Key of the owning thread ([`thread_key::current`]; [`thread_key::NOBODY`]: in the
   /// process-wide free list; [`thread_key::ENDED`]: its thread ended while it was live).
@@ -140,18 +151,21 @@ impl Slot {
       generation: AtomicU32::new(1),
       index,
       state: UnsafeCell::new(State {
-        pin: None,
-        lent: LentTensor {
-          tensor: DLTensor::zeroed(),
-          flags: 0,
-          extent: BorrowExtent::default(),
-          keep_alive: ptr::null_mut(),
+        shared: SlotShared {
+          pins: 0,
+          ready: 0,
+          released: 1,
+          reserved: [0; 2],
+          lent: LentTensor {
+            tensor: DLTensor::zeroed(),
+            flags: 0,
+            extent: BorrowExtent::default(),
+            keep_alive: ptr::null_mut(),
+          },
         },
-        pins: 0,
-        released: true,
+        pin: None,
         marked: false,
         check_detach: false,
-        ready: false,
       }),
     }
   }
@@ -174,12 +188,21 @@ impl Slot {
   #[inline(always)]
   pub(crate) fn lent(&self) -> *const LentTensor {
     // SAFETY: a field projection of the cell's own pointer; nothing is read.
-    unsafe { &raw const (*self.state.get()).lent }
+    unsafe { &raw const (*self.state.get()).shared.lent }
   }
 }
 
 static CHUNKS: [AtomicPtr<Slot>; CHUNK_COUNT] =
   [const { AtomicPtr::new(ptr::null_mut()) }; CHUNK_COUNT];
+
+/// The table as the exchange table publishes it (`id_slots`).
+pub(crate) static ID_SLOTS: IdSlots = IdSlots {
+  layout: napi_dlpack::id_slots::LAYOUT,
+  thread_key: thread_key::KIND,
+  slot_size: std::mem::size_of::<Slot>() as u64,
+  // `AtomicPtr<Slot>` and `AtomicPtr<u8>` have one layout.
+  chunks: CHUNKS.as_ptr().cast(),
+};
 
 /// Slots no thread owns (their thread ended) and the next never-used index.
 struct Global {
@@ -340,14 +363,14 @@ pub(crate) fn allocate(
   // occupant is gone, or nobody), and no borrow of it is alive (`pins` was 0 when it was freed).
   let state = unsafe { slot.state() };
   state.pin = Some(pin);
-  state.lent = LentTensor {
+  state.shared.lent = LentTensor {
     tensor: prepared.tensor,
     flags: prepared.flags,
     extent: prepared.extent,
     keep_alive: token(slot),
   };
-  state.pins = 0;
-  state.released = false;
+  state.shared.pins = 0;
+  state.shared.released = 0;
   state.set_marks(marked, check_detach);
   slot.owner.store(me, Ordering::Release);
   let generation = slot.generation.load(Ordering::Relaxed);
@@ -369,12 +392,12 @@ pub(crate) fn release(index: u32) {
   // SAFETY: this thread owns the slot; no other reference to its state is alive (borrows keep
   // none, only the count).
   let state = unsafe { slot.state() };
-  if state.released {
+  if state.shared.released != 0 {
     return;
   }
-  state.released = true;
+  state.shared.released = 1;
   slot.generation.fetch_add(1, Ordering::Relaxed);
-  if state.pins == 0 {
+  if state.shared.pins == 0 {
     free(index, slot, state);
   }
 }
@@ -388,7 +411,7 @@ pub(crate) fn release(index: u32) {
 pub(crate) unsafe fn pin(slot: &Slot) -> &mut State {
   // SAFETY: caller contract: this thread owns the slot.
   let state = unsafe { slot.state() };
-  state.pins += 1;
+  state.shared.pins += 1;
   state
 }
 
@@ -437,11 +460,11 @@ pub(crate) unsafe fn unpin_token(token: *mut core::ffi::c_void) -> bool {
   }
   // SAFETY: this thread owns the slot.
   let state = unsafe { slot.state() };
-  if state.pins == 0 {
+  if state.shared.pins == 0 {
     return true; // released twice: the table's contract was broken; ignore rather than underflow
   }
-  state.pins -= 1;
-  !(state.pins == 0 && state.released)
+  state.shared.pins -= 1;
+  !(state.shared.pins == 0 && state.shared.released != 0)
 }
 
 /// Frees the slot of `token` after [`unpin_token`] said so.
@@ -456,7 +479,7 @@ pub(crate) unsafe fn free_token(token: *mut core::ffi::c_void) {
   }
   // SAFETY: this thread owns the slot.
   let state = unsafe { slot.state() };
-  if state.pins == 0 && state.released && state.pin.is_some() {
+  if state.shared.pins == 0 && state.shared.released != 0 && state.pin.is_some() {
     free(slot.index, slot, state);
   }
 }
@@ -465,7 +488,7 @@ fn free(index: u32, slot: &Slot, state: &mut State) {
   // Dropping the pin may release the storage (a foreign producer's deleter): do it before the
   // free list is borrowed.
   let pin = state.pin.take();
-  state.lent.tensor = DLTensor::zeroed();
+  state.shared.lent.tensor = DLTensor::zeroed();
   drop(pin);
   if slot.generation.load(Ordering::Relaxed) > LAST_GENERATION {
     return; // retired: no id may ever name it again

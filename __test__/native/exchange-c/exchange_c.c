@@ -626,7 +626,8 @@ static const napi_dlpack_exchange_api ctensor_api = {
     NULL, /* this producer makes no objects from foreign tensors */
     ct_current_work_stream,
     ct_dltensor_from_object,
-    NULL /* no handle ids */};
+    NULL, /* no handle ids */
+    NULL /* so no slot table */};
 
 /* A future major this consumer generation cannot read, alone or in front of
  * the major-1 table. */

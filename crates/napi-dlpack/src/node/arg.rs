@@ -46,7 +46,7 @@
 use core::ffi::c_void;
 use core::marker::PhantomData;
 use core::ops::{Deref, DerefMut};
-use core::ptr;
+use core::ptr::{self, NonNull};
 
 use napi::bindgen_prelude::{FromNapiValue, ToNapiValue, TypeName, ValidateNapiValue};
 use napi::{sys, ValueType};
@@ -59,6 +59,7 @@ use crate::error::{DLPackError, ErrorKind};
 use crate::exchange::{self, coded_error, take_exception, type_of, Found};
 use crate::export::{export_versioned, IntoDLPack};
 use crate::ffi::{DLTensor, DLPACK_FLAG_BITMASK_READ_ONLY};
+use crate::id_slots::{self, SlotHead};
 use crate::import::ForeignTensor;
 use crate::layout::Layout;
 use crate::managed::{ManagedPtr, ManagedTensor};
@@ -101,7 +102,33 @@ struct Borrowed<'call> {
   env: sys::napi_env,
   keep_alive: *mut c_void,
   release: exchange::ReleaseBorrow,
+  /// The producer's slot, for a borrow by id made inline (`id_slots::lend`): its release is
+  /// inline too.
+  slot: Option<NonNull<SlotHead>>,
   _call: PhantomData<&'call ()>,
+}
+
+/// Ends a borrow: inline for an inline borrow by id, unless it was the last pin of a tensor
+/// that let go meanwhile; else through the producer's `release_borrow`.
+///
+/// # Safety
+/// The token of a successful borrow (and its slot, for an inline one), given here once, on the
+/// env's JS thread.
+#[inline(always)]
+unsafe fn end_borrow(
+  env: sys::napi_env,
+  slot: Option<NonNull<SlotHead>>,
+  keep_alive: *mut c_void,
+  release: exchange::ReleaseBorrow,
+) {
+  if let Some(head) = slot {
+    // SAFETY: caller contract.
+    if unsafe { id_slots::unlend(head) } {
+      return;
+    }
+  }
+  // SAFETY: caller contract.
+  unsafe { release(env, keep_alive) };
 }
 
 impl Borrowed<'_> {
@@ -114,6 +141,7 @@ impl Borrowed<'_> {
     env: sys::napi_env,
     keep_alive: *mut c_void,
     release: exchange::ReleaseBorrow,
+    slot: Option<NonNull<SlotHead>>,
   ) -> Self {
     Borrowed {
       layout,
@@ -129,6 +157,7 @@ impl Borrowed<'_> {
       env,
       keep_alive,
       release,
+      slot,
       _call: PhantomData,
     }
   }
@@ -138,7 +167,7 @@ impl Drop for Borrowed<'_> {
   fn drop(&mut self) {
     // SAFETY: the token of a successful borrow, released once. `Borrowed` is not `Send` (raw
     // pointers), so this runs on the env's JS thread.
-    unsafe { (self.release)(self.env, self.keep_alive) };
+    unsafe { end_borrow(self.env, self.slot, self.keep_alive, self.release) };
   }
 }
 
@@ -475,7 +504,7 @@ unsafe fn borrow<'call>(
     }
   };
   // From here on, dropping `borrowed` (the check below included) releases the token once.
-  let borrowed = Borrowed::new(layout, &tensor, flags, env, keep_alive, release);
+  let borrowed = Borrowed::new(layout, &tensor, flags, env, keep_alive, release, None);
   if borrowed.layout.strides_were_null() && borrowed.layout.ndim() > 0 {
     // The table postdates DLPack 1.2, which made strides mandatory for ndim > 0.
     // SAFETY: forwarded contract.
@@ -729,6 +758,7 @@ unsafe fn borrow_by_id<'call>(env: sys::napi_env, id: u64) -> napi::Result<Tenso
   let Some(exchange::IdBorrow {
     borrow: borrow_id,
     release,
+    slots,
   }) = (unsafe { coded(env, exchange::id_borrow(env))? })
   else {
     return Err(invalid_argument(
@@ -736,15 +766,25 @@ unsafe fn borrow_by_id<'call>(env: sys::napi_env, id: u64) -> napi::Result<Tenso
       "a tensor handle id needs a producer that borrows by id (napi-dlpack loaded in this environment)",
     ));
   };
-  // SAFETY: the producer's function, on this thread.
-  let lent = unsafe { borrow_id(env, id) };
-  if lent.is_null() {
-    // SAFETY: forwarded contract.
-    return Err(unsafe { take_exception(env) });
-  }
-  // SAFETY: non-NULL: the producer's record, readable and unchanged until its token is released
-  // (the table's contract).
-  let lent = unsafe { &*lent };
+  // Inline where the producer publishes its slots and the checks pass; the producer answers
+  // everything else (refusals with its coded errors, its slow steps).
+  // SAFETY: `slots` is a live, compatible table (`id_borrow`); this is a JS thread.
+  let slot = slots.and_then(|slots| unsafe { id_slots::lend(slots, id) });
+  let lent = match slot {
+    // SAFETY: pinned just now.
+    Some(head) => unsafe { id_slots::record(head) },
+    None => {
+      // SAFETY: the producer's function, on this thread.
+      let lent = unsafe { borrow_id(env, id) };
+      if lent.is_null() {
+        // SAFETY: forwarded contract.
+        return Err(unsafe { take_exception(env) });
+      }
+      // SAFETY: non-NULL: the producer's record, readable and unchanged until its token is
+      // released (the table's contract).
+      unsafe { &*lent }
+    }
+  };
   let tensor = &lent.tensor;
   let layout = crate::layout::layout_from_extent(
     tensor,
@@ -764,11 +804,12 @@ unsafe fn borrow_by_id<'call>(env: sys::napi_env, id: u64) -> napi::Result<Tenso
         env,
         lent.keep_alive,
         release,
+        slot,
       )),
     }),
     Ok(_) => {
-      // SAFETY: the token of the successful call above, released once.
-      unsafe { release(env, lent.keep_alive) };
+      // SAFETY: the token of the successful borrow above, released once.
+      unsafe { end_borrow(env, slot, lent.keep_alive, release) };
       // SAFETY: forwarded contract.
       Err(unsafe {
         coded_error(
@@ -782,7 +823,7 @@ unsafe fn borrow_by_id<'call>(env: sys::napi_env, id: u64) -> napi::Result<Tenso
     }
     Err(error) => {
       // SAFETY: as above.
-      unsafe { release(env, lent.keep_alive) };
+      unsafe { end_borrow(env, slot, lent.keep_alive, release) };
       // SAFETY: forwarded contract.
       Err(unsafe { coded_error(env, &error) })
     }

@@ -29,6 +29,7 @@ use std::thread::LocalKey;
 
 use napi::sys;
 
+use super::id_slots::IdSlots;
 use crate::error::{DLPackError, ErrorKind};
 use crate::ffi::{DLManagedTensorVersioned, DLPackVersion, DLTensor};
 
@@ -37,8 +38,9 @@ use crate::ffi::{DLManagedTensorVersioned, DLPackVersion, DLTensor};
 pub const EXCHANGE_API_MAJOR: u32 = 1;
 /// `NAPI_DLPACK_EXCHANGE_API_MINOR`.
 /// Minor 1 appended `dltensor_from_object` (the per-object fast path); minor 2 appended
-/// `borrow_id` (borrow by handle id, [`BorrowId`]).
-pub const EXCHANGE_API_MINOR: u32 = 2;
+/// `borrow_id` (borrow by handle id, [`BorrowId`]); minor 3 appended `id_slots` (the slot table
+/// behind handle ids, for inline borrows: [`crate::id_slots`]).
+pub const EXCHANGE_API_MINOR: u32 = 3;
 /// `NAPI_DLPACK_EXCHANGE_API_PROPERTY`: the registry key of the symbol `Symbol.for(...)` under
 /// which producers put the table (on their prototype; on `globalThis` for the process's
 /// default importer, see [`global_api`]) or their per-object external. A registered symbol,
@@ -208,6 +210,9 @@ pub struct ExchangeApi {
   /// Minor 2: borrow by handle id (read it through [`ExchangeApi::borrow_id`]). Needs
   /// `release_borrow`.
   pub borrow_id: Option<BorrowId>,
+  /// Minor 3: the slot table behind handle ids (read it through [`ExchangeApi::id_slots`]);
+  /// NULL when the producer does not publish it.
+  pub id_slots: Option<&'static IdSlots>,
 }
 
 // SAFETY: a table is immutable and lives for the whole process; `prev_api` points to another
@@ -224,7 +229,8 @@ const _: () = {
   assert!(core::mem::offset_of!(ExchangeApi, current_work_stream) == 48);
   assert!(core::mem::offset_of!(ExchangeApi, dltensor_from_object) == 56);
   assert!(core::mem::offset_of!(ExchangeApi, borrow_id) == 64);
-  assert!(core::mem::size_of::<ExchangeApi>() == 72);
+  assert!(core::mem::offset_of!(ExchangeApi, id_slots) == 72);
+  assert!(core::mem::size_of::<ExchangeApi>() == 80);
   assert!(core::mem::size_of::<BorrowExtent>() == 48);
   assert!(core::mem::offset_of!(LentTensor, flags) == 48);
   assert!(core::mem::offset_of!(LentTensor, extent) == 56);
@@ -259,6 +265,22 @@ impl ExchangeApi {
       current_work_stream,
       dltensor_from_object,
       borrow_id: None,
+      id_slots: None,
+    }
+  }
+
+  /// This table with its slot table published (minor 3).
+  pub const fn with_id_slots(mut self, id_slots: &'static IdSlots) -> ExchangeApi {
+    self.id_slots = Some(id_slots);
+    self
+  }
+
+  /// `id_slots`, if the table is recent enough to have it (minor >= 3).
+  pub fn id_slots(&self) -> Option<&'static IdSlots> {
+    if self.header.version.minor >= 3 {
+      self.id_slots
+    } else {
+      None
     }
   }
 
@@ -817,11 +839,13 @@ pub unsafe fn id_api(env: sys::napi_env) -> Result<Option<&'static ExchangeApi>,
   Ok(found)
 }
 
-/// The default importer's borrow by id and the release that ends it ([`id_borrow`]).
+/// The default importer's borrow by id and the release that ends it ([`id_borrow`]), and its
+/// slot table where this crate can borrow from it inline ([`IdSlots::inline_compatible`]).
 #[derive(Clone, Copy, Debug)]
 pub struct IdBorrow {
   pub borrow: BorrowId,
   pub release: ReleaseBorrow,
+  pub slots: Option<&'static IdSlots>,
 }
 
 /// [`id_borrow`]'s answer, once found: leaked, so that a borrow reads both functions through one
@@ -854,10 +878,18 @@ pub unsafe fn id_borrow(env: sys::napi_env) -> Result<Option<IdBorrow>, DLPackEr
 #[inline(never)]
 unsafe fn find_id_borrow(env: sys::napi_env) -> Result<Option<IdBorrow>, DLPackError> {
   // SAFETY: forwarded contract.
-  let Some((borrow, release)) = unsafe { id_api(env)? }.and_then(|api| api.borrow_id()) else {
+  let Some(api) = (unsafe { id_api(env)? }) else {
     return Ok(None);
   };
-  let found = IdBorrow { borrow, release };
+  let Some((borrow, release)) = api.borrow_id() else {
+    return Ok(None);
+  };
+  let slots = api.id_slots().filter(|slots| slots.inline_compatible());
+  let found = IdBorrow {
+    borrow,
+    release,
+    slots,
+  };
   // Every environment finds the same table (`id_api`); should two threads race here, the
   // loser's copy (a few bytes, once) is leaked too.
   let _ = ID_BORROW.compare_exchange(

@@ -10,11 +10,35 @@
 //! a thread's first slot and never reused.
 
 /// The owner of no slot: a free slot of the process-wide free list.
-pub(crate) const NOBODY: u64 = 0;
+pub const NOBODY: u64 = 0;
 /// The owner of a slot whose thread ended while its handle was still live (a tensor never
 /// collected before its environment went away): no thread's key, so no borrow, release or
 /// reuse ever touches it again.
-pub(crate) const ENDED: u64 = u64::MAX;
+pub const ENDED: u64 = u64::MAX;
+
+/// `NAPI_DLPACK_THREAD_KEY_POINTER`: the key is the thread pointer, as [`current`] reads it.
+pub const KIND_THREAD_POINTER: u32 = 1;
+/// `NAPI_DLPACK_THREAD_KEY_PRIVATE`: the key is private to the producer (a serial).
+pub const KIND_PRIVATE: u32 = 0;
+
+/// How [`current`] computes the key on this platform.
+#[cfg(any(
+  all(
+    target_arch = "x86_64",
+    any(target_os = "linux", target_os = "windows")
+  ),
+  all(target_arch = "aarch64", target_os = "linux")
+))]
+pub const KIND: u32 = KIND_THREAD_POINTER;
+/// How [`current`] computes the key on this platform.
+#[cfg(not(any(
+  all(
+    target_arch = "x86_64",
+    any(target_os = "linux", target_os = "windows")
+  ),
+  all(target_arch = "aarch64", target_os = "linux")
+)))]
+pub const KIND: u32 = KIND_PRIVATE;
 
 /// The calling thread's key (never [`NOBODY`] or [`ENDED`]).
 #[cfg(all(
@@ -22,7 +46,7 @@ pub(crate) const ENDED: u64 = u64::MAX;
   any(target_os = "linux", target_os = "windows")
 ))]
 #[inline(always)]
-pub(crate) fn current() -> u64 {
+pub fn current() -> u64 {
   let key: u64;
   // SAFETY: reads the thread's own control block, mapped for the life of the thread: on Linux
   // (glibc and musl) the x86_64 TLS ABI requires its first word to point to itself; on Windows
@@ -47,7 +71,7 @@ pub(crate) fn current() -> u64 {
 /// The calling thread's key (never [`NOBODY`] or [`ENDED`]).
 #[cfg(all(target_arch = "aarch64", target_os = "linux"))]
 #[inline(always)]
-pub(crate) fn current() -> u64 {
+pub fn current() -> u64 {
   let key: u64;
   // SAFETY: reads the thread pointer register, which the C library sets to the thread's control
   // block for the life of the thread (non-zero for every thread it creates); no memory access.
@@ -79,7 +103,7 @@ mod serial {
     static SERIAL: Cell<u64> = const { Cell::new(0) };
   }
 
-  pub(crate) fn current() -> u64 {
+  pub fn current() -> u64 {
     let serial = SERIAL.with(Cell::get);
     if serial != 0 {
       return serial;
@@ -99,6 +123,6 @@ mod serial {
   all(target_arch = "aarch64", target_os = "linux")
 )))]
 #[inline(always)]
-pub(crate) fn current() -> u64 {
+pub fn current() -> u64 {
   serial::current()
 }

@@ -451,6 +451,15 @@ const mutants = [
     js: ['__test__/abi/handle-ids.spec.ts'],
   },
   {
+    // What a consumer derived from a slot's previous tensor must not be read for the next one.
+    id: 'slot-scratch-kept-on-reuse',
+    file: `${addon}/slots/mod.rs`,
+    find: '  state.shared.scratch_key = 0;',
+    replace: '',
+    crate: null,
+    js: ['__test__/abi/handle-ids.spec.ts'],
+  },
+  {
     // A thread key can be a thread pointer, which a later thread reuses: an ended thread's live
     // slots must not stay under its key.
     id: 'handle-id-ended-thread-keeps-slots',

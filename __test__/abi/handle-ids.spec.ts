@@ -225,6 +225,25 @@ test.serial('stale after slot reuse: a million alloc/free cycles reuse one slot,
   newest.dispose()
 })
 
+test.serial('a consumer keeps what it derived per slot: read back for the same tensor, never for the next one in the slot', (t) => {
+  const first = Tensor.from(new Float32Array([1, 2, 3, 4, 5, 6]), [2, 3])
+  const slot = slotOf(first.id)
+  const seen = addon.inspectHot(first.native as never)
+  t.deepEqual(addon.inspectHot(first.native as never), seen, 'the same view, borrowed again')
+  t.deepEqual(seen.shape, [2, 3])
+  first.dispose()
+  // This thread's freed slot is the next one taken: a different tensor in the same slot.
+  const next = Tensor.from(new Uint8Array([9, 8, 7, 6, 5]), [5], { readonly: true })
+  t.is(slotOf(next.id), slot, 'the slot was reused')
+  const view = addon.inspectHot(next.native as never)
+  t.is(view.dtype, 'uint8')
+  t.deepEqual(view.shape, [5])
+  t.deepEqual(view.strides, [1])
+  t.true(view.readonly)
+  t.is(view.dataPointer, next.dataPointer, 'the new tensor, not what was kept for the old one')
+  next.dispose()
+})
+
 test.serial('a borrow pins its slot: disposed during the call, the memory lives until the call ends; deleters once', async (t) => {
   await drainGarbage()
   // C memory (deleter counted). Without external buffers the import copies: the deleter has run

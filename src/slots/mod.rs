@@ -44,7 +44,9 @@ use std::sync::{Arc, Mutex};
 
 use napi_dlpack::exchange::{BorrowExtent, LentTensor};
 use napi_dlpack::ffi::DLTensor;
-use napi_dlpack::id_slots::{IdSlots, SlotHead, SlotShared, CHUNK_BITS, CHUNK_COUNT, CHUNK_LEN};
+use napi_dlpack::id_slots::{
+  IdSlots, SlotHead, SlotShared, CHUNK_BITS, CHUNK_COUNT, CHUNK_LEN, SCRATCH_BYTES,
+};
 use napi_dlpack::thread_key;
 
 use crate::handle::BorrowPin;
@@ -66,7 +68,7 @@ const _: () = assert!(INDEX_BITS + GENERATION_BITS == 53);
 const _: () = assert!(MAX_ID == napi_dlpack::id_slots::MAX_ID);
 // What docs/protocol.md §5.6 says a slot costs.
 #[cfg(target_pointer_width = "64")]
-const _: () = assert!(std::mem::size_of::<Slot>() == 152);
+const _: () = assert!(std::mem::size_of::<Slot>() == 240);
 // A slot starts as the published layout says (`SlotHead`; `State` starts with `SlotShared`).
 const _: () = {
   assert!(core::mem::offset_of!(Slot, owner) == core::mem::offset_of!(SlotHead, owner));
@@ -162,6 +164,8 @@ impl Slot {
             extent: BorrowExtent::default(),
             keep_alive: ptr::null_mut(),
           },
+          scratch_key: 0,
+          scratch: [0; SCRATCH_BYTES / 8],
         },
         pin: None,
         marked: false,
@@ -371,6 +375,8 @@ pub(crate) fn allocate(
   };
   state.shared.pins = 0;
   state.shared.released = 0;
+  // What a consumer derived from the previous tensor's record is not this one's.
+  state.shared.scratch_key = 0;
   state.set_marks(marked, check_detach);
   slot.owner.store(me, Ordering::Release);
   let generation = slot.generation.load(Ordering::Relaxed);

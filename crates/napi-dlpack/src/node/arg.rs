@@ -85,10 +85,11 @@ enum Inner<'call> {
   Owned(ForeignTensor),
 }
 
-/// A borrow from an exchange table: what the argument's accessors read, kept apart from the
-/// producer's `DLTensor` (which a borrow by id does not copy at all), plus how to end it.
-#[derive(Debug)]
-struct Borrowed<'call> {
+/// What a borrowed argument's accessors read, derived (and checked) from the producer's
+/// `DLTensor` and flags. For an inline borrow by id it is kept in the slot's scratch area
+/// (`id_slots::derived`), so a tensor passed again skips the derivation.
+#[derive(Clone, Copy, Debug)]
+struct BorrowView {
   layout: Layout,
   /// `data + byte_offset`, as a pointer (keeping the producer pointer's provenance).
   data: *mut u8,
@@ -96,6 +97,35 @@ struct Borrowed<'call> {
   shape: *const i64,
   strides: *const i64,
   read_only: bool,
+}
+
+impl BorrowView {
+  /// The view of a borrowed `tensor` whose [`Layout`] was checked.
+  #[inline(always)]
+  fn new(layout: Layout, tensor: &DLTensor, flags: u64) -> Self {
+    BorrowView {
+      layout,
+      // `data + byte_offset` was checked not to wrap (validation, or the producer's when it
+      // made the id).
+      data: tensor
+        .data
+        .cast::<u8>()
+        .wrapping_add(tensor.byte_offset as usize),
+      shape: tensor.shape,
+      strides: tensor.strides,
+      read_only: flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0,
+    }
+  }
+}
+
+/// The key under which this binary keeps [`BorrowView`]s in slots' scratch areas: the address
+/// of this static, which no other binary's code has.
+static VIEW_KEY: u8 = 0;
+
+/// A borrow from an exchange table: its view, and how to end it.
+#[derive(Debug)]
+struct Borrowed<'call> {
+  view: BorrowView,
   /// The producer's token and how to give it back: what keeps the memory, shape and strides
   /// alive even if JS disposes the argument during the call (another argument's `__dlpack__`
   /// or getter may run arbitrary JS), or after it.
@@ -131,38 +161,6 @@ unsafe fn end_borrow(
   unsafe { release(env, keep_alive) };
 }
 
-impl Borrowed<'_> {
-  /// What the argument keeps of a borrowed `tensor` whose [`Layout`] was checked.
-  #[inline(always)]
-  fn new(
-    layout: Layout,
-    tensor: &DLTensor,
-    flags: u64,
-    env: sys::napi_env,
-    keep_alive: *mut c_void,
-    release: exchange::ReleaseBorrow,
-    slot: Option<NonNull<SlotHead>>,
-  ) -> Self {
-    Borrowed {
-      layout,
-      // `data + byte_offset` was checked not to wrap (validation, or the producer's when it
-      // made the id).
-      data: tensor
-        .data
-        .cast::<u8>()
-        .wrapping_add(tensor.byte_offset as usize),
-      shape: tensor.shape,
-      strides: tensor.strides,
-      read_only: flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0,
-      env,
-      keep_alive,
-      release,
-      slot,
-      _call: PhantomData,
-    }
-  }
-}
-
 impl Drop for Borrowed<'_> {
   fn drop(&mut self) {
     // SAFETY: the token of a successful borrow, released once. `Borrowed` is not `Send` (raw
@@ -173,32 +171,32 @@ impl Drop for Borrowed<'_> {
 
 impl ViewSource for Borrowed<'_> {
   fn layout(&self) -> &Layout {
-    &self.layout
+    &self.view.layout
   }
 
   fn shape(&self) -> &[i64] {
-    if self.layout.ndim() == 0 {
+    if self.view.layout.ndim() == 0 {
       return &[];
     }
     // SAFETY: non-NULL, aligned, `ndim` long (validated, or guaranteed by the producer of a
     // borrow by id), alive until the token is released.
-    unsafe { core::slice::from_raw_parts(self.shape, self.layout.ndim()) }
+    unsafe { core::slice::from_raw_parts(self.view.shape, self.view.layout.ndim()) }
   }
 
   fn strides(&self) -> &[i64] {
-    if self.layout.ndim() == 0 {
+    if self.view.layout.ndim() == 0 {
       return &[];
     }
     // SAFETY: non-NULL (checked when borrowed), aligned, `ndim` long, alive for the call.
-    unsafe { core::slice::from_raw_parts(self.strides, self.layout.ndim()) }
+    unsafe { core::slice::from_raw_parts(self.view.strides, self.view.layout.ndim()) }
   }
 
   fn data_ptr(&self) -> *mut u8 {
-    self.data
+    self.view.data
   }
 
   fn is_read_only(&self) -> bool {
-    self.read_only
+    self.view.read_only
   }
 }
 
@@ -504,8 +502,15 @@ unsafe fn borrow<'call>(
     }
   };
   // From here on, dropping `borrowed` (the check below included) releases the token once.
-  let borrowed = Borrowed::new(layout, &tensor, flags, env, keep_alive, release, None);
-  if borrowed.layout.strides_were_null() && borrowed.layout.ndim() > 0 {
+  let borrowed = Borrowed {
+    view: BorrowView::new(layout, &tensor, flags),
+    env,
+    keep_alive,
+    release,
+    slot: None,
+    _call: PhantomData,
+  };
+  if borrowed.view.layout.strides_were_null() && borrowed.view.layout.ndim() > 0 {
     // The table postdates DLPack 1.2, which made strides mandatory for ndim > 0.
     // SAFETY: forwarded contract.
     return Err(unsafe {
@@ -770,9 +775,27 @@ unsafe fn borrow_by_id<'call>(env: sys::napi_env, id: u64) -> napi::Result<Tenso
   // everything else (refusals with its coded errors, its slow steps).
   // SAFETY: `slots` is a live, compatible table (`id_borrow`); this is a JS thread.
   let slot = slots.and_then(|slots| unsafe { id_slots::lend(slots, id) });
+  let key = ptr::addr_of!(VIEW_KEY).addr() as u64;
   let lent = match slot {
-    // SAFETY: pinned just now.
-    Some(head) => unsafe { id_slots::record(head) },
+    Some(head) => {
+      // A tensor this binary borrowed before: its view, derived then.
+      // SAFETY: pinned just now; only `BorrowView`s are kept under `key`.
+      if let Some(view) = unsafe { id_slots::derived::<BorrowView>(head, key) } {
+        return Ok(TensorArg {
+          inner: Inner::Borrowed(Borrowed {
+            view,
+            env,
+            // SAFETY: pinned.
+            keep_alive: unsafe { id_slots::record(head) }.keep_alive,
+            release,
+            slot,
+            _call: PhantomData,
+          }),
+        });
+      }
+      // SAFETY: pinned just now.
+      unsafe { id_slots::record(head) }
+    }
     None => {
       // SAFETY: the producer's function, on this thread.
       let lent = unsafe { borrow_id(env, id) };
@@ -785,6 +808,38 @@ unsafe fn borrow_by_id<'call>(env: sys::napi_env, id: u64) -> napi::Result<Tenso
       unsafe { &*lent }
     }
   };
+  match view_of_lent(lent) {
+    Ok(view) => {
+      if let Some(head) = slot {
+        // SAFETY: pinned; a `BorrowView` under this binary's key.
+        unsafe { id_slots::keep_derived(head, key, view) };
+      }
+      // From here on, dropping the argument releases the token once.
+      Ok(TensorArg {
+        inner: Inner::Borrowed(Borrowed {
+          view,
+          env,
+          keep_alive: lent.keep_alive,
+          release,
+          slot,
+          _call: PhantomData,
+        }),
+      })
+    }
+    Err(error) => {
+      // SAFETY: the token of the successful borrow above, released once.
+      unsafe { end_borrow(env, slot, lent.keep_alive, release) };
+      // SAFETY: forwarded contract.
+      Err(unsafe { coded_error(env, &error) })
+    }
+  }
+}
+
+/// The view of a borrow by id from the producer's record: the [`Layout`] from the extent it
+/// hands over (not validated again; only what this crate's types need is checked), and strides
+/// required for `ndim > 0`.
+#[inline(always)]
+fn view_of_lent(lent: &exchange::LentTensor) -> Result<BorrowView, DLPackError> {
   let tensor = &lent.tensor;
   let layout = crate::layout::layout_from_extent(
     tensor,
@@ -793,41 +848,14 @@ unsafe fn borrow_by_id<'call>(env: sys::napi_env, id: u64) -> napi::Result<Tenso
     lent.extent.min_offset,
     lent.extent.max_offset,
     lent.extent.c_contiguous != 0,
-  );
-  match layout {
-    // From here on, dropping the argument releases the token once.
-    Ok(layout) if !tensor.strides.is_null() || tensor.ndim == 0 => Ok(TensorArg {
-      inner: Inner::Borrowed(Borrowed::new(
-        layout,
-        tensor,
-        lent.flags,
-        env,
-        lent.keep_alive,
-        release,
-        slot,
-      )),
-    }),
-    Ok(_) => {
-      // SAFETY: the token of the successful borrow above, released once.
-      unsafe { end_borrow(env, slot, lent.keep_alive, release) };
-      // SAFETY: forwarded contract.
-      Err(unsafe {
-        coded_error(
-          env,
-          &DLPackError::new(
-            ErrorKind::InvalidLayout,
-            "the exchange table returned NULL strides (required since DLPack 1.2)",
-          ),
-        )
-      })
-    }
-    Err(error) => {
-      // SAFETY: as above.
-      unsafe { end_borrow(env, slot, lent.keep_alive, release) };
-      // SAFETY: forwarded contract.
-      Err(unsafe { coded_error(env, &error) })
-    }
+  )?;
+  if tensor.strides.is_null() && tensor.ndim != 0 {
+    return Err(DLPackError::new(
+      ErrorKind::InvalidLayout,
+      "the exchange table returned NULL strides (required since DLPack 1.2)",
+    ));
   }
+  Ok(BorrowView::new(layout, tensor, lent.flags))
 }
 
 /// A handle id given as a JS number: an exact integer in `0..2^53` (read as a double, so that

@@ -15,6 +15,15 @@
 //! checks do not pass, a slot that needs the producer's slow steps) goes to the producer's
 //! `borrow_id`, which refuses with a coded error or does those steps. Only thread-pointer keys
 //! can be computed outside the producer ([`thread_key::KIND`]), so only they allow inline borrows.
+//!
+//! Each slot also has a **scratch** area for one consumer: what that consumer derived from the
+//! record (its own checked form of it), tagged with a key only that consumer's binary uses
+//! ([`SlotShared::scratch_key`]). A record never changes while its slot keeps a generation, and
+//! the producer clears the key when the slot gets a new tensor, so a consumer that finds its own
+//! key reads back what it derived earlier instead of deriving it again (and a borrow of a tensor
+//! passed again and again, the hot loop, skips its checks and conversions). Another consumer
+//! overwrites the area with its own key; a consumer copies what it reads out of the area, so
+//! that nothing it holds changes under it.
 
 use core::cell::UnsafeCell;
 use core::ptr::NonNull;
@@ -84,7 +93,15 @@ pub struct SlotShared {
   pub reserved: [u8; 2],
   /// What a borrow hands out (`napi_dlpack_lent_tensor`).
   pub lent: LentTensor,
+  /// Whose [`SlotShared::scratch`] it is: a consumer's own key (the address of one of its
+  /// statics), 0 for nobody's. The producer sets 0 when the slot gets a new tensor.
+  pub scratch_key: u64,
+  /// A consumer's derived form of `lent` ([`SCRATCH_BYTES`]).
+  pub scratch: [u64; SCRATCH_BYTES / 8],
 }
+
+/// Bytes of [`SlotShared::scratch`].
+pub const SCRATCH_BYTES: usize = 80;
 
 #[cfg(target_pointer_width = "64")]
 const _: () = {
@@ -93,7 +110,9 @@ const _: () = {
   assert!(core::mem::offset_of!(SlotShared, ready) == 4);
   assert!(core::mem::offset_of!(SlotShared, released) == 5);
   assert!(core::mem::offset_of!(SlotShared, lent) == 8);
-  assert!(core::mem::size_of::<SlotHead>() == 136);
+  assert!(core::mem::offset_of!(SlotShared, scratch_key) == 120);
+  assert!(core::mem::offset_of!(SlotShared, scratch) == 128);
+  assert!(core::mem::size_of::<SlotHead>() == 224);
   assert!(core::mem::size_of::<IdSlots>() == 24);
 };
 
@@ -186,4 +205,39 @@ pub unsafe fn unlend(head: NonNull<SlotHead>) -> bool {
     (*shared).pins = pins.saturating_sub(1);
   }
   true
+}
+
+/// What this consumer's binary derived from an inline borrow's record earlier, if the slot's
+/// scratch area still holds it: `key` is the address of one of the caller's statics, and `T` the
+/// one type the caller ever stores under that key ([`keep_derived`]).
+///
+/// # Safety
+/// `head` was returned by [`lend`] and is still pinned; the caller stores only `T` values under
+/// `key`, and `T` fits in [`SCRATCH_BYTES`] with an alignment of at most 8.
+#[inline(always)]
+pub unsafe fn derived<T: Copy>(head: NonNull<SlotHead>, key: u64) -> Option<T> {
+  const { assert!(core::mem::size_of::<T>() <= SCRATCH_BYTES && core::mem::align_of::<T>() <= 8) };
+  // SAFETY: caller contract: a slot this thread owns and pinned; its area holds a `T` written by
+  // `keep_derived` under `key` for this very tensor (the producer clears the key when the slot
+  // gets another).
+  unsafe {
+    let shared = head.as_ref().shared.get();
+    ((*shared).scratch_key == key).then(|| (*shared).scratch.as_ptr().cast::<T>().read())
+  }
+}
+
+/// Keeps `value`, derived from an inline borrow's record, in the slot's scratch area under
+/// `key` (see [`derived`]).
+///
+/// # Safety
+/// As [`derived`].
+#[inline(always)]
+pub unsafe fn keep_derived<T: Copy>(head: NonNull<SlotHead>, key: u64, value: T) {
+  const { assert!(core::mem::size_of::<T>() <= SCRATCH_BYTES && core::mem::align_of::<T>() <= 8) };
+  // SAFETY: caller contract; the area is 8-aligned and large enough (checked above).
+  unsafe {
+    let shared = head.as_ref().shared.get();
+    (*shared).scratch.as_mut_ptr().cast::<T>().write(value);
+    (*shared).scratch_key = key;
+  }
 }

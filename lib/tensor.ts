@@ -179,30 +179,25 @@ interface SharedHandle {
 const internal = Symbol('napi-dlpack.internal')
 
 /**
- * @internal Where each `Tensor` keeps its native handle for the exchange table (src/exchange.rs,
- * installed by lib/exchange.ts): native consumers borrow the tensor through it. Cleared by
- * `dispose()`.
+ * @internal The key under which the exchange table (src/exchange.rs, installed by
+ * lib/exchange.ts) reads a `Tensor`'s native handle: a getter on `Tensor.prototype` (see the
+ * class), undefined once the tensor is disposed and for any object that is not a `Tensor`.
  */
 export const exchangeHandle = Symbol('napi-dlpack.exchangeHandle')
 
 /**
- * The property descriptors of a tensor's two handle slots, reused (their `value` set for one
- * call, then cleared) so that a tensor costs no descriptor objects. Both are non-enumerable, so
- * `Object.assign({}, t)` and spreads copy neither; the exchange slot is also read-only (a
- * consumer's lookup lands on it: `t[EXCHANGE_API_PROPERTY] = x` must not make a live tensor
- * unborrowable or lend other memory) and configurable, so that `dispose()` deletes it.
+ * The property descriptor of a lending tensor's exchange slot, reused (its `value` set for one
+ * call, then cleared) so that a tensor costs no descriptor object. It is non-enumerable, so
+ * `Object.assign({}, t)` and spreads do not copy it; read-only (a consumer's lookup lands on it:
+ * `t[EXCHANGE_API_PROPERTY] = x` must not make a live tensor unborrowable or lend other memory);
+ * and configurable, so that `dispose()` deletes it.
  */
-const handleSlot: PropertyDescriptor = { value: undefined, writable: true, enumerable: false, configurable: false }
 const exchangeSlot: PropertyDescriptor = { value: undefined, writable: false, enumerable: false, configurable: true }
 
 function defineSlot(tensor: object, key: symbol, descriptor: PropertyDescriptor, value: unknown): void {
   descriptor.value = value
   Object.defineProperty(tensor, key, descriptor)
   descriptor.value = undefined
-}
-
-function setExchangeHandle(tensor: object, handle: unknown): void {
-  ;(tensor as Record<symbol, unknown>)[exchangeHandle] = handle
 }
 
 /**
@@ -340,9 +335,21 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
       )
     }
     this.#shared = shared
-    defineSlot(this, exchangeHandle, handleSlot, shared.handle)
     // Shadows the prototype's table with the handle itself (docs/protocol.md §5.2).
     if (shared.lendable) defineSlot(this, EXCHANGE_API_PROPERTY, exchangeSlot, shared.handle)
+  }
+
+  /**
+   * @internal The handle the exchange table reads under `exchangeHandle` (src/exchange.rs
+   * `tensor_handle`). A getter on the prototype, not an own slot per tensor: an own
+   * non-enumerable slot took an `Object.defineProperty` per tensor, about 2,400 instructions of
+   * V8's runtime (a plain store is about 25, but enumerable: spreads would copy it). A getter is
+   * no own property (nothing to copy) and has no setter (nothing to overwrite); it reads the live
+   * handle, so it is undefined once the tensor is disposed, and for any other receiver (an
+   * object merely inheriting the prototype) it answers undefined instead of throwing.
+   */
+  get [exchangeHandle](): unknown {
+    return #shared in this ? this.#shared?.handle : undefined
   }
 
   /**
@@ -1126,7 +1133,6 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
     if (shared === null) return
     this.#shared = null
     this.#data = undefined
-    setExchangeHandle(this, undefined)
     // Consumers then reach the prototype's table, which reports the tensor disposed.
     if (shared.lendable) delete (this as Record<symbol, unknown>)[EXCHANGE_API_PROPERTY]
     shared.refs -= 1

@@ -39,7 +39,7 @@ import { isClampedArray, isSharedArrayBuffer } from './buffers'
 import { checkExpectedDType, checkFlag, checkOptions, streamValue } from './checks'
 import { allocate, wrapArray, wrapMemory } from './create'
 import { denseCopy, spanView, windowView } from './data'
-import { clearSlots, fillSlots } from './exchange-slots'
+import { clearSlots, exchangeHandle, fillSlots } from './exchange-slots'
 import { exportCapsule } from './export'
 import { readInfo, type TensorLayout } from './layout'
 import type { DLPackCapsule, TensorHandle } from './opaque'
@@ -152,6 +152,19 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
     }
     this.#shared = shared
     fillSlots(this, shared.handle, shared.lendable)
+  }
+
+  /**
+   * @internal The handle the exchange table reads under `exchangeHandle` (src/exchange.rs
+   * `tensor_handle`). A getter on the prototype, not an own slot per tensor: an own
+   * non-enumerable slot took an `Object.defineProperty` per tensor, about 2,400 instructions of
+   * V8's runtime (a plain store is about 25, but enumerable: spreads would copy it). A getter is
+   * no own property (nothing to copy) and has no setter (nothing to overwrite); it reads the live
+   * handle, so it is undefined once the tensor is disposed, and for any other receiver (an
+   * object merely inheriting the prototype) it answers undefined instead of throwing.
+   */
+  get [exchangeHandle](): unknown {
+    return #shared in this ? this.#shared?.handle : undefined
   }
 
   /**

@@ -52,6 +52,29 @@ export type DType = keyof DTypeArrayMap
 /** The TypedArray type of a dtype's data: `DataArray<'float32'>` is `Float32Array`. */
 export type DataArray<D extends DType> = DTypeArrayMap[D]
 
+/** The dtype of a TypedArray type. */
+export type ArrayDType<A> = A extends Float32Array
+  ? 'float32'
+  : A extends Float64Array
+    ? 'float64'
+    : A extends Int8Array
+      ? 'int8'
+      : A extends Int16Array
+        ? 'int16'
+        : A extends Int32Array
+          ? 'int32'
+          : A extends Uint16Array
+            ? 'uint16'
+            : A extends Uint32Array
+              ? 'uint32'
+              : A extends BigInt64Array
+                ? 'int64'
+                : A extends BigUint64Array
+                  ? 'uint64'
+                  : A extends Uint8Array | Uint8ClampedArray
+                    ? 'uint8'
+                    : DType
+
 type TypedArrayConstructor =
   | Int8ArrayConstructor
   | Uint8ArrayConstructor

@@ -111,6 +111,15 @@ export function rethrow(error: unknown): never {
   throw error
 }
 
+/** Runs a call into the addon, its errors re-thrown as DLPackErrors (`rethrow`). */
+export function callNative<T>(fn: () => T): T {
+  try {
+    return fn()
+  } catch (error) {
+    return rethrow(error)
+  }
+}
+
 /**
  * `value` for an error message, whatever it is. Never throws: describing bad input (a BigInt,
  * a Symbol, an object without a prototype, a cyclic object, a throwing `toJSON`, a revoked

@@ -5,11 +5,12 @@
  */
 import { dlpackError } from './errors'
 import { native } from './native.js'
-import { EXCHANGE_API_PROPERTY, Tensor, exchangeHandle } from './tensor'
+import { EXCHANGE_API_PROPERTY, exchangeHandle } from './exchange-slots'
+import { Tensor } from './tensor'
 import type { AdaptedSource } from './interop/from-library'
 import type { DType } from './dtype'
 import type { CanDLPack, HasExchangeApi, NDArrayLike } from './protocol'
-import type { DLPackCapsule, TensorHandle } from './tensor'
+import type { DLPackCapsule, TensorHandle } from './opaque'
 
 // `dlpackError`: errors thrown to a native consumer through the table are the DLPackError
 // subclasses the JS API throws (docs/protocol.md §1.4).

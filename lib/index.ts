@@ -12,6 +12,7 @@ export { type AstypeOptions, type PerChannel } from './convert'
 export { cuda } from './cuda'
 export { Device, type DeviceLike, type DeviceString, toDevice } from './device'
 export {
+  type ArrayDType,
   type DataArray,
   DLDataTypeCode,
   DLDeviceType,
@@ -83,13 +84,6 @@ export {
   type FromArrayOptions,
   type PeerViewOptions,
 } from './options'
-export {
-  type ArrayDType,
-  type ClampedTensor,
-  type DLPackCapsule,
-  Tensor,
-  type TensorHandle,
-  type TensorViews,
-  type ToOptions,
-} from './tensor'
+export { type DLPackCapsule, type TensorHandle } from './opaque'
+export { type ClampedTensor, Tensor, type TensorViews, type ToOptions } from './tensor'
 export { isTransfer, releaseTransfer, type SharedTransfer, type TensorTransfer, type TokenTransfer } from './transfer'

@@ -1,20 +1,13 @@
 import { native } from './native.js'
 import { type Device, type DeviceLike, toDevice } from './device'
-import { DLDeviceType, type DType, DTYPES, dtypeOfArray, isDType } from './dtype'
+import { type ArrayDType, DLDeviceType, type DType, DTYPES, dtypeOfArray, isDType } from './dtype'
 import { type AdaptedSource, type AdaptOptions, adapt, isOrtTensorLike } from './interop/from-library'
-import { BufferError, CapsuleError, DLPackTypeError, describe } from './errors'
+import { BufferError, CapsuleError, DLPackTypeError, callNative, describe } from './errors'
 import { COPY_MODE, DLPACK_VERSION } from './generated/facts'
-import {
-  type ArrayDType,
-  callNative,
-  type ClampedTensor,
-  createFromMemory,
-  type DLPackCapsule,
-  EXCHANGE_API_PROPERTY,
-  checkExpectedDType,
-  streamValue,
-  Tensor,
-} from './tensor'
+import { type ClampedTensor, createFromMemory, Tensor } from './tensor'
+import { checkExpectedDType, streamValue } from './checks'
+import { EXCHANGE_API_PROPERTY } from './exchange-slots'
+import type { DLPackCapsule } from './opaque'
 import { isSharedArrayBuffer } from './buffers'
 import type { DLPackOptions } from './options'
 

@@ -1,16 +1,25 @@
-import { MAX_VIEW_BYTES, native } from './native.js'
+/**
+ * The `Tensor` class and the types of its public face (`ClampedTensor`, `TensorViews`,
+ * `ToOptions`). The class holds a tensor's state (its shared native handle, the cached layout
+ * and `data` view, disposal) and states every method's contract; the work behind the methods
+ * lives in the modules it imports, none of which imports the class: argument checks
+ * (lib/checks.ts, lib/convert.ts), making handles (lib/create.ts), TypedArrays over the memory
+ * (lib/data.ts), the export's options (lib/export.ts), the exchange slots
+ * (lib/exchange-slots.ts), nested arrays (lib/to-array.ts), other libraries' shapes
+ * (lib/interop/to-library.ts) and worker transfers (lib/transfer.ts).
+ */
+import { native } from './native.js'
 import { Device, type DeviceLike, toDevice } from './device'
 import {
   type AstypeOptions,
   astypeArgs,
   permuteAxes,
-  readList,
   transposeAxes,
   type ViewRequest,
   viewInt,
   viewShape,
 } from './convert'
-import { type DataArray, DLDeviceType, type DType, DTYPES, dtypeOfArray, isDType } from './dtype'
+import { type ArrayDType, type DataArray, DLDeviceType, type DType, DTYPES } from './dtype'
 import {
   type ArrowModule,
   type ArrowParts,
@@ -26,23 +35,18 @@ import {
   toSharp,
   toTf,
 } from './interop/to-library'
-import { canShrink, isBuffer, isClampedArray, isDetached, isSharedArrayBuffer } from './buffers'
+import { isClampedArray, isSharedArrayBuffer } from './buffers'
+import { checkExpectedDType, checkFlag, checkOptions, streamValue } from './checks'
+import { allocate, wrapArray, wrapMemory } from './create'
+import { denseCopy, spanView, windowView } from './data'
+import { clearSlots, exchangeHandle, fillSlots } from './exchange-slots'
+import { exportCapsule } from './export'
 import { readInfo, type TensorLayout } from './layout'
+import type { DLPackCapsule, TensorHandle } from './opaque'
 import type { CopyOptions, CreateOptions, DataOptions, DLPackOptions, FromArrayOptions, PeerViewOptions } from './options'
-import {
-  BufferError,
-  DLPackTypeError,
-  ReadOnlyError,
-  TensorDisposedError,
-  describe,
-  dlpackError,
-  rethrow,
-} from './errors'
-import { EXCHANGE_API_SYMBOL_NAME, HOST_ACCESSIBLE_DEVICE_TYPES, MAX_NDIM } from './generated/facts'
+import { BufferError, DLPackTypeError, ReadOnlyError, TensorDisposedError, callNative as call, describe } from './errors'
+import { toNestedArray } from './to-array'
 import { checkTransfer, claimToken, makeTransfer, type TensorTransfer } from './transfer'
-
-declare const capsuleBrand: unique symbol
-declare const handleBrand: unique symbol
 
 // `Tensor` has a `[Symbol.dispose]` method (for `using`). Its key is declared here for
 // consumers whose TypeScript lib predates it (TS < 5.2, or `lib: ["es2022"]`), exactly as
@@ -52,34 +56,6 @@ declare global {
     readonly dispose: unique symbol
   }
 }
-
-/**
- * A DLPack capsule: an opaque, consume-once object holding one exported tensor. It is what
- * `x.__dlpack__()` returns; pass it to `fromDLPack` (or to any native addon that speaks the
- * capsule ABI of `include/napi_dlpack.h`) exactly once.
- */
-export interface DLPackCapsule {
-  readonly [capsuleBrand]: 'DLPackCapsule'
-}
-
-/**
- * A tensor's handle id as an opaque external, as `Tensor.native` gives it: a value that only
- * native code reads (a typed argument of an addon built on the Rust crate, or a C consumer of
- * the exchange table, borrows the tensor by the id it carries: docs/protocol.md §5.6).
- */
-export interface TensorHandle {
-  readonly [handleBrand]: 'TensorHandle'
-}
-
-/**
- * Most values `toArray()` builds: elements, the nested arrays holding them, and one more per
- * complex element (its `[re, im]` array). Each value costs V8 up to ~64 bytes of heap (an empty
- * nested array ~43, a complex pair ~64, measured), so 2^24 values peak at ~1 GiB: within the
- * default heap limit of every runtime we test (about 4 GiB here, 2 GiB on a machine with 8 GiB
- * of memory). Past it V8 ran out of heap and aborted the process (`[2 ** 27, 0]`, 2^27 empty
- * arrays, did on Node 20/22/24; see docs/api.md for the measurements).
- */
-const MAX_TO_ARRAY_VALUES = 2 ** 24
 
 /** Options of `Tensor#to`. */
 export interface ToOptions {
@@ -135,29 +111,6 @@ export interface TensorViews<T> {
   expand(shape: readonly number[]): T
 }
 
-/** The dtype of a TypedArray type. */
-export type ArrayDType<A> = A extends Float32Array
-  ? 'float32'
-  : A extends Float64Array
-    ? 'float64'
-    : A extends Int8Array
-      ? 'int8'
-      : A extends Int16Array
-        ? 'int16'
-        : A extends Int32Array
-          ? 'int32'
-          : A extends Uint16Array
-            ? 'uint16'
-            : A extends Uint32Array
-              ? 'uint32'
-              : A extends BigInt64Array
-                ? 'int64'
-                : A extends BigUint64Array
-                  ? 'uint64'
-                  : A extends Uint8Array | Uint8ClampedArray
-                    ? 'uint8'
-                    : DType
-
 /** A native handle shared by every `Tensor` object that views the same data. */
 interface SharedHandle {
   readonly handle: unknown
@@ -179,148 +132,6 @@ interface SharedHandle {
 const internal = Symbol('napi-dlpack.internal')
 
 /**
- * @internal Where each `Tensor` keeps its native handle for the exchange table (src/exchange.rs,
- * installed by lib/exchange.ts): native consumers borrow the tensor through it. Cleared by
- * `dispose()`.
- */
-export const exchangeHandle = Symbol('napi-dlpack.exchangeHandle')
-
-/**
- * The property descriptors of a tensor's two handle slots, reused (their `value` set for one
- * call, then cleared) so that a tensor costs no descriptor objects. Both are non-enumerable, so
- * `Object.assign({}, t)` and spreads copy neither; the exchange slot is also read-only (a
- * consumer's lookup lands on it: `t[EXCHANGE_API_PROPERTY] = x` must not make a live tensor
- * unborrowable or lend other memory) and configurable, so that `dispose()` deletes it.
- */
-const handleSlot: PropertyDescriptor = { value: undefined, writable: true, enumerable: false, configurable: false }
-const exchangeSlot: PropertyDescriptor = { value: undefined, writable: false, enumerable: false, configurable: true }
-
-function defineSlot(tensor: object, key: symbol, descriptor: PropertyDescriptor, value: unknown): void {
-  descriptor.value = value
-  Object.defineProperty(tensor, key, descriptor)
-  descriptor.value = undefined
-}
-
-function setExchangeHandle(tensor: object, handle: unknown): void {
-  ;(tensor as Record<symbol, unknown>)[exchangeHandle] = handle
-}
-
-/**
- * The key under which producers expose their exchange table: the registered symbol
- * `Symbol.for(NAPI_DLPACK_EXCHANGE_API_PROPERTY)`. On `Tensor.prototype` it holds the table; on
- * each lending `Tensor` its own handle, which a native consumer borrows with one lookup
- * (docs/protocol.md §5.2).
- */
-export const EXCHANGE_API_PROPERTY: unique symbol = Symbol.for(EXCHANGE_API_SYMBOL_NAME)
-
-function call<T>(fn: () => T): T {
-  try {
-    return fn()
-  } catch (error) {
-    return rethrow(error)
-  }
-}
-
-/**
- * `shape` (or strides) read once, by index, into a plain array of checked integers: what is
- * checked is what the addon gets, whatever the array's own iterator or getters do.
- */
-function checkShape(shape: readonly number[], what = 'shape'): number[] {
-  if (!Array.isArray(shape)) {
-    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `${what} must be an array of integers`)
-  }
-  if (shape.length > MAX_NDIM) {
-    throw dlpackError('ERR_DLPACK_NDIM', `${what} has ${shape.length} entries, more than ${MAX_NDIM}`)
-  }
-  const dims = readList(shape, MAX_NDIM, what)
-  for (const dim of dims) {
-    if (!Number.isSafeInteger(dim)) {
-      throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `${what} must hold integers, got ${describe(dim)}`)
-    }
-  }
-  return dims as number[]
-}
-
-/** `value` if it is a boolean or absent (`fallback`), else a coded error naming `what`. */
-function checkFlag(value: unknown, what: string, fallback = false): boolean {
-  if (value === undefined) return fallback
-  if (typeof value !== 'boolean') {
-    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `${what} must be a boolean, got ${describe(value)}`)
-  }
-  return value
-}
-
-/** The options object of a method: `{}` when absent (undefined or null), else an object. */
-function checkOptions<T extends object>(options: T | null | undefined, what: string): Partial<T> {
-  if (options === undefined || options === null) return {}
-  if (typeof options !== 'object') {
-    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `${what} options must be an object, got ${describe(options)}`)
-  }
-  return options
-}
-
-/** A DLPack stream value as a bigint (`null` when unset). */
-export function streamValue(stream: unknown): bigint | null {
-  if (stream === undefined || stream === null) return null
-  if (typeof stream === 'bigint') return stream
-  if (typeof stream === 'number' && Number.isSafeInteger(stream)) return BigInt(stream)
-  throw new DLPackTypeError(
-    'ERR_DLPACK_INVALID_ARGUMENT',
-    `stream must be a bigint, a safe integer, null or undefined, got ${describe(stream)}`,
-  )
-}
-
-function checkDType(dtype: unknown): DType {
-  if (!isDType(dtype)) {
-    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `unknown dtype ${describe(dtype)}`)
-  }
-  return dtype
-}
-
-/**
- * Wraps JS memory as a native handle, without copying if the memory is aligned to the
- * elements' size; misaligned memory is copied (the handle says `isCopy`). `offset` is in
- * elements of `dtype` from the start of `view`.
- */
-function wrapMemory(
-  memory: ArrayBuffer | SharedArrayBuffer | ArrayBufferView,
-  dtype: DType,
-  shape: readonly number[],
-  strides: readonly number[] | undefined,
-  offset: number,
-  readonly: boolean,
-): unknown {
-  const buffer = ArrayBuffer.isView(memory) ? memory.buffer : memory
-  if (!isBuffer(buffer)) {
-    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', 'expected an ArrayBuffer, SharedArrayBuffer or TypedArray')
-  }
-  if (isDetached(buffer)) {
-    throw new TensorDisposedError('ERR_TENSOR_DETACHED', 'the ArrayBuffer has been detached (transferred)')
-  }
-  const byteLength = ArrayBuffer.isView(memory) ? memory.byteLength : buffer.byteLength
-  if (byteLength > MAX_VIEW_BYTES) throw tooLarge(byteLength)
-  const bytes = ArrayBuffer.isView(memory)
-    ? new Uint8Array(memory.buffer, memory.byteOffset, memory.byteLength)
-    : new Uint8Array(buffer)
-  if (!Number.isSafeInteger(offset) || offset < 0) {
-    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `offset must be a non-negative integer, got ${describe(offset)}`)
-  }
-  const dims = checkShape(shape)
-  const steps = strides ? checkShape(strides, 'strides') : null
-  return call(() => native.wrapBuffer(bytes, dtype, dims, steps, offset, readonly, canShrink(buffer)))
-}
-
-/** The error for JS memory (a view, or a new buffer) larger than the runtime can view. */
-function tooLarge(bytes: number): BufferError {
-  return new BufferError(
-    'ERR_DLPACK_TOO_LARGE',
-    `${bytes} bytes is more than this runtime's largest ArrayBuffer view (${MAX_VIEW_BYTES} bytes)`,
-  )
-}
-
-type ViewConstructor = ReturnType<(typeof DTYPES)[DType]['view']> | Uint8ClampedArrayConstructor
-
-/**
  * A tensor: shape, strides, dtype and device over memory that may be shared, without copies,
  * with native addons through DLPack. Create one with `Tensor.from`, `Tensor.empty`,
  * `Tensor.zeros` or `fromDLPack`.
@@ -340,9 +151,20 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
       )
     }
     this.#shared = shared
-    defineSlot(this, exchangeHandle, handleSlot, shared.handle)
-    // Shadows the prototype's table with the handle itself (docs/protocol.md §5.2).
-    if (shared.lendable) defineSlot(this, EXCHANGE_API_PROPERTY, exchangeSlot, shared.handle)
+    fillSlots(this, shared.handle, shared.lendable)
+  }
+
+  /**
+   * @internal The handle the exchange table reads under `exchangeHandle` (src/exchange.rs
+   * `tensor_handle`). A getter on the prototype, not an own slot per tensor: an own
+   * non-enumerable slot took an `Object.defineProperty` per tensor, about 2,400 instructions of
+   * V8's runtime (a plain store is about 25, but enumerable: spreads would copy it). A getter is
+   * no own property (nothing to copy) and has no setter (nothing to overwrite); it reads the live
+   * handle, so it is undefined once the tensor is disposed, and for any other receiver (an
+   * object merely inheriting the prototype) it answers undefined instead of throwing.
+   */
+  get [exchangeHandle](): unknown {
+    return #shared in this ? this.#shared?.handle : undefined
   }
 
   /**
@@ -444,32 +266,7 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
     shape?: readonly number[],
     options: FromArrayOptions = {},
   ): Tensor | ClampedTensor {
-    const opts = checkOptions(options, 'Tensor.from')
-    const isView = ArrayBuffer.isView(array)
-    if (!isView && !isBuffer(array)) {
-      throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `expected an ArrayBuffer, SharedArrayBuffer or ArrayBufferView, got ${describe(array)}`)
-    }
-    const natural = isView ? (dtypeOfArray(array) ?? 'uint8') : 'uint8'
-    const dtype = checkDType(opts.dtype ?? natural)
-    const offset = opts.offset ?? 0
-    if (!Number.isSafeInteger(offset) || offset < 0) {
-      throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `offset must be a non-negative integer, got ${describe(offset)}`)
-    }
-    const readonly = checkFlag(opts.readonly, 'readonly')
-    const byteLength = array.byteLength
-    const itemsize = DTYPES[dtype].itemsize
-    if (shape === undefined) {
-      if (byteLength % itemsize !== 0) {
-        throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `${byteLength} bytes is not a whole number of ${dtype}`)
-      }
-      shape = [byteLength / itemsize - offset]
-    }
-    // A Uint8ClampedArray reinterpreted as another dtype (e.g. 'bool') is not clamped.
-    const clamped = checkFlag(opts.clamped, 'clamped', dtype === 'uint8' && isClampedArray(array))
-    if (clamped && dtype !== 'uint8') {
-      throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `clamped views are uint8 only, not ${dtype}`)
-    }
-    const handle = wrapMemory(array, dtype, shape, opts.strides, offset, readonly)
+    const { handle, clamped } = wrapArray(array, shape, options)
     return Tensor._fromHandle(handle, true, clamped)
   }
 
@@ -486,7 +283,7 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
     dtype: D = 'float32' as D,
     options: CreateOptions = {},
   ): Tensor<D> {
-    return Tensor.#create(shape, dtype, options, false)
+    return Tensor._fromHandle(allocate(shape, dtype, options, false)) as Tensor<D>
   }
 
   /** A new zero-filled tensor (on a CUDA device with `{ device: 'cuda:N' }`, in pinned host memory with `{ device: 'cuda_host' }`). */
@@ -495,38 +292,7 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
     dtype: D = 'float32' as D,
     options: CreateOptions = {},
   ): Tensor<D> {
-    return Tensor.#create(shape, dtype, options, true)
-  }
-
-  static #create<D extends DType>(shapeArg: readonly number[], dtype: D, optionsArg: CreateOptions, zeroed: boolean): Tensor<D> {
-    const shape = checkShape(shapeArg)
-    const options = checkOptions(optionsArg, 'Tensor.empty/zeros')
-    const { itemsize } = DTYPES[checkDType(dtype)]
-    const shared = checkFlag(options.shared, 'shared')
-    const device = toDevice(options.device ?? Device.CPU)
-    let numel = 1
-    for (const dim of shape) numel *= dim
-    const negative = numel < 0 || shape.some((dim) => dim < 0)
-    if (!negative && device.type === DLDeviceType.CPU && !(numel * itemsize <= MAX_VIEW_BYTES)) {
-      throw tooLarge(numel * itemsize)
-    }
-    if (!Number.isSafeInteger(numel * itemsize) || negative) {
-      throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `shape [${shape.join(', ')}] is too large or negative`)
-    }
-    if (shared && device.type !== DLDeviceType.CPU) {
-      throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `shared: true allocates CPU memory, not ${String(device)}`)
-    }
-    if (device.type === DLDeviceType.CUDA) {
-      return Tensor._fromHandle(call(() => native.cudaEmpty(dtype, shape, device.id, zeroed))) as Tensor<D>
-    }
-    if (device.type === DLDeviceType.CUDAHost) {
-      return Tensor._fromHandle(call(() => native.pinnedEmpty(dtype, shape, device.id, zeroed))) as Tensor<D>
-    }
-    if (device.type !== DLDeviceType.CPU) {
-      throw new BufferError('ERR_DLPACK_DEVICE', `cannot allocate tensors on ${String(device)} (cpu, cuda and cuda_host are supported)`)
-    }
-    const buffer = shared ? new SharedArrayBuffer(numel * itemsize) : new ArrayBuffer(numel * itemsize)
-    return Tensor._fromHandle(wrapMemory(buffer, dtype, shape, undefined, 0, false)) as Tensor<D>
+    return Tensor._fromHandle(allocate(shape, dtype, options, true)) as Tensor<D>
   }
 
   /**
@@ -875,17 +641,8 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
       )
     }
     if (options.offset !== undefined || options.length !== undefined) {
-      const offset = options.offset ?? 0
-      if (!Number.isSafeInteger(offset) || offset < 0) {
-        throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `offset must be a non-negative integer, got ${describe(offset)}`)
-      }
-      const length = options.length ?? meta.viewLength - offset
-      if (!Number.isSafeInteger(length) || length < 0) {
-        throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `length must be a non-negative integer, got ${describe(length)}`)
-      }
-      const window = call(() => native.handleWindow(this.#live().handle, offset, length))
-      const spec = DTYPES[meta.dtype as DType]
-      return new (this.#viewType())(window.buffer as ArrayBuffer, window.byteOffset, length * spec.lanes) as DataArray<D>
+      const shared = this.#live()
+      return windowView(shared.handle, meta, shared.clamped, options) as DataArray<D>
     }
     if (this.#data !== undefined && this.#data.byteLength === 0 && meta.viewLength !== 0) {
       // The buffer was detached (transferred away) after the view was cached: the native view
@@ -893,22 +650,11 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
       this.#data = undefined
     }
     if (this.#data === undefined) {
-      const view = call(() => native.handleView(this.#live().handle))
-      if (isDetached(view.buffer as ArrayBuffer)) {
-        // A view of foreign memory kept by the handle, whose ArrayBuffer was transferred away.
-        throw new TensorDisposedError('ERR_TENSOR_DETACHED', "the tensor's view was detached (transferred)")
-      }
-      const spec = DTYPES[meta.dtype as DType]
-      const View = this.#viewType()
-      this.#data = new View(view.buffer as ArrayBuffer, view.byteOffset, meta.viewLength * spec.lanes) as DataArray<D>
+      const shared = this.#live()
+      this.#data = spanView(shared.handle, meta, shared.clamped) as DataArray<D>
       this.#dataWritable = !meta.readonly
     }
     return this.#data
-  }
-
-  /** The TypedArray type of JS views: the dtype's, or `Uint8ClampedArray` for clamped tensors. */
-  #viewType(): ViewConstructor {
-    return this.#live().clamped ? Uint8ClampedArray : DTYPES[this.#meta().dtype].view()
   }
 
   /**
@@ -916,18 +662,8 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
    * `ERR_DLPACK_TOO_LARGE` past the runtime's largest ArrayBuffer.
    */
   toTypedArray(): DataArray<D> {
-    const meta = this.#meta()
-    if (!HOST_ACCESSIBLE_DEVICE_TYPES.includes(meta.deviceType)) {
-      throw new BufferError('ERR_DLPACK_NOT_CPU', `tensor memory is on ${String(this.device)}; call .to('cpu') first`)
-    }
-    const copy = call(() => native.copyHandle(this.#live().handle))
-    try {
-      const view = call(() => native.handleView(copy))
-      const spec = DTYPES[meta.dtype as DType]
-      return new (this.#viewType())(view.buffer as ArrayBuffer, view.byteOffset, meta.numel * spec.lanes) as DataArray<D>
-    } finally {
-      call(() => native.releaseHandle(copy))
-    }
+    const shared = this.#live()
+    return denseCopy(shared.handle, this.#meta(), shared.clamped) as DataArray<D>
   }
 
   /**
@@ -993,38 +729,7 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
 
   /** Nested arrays of the elements (bool as booleans, 64-bit integers as bigints, complex as [re, im]). */
   toArray(): unknown[] | unknown {
-    // Every value toArray() makes counts: the elements and the nested arrays holding them (a
-    // shape like [2 ** 31, 0] has no elements but would be 2 ** 31 empty arrays), and complex
-    // elements twice (each is an array of two numbers).
-    const shape = this.shape
-    const dtype = this.dtype
-    const lanes = DTYPES[dtype].lanes
-    let values = lanes === 2 ? 2 * this.numel : this.numel
-    let arrays = 1
-    for (let axis = 0; axis + 1 < shape.length; axis++) {
-      arrays *= shape[axis] as number
-      values += arrays
-    }
-    if (values > MAX_TO_ARRAY_VALUES) {
-      throw new BufferError(
-        'ERR_DLPACK_TOO_LARGE',
-        `toArray() of shape [${shape.join(', ')}] makes ${values} values (elements and nested arrays): more than toArray() builds (2^24, what the JS heap holds safely); read it with toTypedArray() or in windows with getData({ offset, length })`,
-      )
-    }
-    const flat = this.toTypedArray() as ArrayLike<number | bigint>
-    const element = (index: number): unknown => {
-      if (lanes === 2) return [flat[index * 2], flat[index * 2 + 1]]
-      const value = flat[index]
-      return dtype === 'bool' ? value !== 0 : value
-    }
-    let next = 0
-    const build = (axis: number): unknown => {
-      if (axis === shape.length) return element(next++)
-      const out: unknown[] = []
-      for (let i = 0; i < (shape[axis] as number); i++) out.push(build(axis + 1))
-      return out
-    }
-    return build(0)
+    return toNestedArray(this)
   }
 
   /**
@@ -1033,22 +738,7 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
    */
   __dlpack__(options: DLPackOptions = {}): DLPackCapsule {
     const handle = this.#live().handle
-    const { stream, maxVersion, dlDevice, copy } = options ?? {}
-    if (stream == null && maxVersion == null && dlDevice == null && copy == null) {
-      // No option given (the hot path): the native call reads no option either.
-      return call(() => native.exportCapsule(handle)) as DLPackCapsule
-    }
-    // JS shapes are converted here; what the request asks for is judged natively, once
-    // (src/ops/negotiation.rs `plan_export`).
-    let maxMajor: number | null = null
-    if (maxVersion !== undefined && maxVersion !== null) {
-      if (!Array.isArray(maxVersion) || maxVersion.length !== 2 || !maxVersion.every(Number.isInteger)) {
-        throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', 'maxVersion must be [major, minor]')
-      }
-      maxMajor = maxVersion[0] as number
-    }
-    const target = dlDevice === undefined || dlDevice === null ? undefined : toDevice(dlDevice)
-    return call(() => native.exportCapsule(handle, copy, stream, maxMajor, target?.type, target?.id)) as DLPackCapsule
+    return exportCapsule(handle, options)
   }
 
   /**
@@ -1126,9 +816,7 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
     if (shared === null) return
     this.#shared = null
     this.#data = undefined
-    setExchangeHandle(this, undefined)
-    // Consumers then reach the prototype's table, which reports the tensor disposed.
-    if (shared.lendable) delete (this as Record<symbol, unknown>)[EXCHANGE_API_PROPERTY]
+    clearSlots(this, shared.lendable)
     shared.refs -= 1
     if (shared.refs === 0) call(() => native.releaseHandle(shared.handle))
   }
@@ -1147,19 +835,6 @@ export class Tensor<D extends DType = DType> implements TensorViews<Tensor<D>> {
   }
 }
 
-/**
- * @internal Throws `ERR_DLPACK_DTYPE_MISMATCH` unless `actual` is `expected` (a dtype the
- * caller asked for: `fromDLPack(x, { dtype })`, `Tensor.fromTransfer(x, { dtype })`).
- */
-export function checkExpectedDType(actual: DType, expected: unknown, what: string): void {
-  if (!isDType(expected)) {
-    throw new DLPackTypeError('ERR_DLPACK_INVALID_ARGUMENT', `unknown dtype ${JSON.stringify(expected)}`)
-  }
-  if (actual !== expected) {
-    throw new DLPackTypeError('ERR_DLPACK_DTYPE_MISMATCH', `expected ${expected}, but ${what} is ${actual}`)
-  }
-}
-
 /** @internal */
 export function createFromMemory(
   memory: ArrayBuffer | SharedArrayBuffer | ArrayBufferView,
@@ -1173,5 +848,3 @@ export function createFromMemory(
   const clamped = dtype === 'uint8' && isClampedArray(memory)
   return Tensor._fromHandle(wrapMemory(memory, dtype, shape, strides, offset, readonly), true, clamped)
 }
-
-export { call as callNative, type DeviceLike }

@@ -16,15 +16,7 @@
  */
 import { native } from './native.js'
 import { type DType, DTYPES, isDType } from './dtype'
-import { BufferError, DLPackTypeError, rethrow } from './errors'
-
-function call<T>(fn: () => T): T {
-  try {
-    return fn()
-  } catch (error) {
-    return rethrow(error)
-  }
-}
+import { BufferError, DLPackTypeError, callNative as call } from './errors'
 
 /** Marks (and versions) the objects `Tensor#transfer()` makes. */
 const MARK = 'napiDlpackTransfer'

@@ -4,8 +4,10 @@
 //!
 //! `lib/exchange.ts` calls [`install_exchange_api`] once per environment: the table goes on
 //! `Tensor.prototype` (so every tensor exposes it) and on `globalThis` (the environment's
-//! default importer, which `napi_dlpack::arg::TensorResult` uses). Each `Tensor` object keeps
-//! its native handle under a private symbol, which the table reads back.
+//! default importer, which `napi_dlpack::arg::TensorResult` uses). The table reads a `Tensor`
+//! object's native handle back under a private symbol: a getter on `Tensor.prototype` (no own
+//! property per tensor, so no `Object.defineProperty` per tensor and nothing JS can overwrite),
+//! undefined once the tensor is disposed and for any other object.
 //!
 //! The fast path (`docs/protocol.md` §5.2): a handle external is tagged with the public
 //! `napi_dlpack::exchange::OBJECT_TAG` and its [`Handle`] starts with the table's header
@@ -110,10 +112,10 @@ fn delete_references(env: sys::napi_env, references: &[sys::napi_ref]) {
 
 /// Installs the exchange table for this environment (called once by `lib/exchange.ts`):
 /// `prototype` (`Tensor.prototype`) and `globalThis` get the table (one table object for both),
-/// `handleKey` is the symbol under which each tensor keeps its handle, `makeTensor(handle)`
-/// wraps a handle in a `Tensor`, `makeError(code, message)` makes the `DLPackError` subclass of
-/// a code. A later install in the same environment (the module loaded twice) replaces the
-/// handle key and factories, deleting the references to the previous ones.
+/// `handleKey` is the symbol under which a tensor's handle is read (a getter on the prototype),
+/// `makeTensor(handle)` wraps a handle in a `Tensor`, `makeError(code, message)` makes the
+/// `DLPackError` subclass of a code. A later install in the same environment (the module loaded
+/// twice) replaces the handle key and factories, deleting the references to the previous ones.
 #[napi(js_name = "installExchangeApi")]
 pub fn install_exchange_api(
   env: &Env,
@@ -295,7 +297,8 @@ fn move_exception(ours: sys::napi_env, caller: sys::napi_env) {
   }
 }
 
-/// The handle of a `Tensor` object (read under the handle symbol), or the handle external
+/// The handle of a `Tensor` object (read under the handle symbol: `Tensor.prototype`'s getter,
+/// undefined once disposed or for an object that is no `Tensor`), or the handle external
 /// itself when JS passed that (`Tensor.native`, protocol §5.2: a consumer then calls the table
 /// with the external as the value).
 fn tensor_handle<'a>(

@@ -1,4 +1,4 @@
-// Builds toArray() results at its cap (2^24 values, lib/tensor.ts MAX_TO_ARRAY_VALUES) in the
+// Builds toArray() results at its cap (2^24 values, lib/to-array.ts MAX_TO_ARRAY_VALUES) in the
 // heaviest shapes — 2^24 empty nested arrays, 2^23 complex [re, im] pairs, 2^24 bigints — and
 // checks one past the cap is refused with a code. Run under any runtime, for the measurements
 // in docs/api.md and by __test__/core/to-array-cap.spec.ts:

@@ -174,10 +174,10 @@ export declare function handleWindow(handle: unknown, offset: number, length: nu
 /**
  * Installs the exchange table for this environment (called once by `lib/exchange.ts`):
  * `prototype` (`Tensor.prototype`) and `globalThis` get the table (one table object for both),
- * `handleKey` is the symbol under which each tensor keeps its handle, `makeTensor(handle)`
- * wraps a handle in a `Tensor`, `makeError(code, message)` makes the `DLPackError` subclass of
- * a code. A later install in the same environment (the module loaded twice) replaces the
- * handle key and factories, deleting the references to the previous ones.
+ * `handleKey` is the symbol under which a tensor's handle is read (a getter on the prototype),
+ * `makeTensor(handle)` wraps a handle in a `Tensor`, `makeError(code, message)` makes the
+ * `DLPackError` subclass of a code. A later install in the same environment (the module loaded
+ * twice) replaces the handle key and factories, deleting the references to the previous ones.
  */
 export declare function installExchangeApi(prototype: object, handleKey: unknown, makeTensor: unknown, makeError: unknown): void
 

@@ -8,7 +8,7 @@
  */
 import { ADAPTER_SYMBOL_NAME } from '../generated/facts'
 import { MAX_VERSION, fromLibraryObject } from '../protocol'
-import type { DLPackCapsule } from '../tensor'
+import type { DLPackCapsule } from '../opaque'
 
 /** The key of the adapter on `globalThis`: `Symbol.for(NAPI_DLPACK_ADAPTER_PROPERTY)`. */
 export const ADAPTER_PROPERTY: unique symbol = Symbol.for(ADAPTER_SYMBOL_NAME)

@@ -880,8 +880,14 @@ NAPI_DLPACK_STATIC_ASSERT(offsetof(napi_dlpack_lent_tensor, keep_alive) ==
  * `pins`, except when `released` is non-zero and `pins` is 1: then it calls
  * release_borrow(env, lent.keep_alive), which frees the slot. Anything else
  * (a check that fails) goes to borrow_id, which refuses or does the
- * producer's own steps. napi-dlpack's crate does this (crate::id_slots); C
- * consumers may simply call borrow_id.
+ * producer's own steps. `scratch` belongs to whichever consumer last wrote
+ * `scratch_key` (an address in its own binary, so no two binaries share a
+ * key): it keeps there what it derived from `lent`, and reads it back while
+ * the key is still its own; the producer sets the key to 0 whenever the slot
+ * gets a new tensor (a record never changes while a slot keeps a
+ * generation). Copy out what you read: another consumer may overwrite it.
+ * napi-dlpack's crate does all this (its id_slots module); C consumers may
+ * simply call borrow_id.
  */
 #define NAPI_DLPACK_ID_SLOTS_LAYOUT 1u
 #define NAPI_DLPACK_THREAD_KEY_PRIVATE 0u
@@ -896,6 +902,8 @@ typedef struct napi_dlpack_id_slot {
   uint8_t released;    /* non-zero: the tensor let go, freed at pins == 0 */
   uint8_t reserved2[2];
   napi_dlpack_lent_tensor lent;
+  uint64_t scratch_key; /* whose scratch it is: 0 nobody's */
+  uint64_t scratch[10]; /* a consumer's derived form of lent */
   /* the producer's own fields follow, up to slot_size */
 } napi_dlpack_id_slot;
 typedef struct napi_dlpack_id_slots {
@@ -908,6 +916,9 @@ NAPI_DLPACK_STATIC_ASSERT(offsetof(napi_dlpack_id_slot, pins) == 16,
                           id_slot_pins);
 NAPI_DLPACK_STATIC_ASSERT(offsetof(napi_dlpack_id_slot, lent) == 24,
                           id_slot_lent);
+NAPI_DLPACK_STATIC_ASSERT(offsetof(napi_dlpack_id_slot, scratch) ==
+                              24 + sizeof(napi_dlpack_lent_tensor) + 8,
+                          id_slot_scratch);
 
 /* What the data of a NAPI_DLPACK_OBJECT_TAG external starts with. */
 typedef struct napi_dlpack_object {

@@ -6,8 +6,9 @@
 //! strides pointing into the handle's [`BorrowPin`], which the slot keeps alive), its flags,
 //! its extent and the borrow token. A tensor's layout never changes and its data pointer moves
 //! only if its `ArrayBuffer` is detached, so a borrow by id is a bounds-checked table lookup
-//! that hands out the record itself: no type tag, no property, no re-validation, no copy. The detach check stays only for JS memory that this runtime can
-//! still detach after it was marked untransferable (see [`set_marked_buffers_detachable`]).
+//! that hands out the record itself: no type tag, no property, no re-validation, no copy. The
+//! detach check stays only for JS memory that this runtime can still detach after it was
+//! marked untransferable (see [`set_marked_buffers_detachable`]).
 //!
 //! An id is an integer below 2^53 (exact as a JS number): the slot's index in its low
 //! [`INDEX_BITS`] bits, the slot's generation above. Refused, without reading anything the id

@@ -4,8 +4,8 @@
 //!
 //! - [`TensorArg`] lives for the call. It takes, cheapest first: a
 //!   handle id, napi-dlpack's `Tensor.native` (an id external) or `Tensor.id` (a number), borrowed
-//!   through the default importer's `borrow_id` (one slot lookup, no tag check, no
-//!   validation, nothing copied: `docs/protocol.md` §5.6); a producer's per-object
+//!   from the default importer's slot table, inline, or through its `borrow_id` (one slot
+//!   lookup, no tag check, no validation: `docs/protocol.md` §5.6); a producer's per-object
 //!   external passed as the argument itself (one tag check, no
 //!   property lookup, then the table's `dltensor_from_object`); an object carrying such an
 //!   external under the exchange symbol (napi-dlpack's `Tensor`: one property lookup more), or
@@ -749,11 +749,13 @@ unsafe fn from_found<'call>(
   })
 }
 
-/// Borrows the tensor a handle id names (a number, or the id an id external carries) through
-/// the environment's default importer's `borrow_id` (`docs/protocol.md` §5.6): one slot lookup
-/// in the producer, which hands back its own record of the tensor; no tag check, no property,
-/// no validation (the producer validated the tensor when it made the id, and hands over its
-/// extent), nothing copied but the few fields the argument keeps.
+/// Borrows the tensor a handle id names (a number, or the id an id external carries) from the
+/// environment's default importer (`docs/protocol.md` §5.6): inline, from the slot table it
+/// publishes (`id_slots`: the id's bounds, owner thread and generation checked, a pin, and the
+/// view this binary derived the last time it borrowed that tensor read back), else through its
+/// `borrow_id`, which hands back its own record of the tensor or refuses the id. No tag check,
+/// no property, no validation: the producer validated the tensor when it made the id, and hands
+/// over its extent.
 ///
 /// # Safety
 /// `env` must be the current, live environment of the calling JS thread.

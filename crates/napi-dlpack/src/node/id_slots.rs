@@ -241,3 +241,167 @@ pub unsafe fn keep_derived<T: Copy>(head: NonNull<SlotHead>, key: u64, value: T)
     (*shared).scratch_key = key;
   }
 }
+
+#[cfg(all(test, target_pointer_width = "64"))]
+mod tests {
+  use super::*;
+  use crate::exchange::BorrowExtent;
+  use crate::ffi::DLTensor;
+
+  /// A producer's slot as napi-dlpack lays it out: the head, then the producer's own bytes.
+  #[repr(C)]
+  struct ProducerSlot {
+    head: SlotHead,
+    own: u64,
+  }
+
+  fn slot(owner: u64, generation: u32, ready: u8) -> ProducerSlot {
+    ProducerSlot {
+      head: SlotHead {
+        owner: AtomicU64::new(owner),
+        generation: AtomicU32::new(generation),
+        reserved: 0,
+        shared: UnsafeCell::new(SlotShared {
+          pins: 0,
+          ready,
+          released: 0,
+          reserved: [0; 2],
+          lent: LentTensor {
+            tensor: DLTensor::zeroed(),
+            flags: 0,
+            extent: BorrowExtent::default(),
+            keep_alive: core::ptr::null_mut(),
+          },
+          scratch_key: 0,
+          scratch: [0; SCRATCH_BYTES / 8],
+        }),
+      },
+      own: 0,
+    }
+  }
+
+  /// A table whose chunk 0 holds `slots` (leaked: a producer's chunks live for the process).
+  fn table(slots: Vec<ProducerSlot>) -> (&'static IdSlots, &'static [ProducerSlot]) {
+    let slots: &'static [ProducerSlot] = Box::leak(slots.into_boxed_slice());
+    let chunks: &'static [AtomicPtr<u8>] = Box::leak(
+      (0..CHUNK_COUNT)
+        .map(|chunk| {
+          let first = if chunk == 0 {
+            slots.as_ptr().cast_mut().cast()
+          } else {
+            core::ptr::null_mut()
+          };
+          AtomicPtr::new(first)
+        })
+        .collect::<Vec<_>>()
+        .into_boxed_slice(),
+    );
+    let table = Box::leak(Box::new(IdSlots {
+      layout: LAYOUT,
+      thread_key: thread_key::KIND,
+      slot_size: core::mem::size_of::<ProducerSlot>() as u64,
+      chunks: chunks.as_ptr(),
+    }));
+    (table, slots)
+  }
+
+  fn pins(slot: &ProducerSlot) -> u32 {
+    // SAFETY: a test slot of this thread, no borrow of its state alive.
+    unsafe { (*slot.head.shared.get()).pins }
+  }
+
+  #[test]
+  fn an_inline_borrow_checks_what_the_producer_checks_and_pins() {
+    if thread_key::KIND != thread_key::KIND_THREAD_POINTER {
+      return; // no inline borrows where keys are private
+    }
+    let me = thread_key::current();
+    let (table, slots) = table(vec![
+      slot(me, 3, 1),
+      slot(me, 3, 0),
+      slot(thread_key::ENDED, 3, 1),
+      slot(thread_key::NOBODY, 3, 1),
+    ]);
+    assert!(table.inline_compatible());
+    let id = |index: u64, generation: u64| generation << INDEX_BITS | index;
+    // SAFETY: a live, compatible table, on this thread.
+    unsafe {
+      let head = lend(table, id(0, 3)).expect("a live, ready slot of this thread");
+      assert_eq!(pins(&slots[0]), 1);
+      assert!(core::ptr::eq(
+        record(head),
+        &(*slots[0].head.shared.get()).lent
+      ));
+      assert_eq!(lend(table, id(0, 4)), None, "another generation");
+      assert_eq!(lend(table, id(0, 0)), None, "generation 0 is never an id");
+      assert_eq!(
+        lend(table, id(1, 3)),
+        None,
+        "not ready: the producer has a step to do"
+      );
+      assert_eq!(lend(table, id(2, 3)), None, "its thread ended");
+      assert_eq!(lend(table, id(3, 3)), None, "free");
+      assert_eq!(
+        lend(table, id(CHUNK_LEN as u64, 3)),
+        None,
+        "a chunk that does not exist"
+      );
+      assert_eq!(lend(table, MAX_ID + 1), None);
+      assert!(unlend(head), "not released: nothing more to do");
+      assert_eq!(pins(&slots[0]), 0);
+    }
+    assert_eq!(slots[1].own, 0, "the producer's bytes are never touched");
+    // Another thread's key is refused.
+    let seen = std::thread::spawn(move || {
+      // SAFETY: as above (the slot is refused before anything but its atomics is read).
+      unsafe { lend(table, id(0, 3)) }.is_some()
+    })
+    .join()
+    .expect("the thread ran");
+    assert!(!seen);
+  }
+
+  #[test]
+  fn the_last_pin_of_a_released_tensor_goes_back_to_the_producer() {
+    if thread_key::KIND != thread_key::KIND_THREAD_POINTER {
+      return;
+    }
+    let (table, slots) = table(vec![slot(thread_key::current(), 1, 1)]);
+    // SAFETY: a live, compatible table, on this thread.
+    unsafe {
+      let first = lend(table, 1 << INDEX_BITS).expect("lent");
+      let second = lend(table, 1 << INDEX_BITS).expect("lent again");
+      (*slots[0].head.shared.get()).released = 1;
+      assert!(unlend(second), "another pin remains");
+      assert_eq!(pins(&slots[0]), 1);
+      assert!(
+        !unlend(first),
+        "the last one: the producer's release_borrow frees the slot"
+      );
+      assert_eq!(pins(&slots[0]), 1, "left for release_borrow to drop");
+    }
+  }
+
+  #[test]
+  fn what_a_consumer_derived_is_read_back_under_its_key_only() {
+    if thread_key::KIND != thread_key::KIND_THREAD_POINTER {
+      return;
+    }
+    let (table, _slots) = table(vec![slot(thread_key::current(), 1, 1)]);
+    // SAFETY: a live, compatible table, on this thread; only `[u64; 3]` under keys 7 and 9.
+    unsafe {
+      let head = lend(table, 1 << INDEX_BITS).expect("lent");
+      assert_eq!(derived::<[u64; 3]>(head, 7), None, "nothing kept yet");
+      keep_derived(head, 7, [1u64, 2, 3]);
+      assert_eq!(derived::<[u64; 3]>(head, 7), Some([1, 2, 3]));
+      assert_eq!(derived::<[u64; 3]>(head, 9), None, "another consumer's key");
+      keep_derived(head, 9, [4u64, 5, 6]);
+      assert_eq!(
+        derived::<[u64; 3]>(head, 7),
+        None,
+        "overwritten by the other consumer"
+      );
+      assert!(unlend(head));
+    }
+  }
+}

@@ -76,7 +76,7 @@ const _: () = {
   assert!(core::mem::offset_of!(Slot, generation) == core::mem::offset_of!(SlotHead, generation));
   assert!(core::mem::offset_of!(Slot, state) == core::mem::offset_of!(SlotHead, shared));
   assert!(core::mem::offset_of!(State, shared) == 0);
-  assert!(core::mem::size_of::<Slot>() % 8 == 0);
+  assert!(core::mem::size_of::<Slot>().is_multiple_of(8));
 };
 
 /// What a borrow by id hands out, prepared when the slot is taken (the slot adds the token).
@@ -531,6 +531,16 @@ mod tests {
     })
   }
 
+  /// The slot tests share the process-wide table: one at a time, so that none takes a slot
+  /// another one is looking at (a thread with no free slot of its own takes the process's).
+  static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+  fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+      .lock()
+      .unwrap_or_else(std::sync::PoisonError::into_inner)
+  }
+
   fn take() -> (u32, u64) {
     let prepared = Prepared {
       tensor: DLTensor::zeroed(),
@@ -542,6 +552,7 @@ mod tests {
 
   #[test]
   fn an_id_names_its_slot_until_released_and_the_slot_is_reused_with_a_new_generation() {
+    let _one = one_at_a_time();
     let (index, id) = take();
     assert!(lookup(id).is_ok());
     assert_eq!(
@@ -566,6 +577,7 @@ mod tests {
 
   #[test]
   fn a_borrow_pins_the_slot_past_its_release() {
+    let _one = one_at_a_time();
     let (index, id) = take();
     let slot = lookup(id).expect("live");
     // SAFETY: this thread owns the slot.
@@ -593,6 +605,7 @@ mod tests {
 
   #[test]
   fn a_slot_whose_generation_would_wrap_is_retired() {
+    let _one = one_at_a_time();
     let (index, id) = take();
     let slot = lookup(id).expect("live");
     slot.generation.store(LAST_GENERATION, Ordering::Relaxed);
@@ -608,6 +621,7 @@ mod tests {
 
   #[test]
   fn another_thread_is_refused_and_never_reads_the_slot() {
+    let _one = one_at_a_time();
     let (index, id) = take();
     let seen = std::thread::spawn(move || lookup(id).err())
       .join()
@@ -628,6 +642,7 @@ mod tests {
 
   #[test]
   fn an_ended_threads_slots_are_owned_by_no_later_thread() {
+    let _one = one_at_a_time();
     // The thread leaves a live slot (a tensor never collected) and a freed one.
     let (key, live, freed) = std::thread::spawn(|| {
       let (_, live) = take();
@@ -642,28 +657,19 @@ mod tests {
     let freed_slot = slot_at(freed).expect("allocated");
     assert_eq!(freed_slot.owner.load(Ordering::Acquire), thread_key::NOBODY);
     assert!(GLOBAL.lock().expect("lock").free.contains(&freed));
-    // A later thread, which may get the ended one's thread pointer (glibc reuses a joined
-    // thread's stack and control block), cannot borrow the live slot. Threads are made until one
-    // has the ended thread's key, to show the reuse the hand-over guards against.
-    let mut reused = false;
-    for _ in 0..64 {
+    // Later threads, one of which usually gets the ended one's thread pointer (glibc reuses a
+    // joined thread's stack and control block), cannot borrow the live slot: its owner is no
+    // thread's key any more (asserted above; whether a pointer is reused is the allocator's
+    // business).
+    for _ in 0..16 {
       let (same_key, seen) =
         std::thread::spawn(move || (thread_key::current() == key, lookup(live).err()))
           .join()
           .expect("the thread ran");
       assert_eq!(seen, Some(Refused::OtherThread));
       if same_key {
-        reused = true;
         break;
       }
-    }
-    // Where the key is a serial (never reused) no thread has it; elsewhere glibc gives it back.
-    if cfg!(all(
-      target_os = "linux",
-      target_env = "gnu",
-      any(target_arch = "x86_64", target_arch = "aarch64")
-    )) {
-      assert!(reused, "no later thread got the ended thread's pointer");
     }
   }
 }

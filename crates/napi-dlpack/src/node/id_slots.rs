@@ -124,7 +124,7 @@ impl IdSlots {
       && self.thread_key == thread_key::KIND_THREAD_POINTER
       && thread_key::KIND == thread_key::KIND_THREAD_POINTER
       && self.slot_size >= core::mem::size_of::<SlotHead>() as u64
-      && self.slot_size % 8 == 0
+      && self.slot_size.is_multiple_of(8)
       && !self.chunks.is_null()
   }
 }

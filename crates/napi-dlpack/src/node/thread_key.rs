@@ -85,6 +85,8 @@ pub fn current() -> u64 {
   key
 }
 
+/// The calling thread's key (never [`NOBODY`] or [`ENDED`]): a serial of this copy of the
+/// crate, taken on first use, never reused.
 #[cfg(not(any(
   all(
     target_arch = "x86_64",
@@ -92,37 +94,20 @@ pub fn current() -> u64 {
   ),
   all(target_arch = "aarch64", target_os = "linux")
 )))]
-mod serial {
+pub fn current() -> u64 {
   use std::cell::Cell;
   use std::sync::atomic::{AtomicU64, Ordering};
 
-  /// The next thread serial (0 is [`super::NOBODY`]).
+  /// The next serial (0 is [`NOBODY`]).
   static NEXT: AtomicU64 = AtomicU64::new(1);
-
   thread_local! {
     static SERIAL: Cell<u64> = const { Cell::new(0) };
   }
-
-  pub fn current() -> u64 {
-    let serial = SERIAL.with(Cell::get);
-    if serial != 0 {
-      return serial;
-    }
-    let serial = NEXT.fetch_add(1, Ordering::Relaxed);
-    SERIAL.with(|cell| cell.set(serial));
-    serial
+  let serial = SERIAL.with(Cell::get);
+  if serial != 0 {
+    return serial;
   }
-}
-
-/// The calling thread's key (never [`NOBODY`] or [`ENDED`]): a serial, taken on first use.
-#[cfg(not(any(
-  all(
-    target_arch = "x86_64",
-    any(target_os = "linux", target_os = "windows")
-  ),
-  all(target_arch = "aarch64", target_os = "linux")
-)))]
-#[inline(always)]
-pub fn current() -> u64 {
-  serial::current()
+  let serial = NEXT.fetch_add(1, Ordering::Relaxed);
+  SERIAL.with(|cell| cell.set(serial));
+  serial
 }

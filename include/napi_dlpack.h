@@ -778,7 +778,7 @@ static inline const char* napi_dlpack_status_code(napi_dlpack_status status) {
  */
 
 #define NAPI_DLPACK_EXCHANGE_API_MAJOR 1u
-#define NAPI_DLPACK_EXCHANGE_API_MINOR 2u
+#define NAPI_DLPACK_EXCHANGE_API_MINOR 3u
 /* The registry key of the property's symbol: Symbol.for(this). */
 #define NAPI_DLPACK_EXCHANGE_API_PROPERTY "__dlpack_napi_exchange_api__"
 #define NAPI_DLPACK_EXCHANGE_API_TAG_LOWER 0x3f0d9a51c4e24b87ULL
@@ -833,23 +833,92 @@ typedef struct napi_dlpack_extent {
  * top bits set on a 64-bit platform; JS cannot make externals, so this form
  * cannot be forged, while any JS of the realm can write a number). Neither
  * form names its table: the environment's default importer (the table on
- * globalThis, napi_dlpack_exchange_default) is the producer. dltensor_from_id
- * fills `out`, `*out_flags` and `*out_keep_alive` as dltensor_from_value does
- * and `*out_extent` (never NULL) with the tensor's extent: the producer
- * validated the tensor (section 5.4) when it made the id, so the consumer need
- * not. An id that names no live tensor of this JS thread (disposed,
- * collected, another thread's) is refused: -1 with a coded exception pending
- * (napi-dlpack: ERR_TENSOR_STALE_ID), and nothing is read through it.
- * Release with release_borrow, as any borrow.
+ * globalThis, napi_dlpack_exchange_default) is the producer. borrow_id returns
+ * the producer's own record of the tensor (napi_dlpack_lent_tensor), which the
+ * consumer reads in place and never writes: the DLTensor as
+ * dltensor_from_value describes it (strides non-NULL for ndim > 0), its flags,
+ * its extent, and the token that ends the borrow. The producer validated the
+ * tensor (section 5.4) when it made the id and guarantees the extent agrees
+ * with it, so the consumer need not validate. The record, and all it points
+ * to, stays valid and unchanged until the consumer passes record->keep_alive
+ * to release_borrow, exactly once. An id that names no live tensor of this JS
+ * thread (disposed, collected, another thread's) is refused: NULL with a coded
+ * exception pending (napi-dlpack: ERR_TENSOR_STALE_ID), and nothing is read
+ * through it. One call and one pointer back, nothing copied: the hot path.
  */
 #define NAPI_DLPACK_HANDLE_ID_MAX ((1ULL << 53) - 1)
 #define NAPI_DLPACK_HANDLE_ID_EXTERNAL_MARK (0x6d5ULL << 53)
 #define NAPI_DLPACK_HANDLE_ID_EXTERNAL_MASK (~NAPI_DLPACK_HANDLE_ID_MAX)
-typedef int (*napi_dlpack_dltensor_from_id_fn)(napi_env env, uint64_t id,
-                                               DLTensor* out,
-                                               uint64_t* out_flags,
-                                               napi_dlpack_extent* out_extent,
-                                               void** out_keep_alive);
+typedef struct napi_dlpack_lent_tensor {
+  DLTensor tensor;           /* read-only: shape and strides are the producer's */
+  uint64_t flags;            /* READ_ONLY, IS_COPIED, IS_SUBBYTE_TYPE_PADDED */
+  napi_dlpack_extent extent; /* what napi_dlpack_tensor_extent would compute */
+  void* keep_alive;          /* pass to release_borrow to end the borrow */
+} napi_dlpack_lent_tensor;
+typedef const napi_dlpack_lent_tensor* (*napi_dlpack_borrow_id_fn)(napi_env env,
+                                                                  uint64_t id);
+NAPI_DLPACK_STATIC_ASSERT(offsetof(napi_dlpack_lent_tensor, flags) ==
+                              sizeof(DLTensor),
+                          lent_tensor_flags);
+NAPI_DLPACK_STATIC_ASSERT(offsetof(napi_dlpack_lent_tensor, keep_alive) ==
+                              sizeof(DLTensor) + 8 + sizeof(napi_dlpack_extent),
+                          lent_tensor_keep_alive);
+
+/*
+ * The slot table behind handle ids (minor >= 3; docs/protocol.md section
+ * 5.6), which a producer may publish so that consumers borrow an id INLINE,
+ * without a call: where `thread_key` is NAPI_DLPACK_THREAD_KEY_POINTER (the
+ * thread pointer: fs:0 on x86_64 Linux, gs:0x30 on x86_64 Windows, tpidr_el0
+ * on aarch64 Linux), an id names slot `id & (2^24 - 1)` with generation
+ * `id >> 24` (0 is never an id), in chunk `slot >> 12` at place `slot & 4095`
+ * (chunks[] has 4096 entries, NULL until made; a chunk holds 4096 slots of
+ * `slot_size` bytes that never move). A consumer may lend itself a slot only
+ * if `owner` (read with acquire) equals its own thread pointer, `generation`
+ * equals the id's, and `ready` is non-zero, and then adds 1 to `pins`
+ * (owner-thread fields are touched only by the thread whose key is in
+ * `owner`); it reads `lent` in place. To end that borrow it subtracts 1 from
+ * `pins`, except when `released` is non-zero and `pins` is 1: then it calls
+ * release_borrow(env, lent.keep_alive), which frees the slot. Anything else
+ * (a check that fails) goes to borrow_id, which refuses or does the
+ * producer's own steps. `scratch` belongs to whichever consumer last wrote
+ * `scratch_key` (an address in its own binary, so no two binaries share a
+ * key): it keeps there what it derived from `lent`, and reads it back while
+ * the key is still its own; the producer sets the key to 0 whenever the slot
+ * gets a new tensor (a record never changes while a slot keeps a
+ * generation). Copy out what you read: another consumer may overwrite it.
+ * napi-dlpack's crate does all this (its id_slots module); C consumers may
+ * simply call borrow_id.
+ */
+#define NAPI_DLPACK_ID_SLOTS_LAYOUT 1u
+#define NAPI_DLPACK_THREAD_KEY_PRIVATE 0u
+#define NAPI_DLPACK_THREAD_KEY_POINTER 1u
+typedef struct napi_dlpack_id_slot {
+  uint64_t owner;      /* atomic: the owner thread's key; 0 free; ~0 ended */
+  uint32_t generation; /* atomic */
+  uint32_t reserved;   /* the producer's */
+  /* the owner thread's: */
+  uint32_t pins;       /* borrows in progress */
+  uint8_t ready;       /* non-zero: a borrow needs no producer step */
+  uint8_t released;    /* non-zero: the tensor let go, freed at pins == 0 */
+  uint8_t reserved2[2];
+  napi_dlpack_lent_tensor lent;
+  uint64_t scratch_key; /* whose scratch it is: 0 nobody's */
+  uint64_t scratch[10]; /* a consumer's derived form of lent */
+  /* the producer's own fields follow, up to slot_size */
+} napi_dlpack_id_slot;
+typedef struct napi_dlpack_id_slots {
+  uint32_t layout;     /* NAPI_DLPACK_ID_SLOTS_LAYOUT */
+  uint32_t thread_key; /* NAPI_DLPACK_THREAD_KEY_* */
+  uint64_t slot_size;  /* bytes from one slot to the next */
+  void* const* chunks; /* 4096 atomic pointers to chunks */
+} napi_dlpack_id_slots;
+NAPI_DLPACK_STATIC_ASSERT(offsetof(napi_dlpack_id_slot, pins) == 16,
+                          id_slot_pins);
+NAPI_DLPACK_STATIC_ASSERT(offsetof(napi_dlpack_id_slot, lent) == 24,
+                          id_slot_lent);
+NAPI_DLPACK_STATIC_ASSERT(offsetof(napi_dlpack_id_slot, scratch) ==
+                              24 + sizeof(napi_dlpack_lent_tensor) + 8,
+                          id_slot_scratch);
 
 /* What the data of a NAPI_DLPACK_OBJECT_TAG external starts with. */
 typedef struct napi_dlpack_object {
@@ -867,7 +936,9 @@ typedef struct napi_dlpack_exchange_api {
   /* minor >= 1 (read it only from such a table: a minor-0 table ends above) */
   napi_dlpack_dltensor_from_object_fn dltensor_from_object;
   /* minor >= 2: borrow by handle id (napi_dlpack_exchange_api_id_borrow) */
-  napi_dlpack_dltensor_from_id_fn dltensor_from_id;
+  napi_dlpack_borrow_id_fn borrow_id;
+  /* minor >= 3: the slot table behind handle ids, or NULL */
+  const napi_dlpack_id_slots* id_slots;
 } napi_dlpack_exchange_api;
 
 NAPI_DLPACK_STATIC_ASSERT(offsetof(napi_dlpack_exchange_api,
@@ -881,7 +952,7 @@ NAPI_DLPACK_STATIC_ASSERT(offsetof(napi_dlpack_exchange_api,
                           exchange_api_release_borrow);
 NAPI_DLPACK_STATIC_ASSERT(sizeof(napi_dlpack_exchange_api) ==
                               sizeof(napi_dlpack_exchange_api_header) +
-                                  7 * sizeof(void*),
+                                  8 * sizeof(void*),
                           exchange_api_size);
 NAPI_DLPACK_STATIC_ASSERT(sizeof(napi_dlpack_object) == sizeof(void*),
                           exchange_object_size);
@@ -906,12 +977,12 @@ napi_dlpack_exchange_api_object_borrow(const napi_dlpack_exchange_api* api) {
   return api->header.version.minor >= 1 ? api->dltensor_from_object : NULL;
 }
 
-/* dltensor_from_id of `api`, or NULL for a table older than minor 2 (or one
- * without release_borrow). */
-static inline napi_dlpack_dltensor_from_id_fn
+/* borrow_id of `api`, or NULL for a table older than minor 2 (or one without
+ * release_borrow). */
+static inline napi_dlpack_borrow_id_fn
 napi_dlpack_exchange_api_id_borrow(const napi_dlpack_exchange_api* api) {
   return api->header.version.minor >= 2 && api->release_borrow != NULL
-             ? api->dltensor_from_id
+             ? api->borrow_id
              : NULL;
 }
 
@@ -1191,11 +1262,14 @@ static inline napi_dlpack_status napi_dlpack_exchange_default_by_key(
 }
 
 /*
- * Consumer, the hot path: borrows the tensor handle id `id` names
- * (napi_dlpack_handle_id) through `api` (napi_dlpack_exchange_default's, kept)
- * into *out, and its extent into *extent (may be NULL). The producer validated
- * the tensor when it made the id: *extent is what napi_dlpack_tensor_extent
- * would compute, without its cost. End it with napi_dlpack_exchange_release.
+ * Consumer: borrows the tensor handle id `id` names (napi_dlpack_handle_id)
+ * through `api` (napi_dlpack_exchange_default's, kept) into *out, and its
+ * extent into *extent (may be NULL): a copy of the producer's record, for code
+ * that handles every borrow as a napi_dlpack_borrow (the hottest path reads
+ * the record in place: napi_dlpack_exchange_api_id_borrow(api)(env, id)). The
+ * producer validated the tensor when it made the id: *extent is what
+ * napi_dlpack_tensor_extent would compute, without its cost. End it with
+ * napi_dlpack_exchange_release.
  * NAPI_DLPACK_ERR_NO_EXCHANGE when the table cannot borrow by id (older than
  * minor 2); NAPI_DLPACK_ERR_PRODUCER when it refused the id (stale, another
  * thread's: its coded exception is pending).
@@ -1203,17 +1277,20 @@ static inline napi_dlpack_status napi_dlpack_exchange_default_by_key(
 static inline napi_dlpack_status napi_dlpack_exchange_borrow_id(
     napi_env env, const napi_dlpack_exchange_api* api, uint64_t id,
     napi_dlpack_borrow* out, napi_dlpack_extent* extent) {
-  napi_dlpack_dltensor_from_id_fn by_id;
-  napi_dlpack_extent ignored;
+  napi_dlpack_borrow_id_fn by_id;
+  const napi_dlpack_lent_tensor* lent;
   if (out == NULL || api == NULL) return NAPI_DLPACK_ERR_INVALID_ARG;
   out->api = NULL;
   out->keep_alive = NULL;
   by_id = napi_dlpack_exchange_api_id_borrow(api);
   if (by_id == NULL) return NAPI_DLPACK_ERR_NO_EXCHANGE;
-  if (by_id(env, id, &out->tensor, &out->flags,
-            extent != NULL ? extent : &ignored, &out->keep_alive) != 0)
-    return NAPI_DLPACK_ERR_PRODUCER;
+  lent = by_id(env, id);
+  if (lent == NULL) return NAPI_DLPACK_ERR_PRODUCER;
+  out->tensor = lent->tensor;
+  out->flags = lent->flags;
+  out->keep_alive = lent->keep_alive;
   out->api = api;
+  if (extent != NULL) *extent = lent->extent;
   return NAPI_DLPACK_OK;
 }
 

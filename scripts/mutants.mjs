@@ -378,10 +378,10 @@ const mutants = [
     crate: null,
     js: ['__test__/abi/exchange.spec.ts', '__test__/abi/typed-args.spec.ts'],
   },
-  // src/slots.rs: a handle id names one tensor of one thread (docs/protocol.md §5.6)
+  // src/slots/: a handle id names one tensor of one thread (docs/protocol.md §5.6)
   {
     id: 'handle-id-generation-unchecked',
-    file: `${addon}/slots.rs`,
+    file: `${addon}/slots/mod.rs`,
     find: '  if slot.generation.load(Ordering::Relaxed) != (id >> INDEX_BITS) as u32 {',
     replace: '  if false && slot.generation.load(Ordering::Relaxed) != (id >> INDEX_BITS) as u32 {',
     crate: addonCrate,
@@ -389,11 +389,84 @@ const mutants = [
   },
   {
     id: 'handle-id-thread-unchecked',
-    file: `${addon}/slots.rs`,
-    find: '  if me == 0 || slot.owner.load(Ordering::Acquire) != me {',
-    replace: '  if false {',
+    file: `${addon}/slots/mod.rs`,
+    find: '  if slot.owner.load(Ordering::Acquire) != thread_key::current() {\n    return Err(Refused::OtherThread);',
+    replace: '  if false {\n    return Err(Refused::OtherThread);',
     crate: addonCrate,
     js: ['__test__/threads/handle-ids-workers.spec.ts'],
+  },
+  {
+    // borrow_id's hot path hands out the slot's record: it must pin the slot, or a dispose()
+    // during the borrow frees the memory under the borrower.
+    id: 'borrow-id-unpinned',
+    file: `${addon}/exchange.rs`,
+    find: '      unsafe { slots::pin(slot) };\n      return slot.lent();',
+    replace: '      return slot.lent();',
+    crate: null,
+    js: ['__test__/abi/handle-ids.spec.ts'],
+  },
+  {
+    // Releasing a borrow by id must unpin, or the slot (and its memory) is never freed.
+    id: 'release-by-id-keeps-pin',
+    file: `${addon}/slots/mod.rs`,
+    find: '  state.shared.pins -= 1;\n  !(state.shared.pins == 0 && state.shared.released != 0)',
+    replace: '  !(state.shared.pins == 1 && state.shared.released != 0)',
+    crate: null,
+    js: ['__test__/abi/handle-ids.spec.ts'],
+  },
+  // crates/napi-dlpack/src/node/id_slots.rs: a consumer's inline borrow by id makes the
+  // producer's checks itself
+  {
+    id: 'inline-borrow-owner-unchecked',
+    file: `${crate}/node/id_slots.rs`,
+    find: '  if head.owner.load(Ordering::Acquire) != thread_key::current() {\n    return None;',
+    replace: '  if false {\n    return None;',
+    crate: null,
+    js: ['__test__/threads/handle-ids-workers.spec.ts'],
+  },
+  {
+    id: 'inline-borrow-generation-unchecked',
+    file: `${crate}/node/id_slots.rs`,
+    find: '  if head.generation.load(Ordering::Relaxed) != generation as u32 {\n    return None;',
+    replace: '  if false {\n    return None;',
+    crate: null,
+    js: ['__test__/abi/handle-ids.spec.ts'],
+  },
+  {
+    // `ready` off: the producer still has a step to do (JS memory not yet marked untransferable).
+    id: 'inline-borrow-ready-unchecked',
+    file: `${crate}/node/id_slots.rs`,
+    find: '    if (*shared).ready == 0 {\n      return None;',
+    replace: '    if false {\n      return None;',
+    crate: null,
+    js: ['__test__/abi/handle-ids.spec.ts'],
+  },
+  {
+    // The last pin of a tensor that let go during the borrow must go back to the producer.
+    id: 'inline-release-ignores-released',
+    file: `${crate}/node/id_slots.rs`,
+    find: '    if (*shared).released != 0 && pins <= 1 {\n      return false;',
+    replace: '    if false {\n      return false;',
+    crate: null,
+    js: ['__test__/abi/handle-ids.spec.ts'],
+  },
+  {
+    // What a consumer derived from a slot's previous tensor must not be read for the next one.
+    id: 'slot-scratch-kept-on-reuse',
+    file: `${addon}/slots/mod.rs`,
+    find: '  state.shared.scratch_key = 0;',
+    replace: '',
+    crate: null,
+    js: ['__test__/abi/handle-ids.spec.ts'],
+  },
+  {
+    // A thread key can be a thread pointer, which a later thread reuses: an ended thread's live
+    // slots must not stay under its key.
+    id: 'handle-id-ended-thread-keeps-slots',
+    file: `${addon}/slots/mod.rs`,
+    find: '          slot.owner.store(thread_key::ENDED, Ordering::Release);',
+    replace: '          let _ = thread_key::ENDED;',
+    crate: addonCrate,
   },
   // hot.rs: a hot function's failures reach JS as thrown, coded errors (never a silent
   // `undefined` after a refused argument, an error of the body, or a panic)

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use napi::bindgen_prelude::{Object, Unknown};
 use napi::{sys, Env, JsValue};
 use napi_derive::napi;
-use napi_dlpack::exchange::{self, BorrowExtent, ExchangeApi};
+use napi_dlpack::exchange::{self, ExchangeApi, LentTensor};
 use napi_dlpack::ffi::{DLDevice, DLManagedTensorVersioned, DLTensor};
 use napi_dlpack::{export, Device, DeviceType, ErrorKind, ExportFormat, ForeignTensor};
 
@@ -45,7 +45,8 @@ static EXCHANGE_API: ExchangeApi = ExchangeApi::new(
   Some(current_work_stream),
   Some(dltensor_from_object),
 )
-.with_dltensor_from_id(dltensor_from_id);
+.with_borrow_id(borrow_id)
+.with_id_slots(&slots::ID_SLOTS);
 
 /// Makes every handle created from now on start with this table's header (see
 /// `handle::EXCHANGE_TABLE`): called when the module loads, before any handle exists.
@@ -357,71 +358,59 @@ unsafe extern "C" fn dltensor_from_value(
 ) -> i32 {
   run(env, |env, exchange| {
     if let Some(id) = id_of_value(env, value)? {
-      return lend_id(env, id, out, out_flags, ptr::null_mut(), out_keep_alive);
+      if out.is_null() || out_flags.is_null() || out_keep_alive.is_null() {
+        return Err(fail(ErrorKind::InvalidArgument, "NULL output pointer"));
+      }
+      let lent = lend_id(env, id)?;
+      // SAFETY: the slot's record, pinned until the token is released; non-NULL out pointers
+      // (checked) for this call.
+      unsafe {
+        let lent = &*lent;
+        out.write(lent.tensor);
+        out_flags.write(lent.flags);
+        out_keep_alive.write(lent.keep_alive);
+      }
+      return Ok(());
     }
     let handle = tensor_handle(env, exchange, value)?;
     lend(env, handle, out, out_flags, out_keep_alive)
   })
 }
 
-/// `dltensor_from_id` (table minor 2, `docs/protocol.md` §5.6): borrows the tensor a handle id
-/// names. The hot path is a slot lookup (bounds, owner thread, generation) and a copy of what the
-/// slot prepared when the id was made: no Node-API call, no validation, no allocation. The first
-/// borrow of JS memory (it marks the buffer untransferable), a detach check where the runtime
-/// can still detach it, and every refusal take [`borrow_id_slow`].
-unsafe extern "C" fn dltensor_from_id(
-  env: sys::napi_env,
-  id: u64,
-  out: *mut DLTensor,
-  out_flags: *mut u64,
-  out_extent: *mut BorrowExtent,
-  out_keep_alive: *mut *mut c_void,
-) -> i32 {
+/// `borrow_id` (table minor 2, `docs/protocol.md` §5.6): borrows the tensor a handle id names.
+/// The hot path is a slot lookup (bounds, owner thread, generation), a pin, and the address of
+/// the record the slot prepared when the id was made: no Node-API call, no validation, no
+/// allocation, no copy. The first borrow of JS memory (it marks the buffer untransferable), a
+/// detach check where the runtime can still detach it, and every refusal take
+/// [`borrow_id_slow`].
+unsafe extern "C" fn borrow_id(env: sys::napi_env, id: u64) -> *const LentTensor {
   if let Ok(slot) = slots::lookup(id) {
     // SAFETY: `lookup` established that this thread owns the slot; the reference ends here.
-    let ready = unsafe { slot.state() }.ready();
-    // The four out pointers are non-NULL when the least of their addresses is (a few
-    // conditional moves, where four tests compiled to vector shuffles).
-    let least = out
-      .addr()
-      .min(out_flags.addr())
-      .min(out_extent.addr())
-      .min(out_keep_alive.addr());
-    if ready && least != 0 {
+    if unsafe { slot.state() }.ready() {
       // SAFETY: as above.
-      let state = unsafe { slots::pin(slot) };
-      let prepared = &state.prepared;
-      // SAFETY: non-NULL out pointers the caller provides for this call.
-      unsafe {
-        out.write(prepared.tensor);
-        out_flags.write(prepared.flags);
-        out_extent.write(prepared.extent);
-        out_keep_alive.write(slots::token(slot));
-      }
-      return 0;
+      unsafe { slots::pin(slot) };
+      return slot.lent();
     }
   }
   // SAFETY: forwarded contract.
-  unsafe { borrow_id_slow(env, id, out, out_flags, out_extent, out_keep_alive) }
+  unsafe { borrow_id_slow(env, id) }
 }
 
-/// [`dltensor_from_id`] off its hot path: on our env, with errors thrown to the caller.
+/// [`borrow_id`] off its hot path: on our env, with errors thrown to the caller (NULL). An
+/// `extern "C"` function (it cannot unwind: `run` catches panics), so that the hot path jumps to
+/// it instead of keeping a frame for a call.
 #[cold]
 #[inline(never)]
-unsafe fn borrow_id_slow(
-  env: sys::napi_env,
-  id: u64,
-  out: *mut DLTensor,
-  out_flags: *mut u64,
-  out_extent: *mut BorrowExtent,
-  out_keep_alive: *mut *mut c_void,
-) -> i32 {
-  run(env, |env, _| {
-    if out_extent.is_null() {
-      return Err(fail(ErrorKind::InvalidArgument, "NULL output pointer"));
-    }
-    lend_id(env, id, out, out_flags, out_extent, out_keep_alive)
-  })
+unsafe extern "C" fn borrow_id_slow(env: sys::napi_env, id: u64) -> *const LentTensor {
+  let mut lent = ptr::null();
+  if run(env, |env, _| {
+    lent = lend_id(env, id)?;
+    Ok(())
+  }) != 0
+  {
+    return ptr::null();
+  }
+  lent
 }
 
 /// The refusal of an id (`slots::Refused`), coded.
@@ -457,19 +446,9 @@ fn id_of_value(env: &Env, value: sys::napi_value) -> Result<Option<u64>> {
   Ok(Some(number as u64))
 }
 
-/// Borrows slot `id` (any path): the slow steps first if the slot needs them, then a pinned
-/// copy of what it prepared. `out_extent` may be NULL (a borrow through `dltensor_from_value`).
-fn lend_id(
-  env: &Env,
-  id: u64,
-  out: *mut DLTensor,
-  out_flags: *mut u64,
-  out_extent: *mut BorrowExtent,
-  out_keep_alive: *mut *mut c_void,
-) -> Result<()> {
-  if out.is_null() || out_flags.is_null() || out_keep_alive.is_null() {
-    return Err(fail(ErrorKind::InvalidArgument, "NULL output pointer"));
-  }
+/// Borrows slot `id` (any path): the slow steps first if the slot needs them, then a pin of the
+/// slot and the address of its record (valid until its token is released).
+fn lend_id(env: &Env, id: u64) -> Result<*const LentTensor> {
   let slot = slots::lookup(id).map_err(refused)?;
   let (storage, ready, marked) = {
     // SAFETY: this thread owns the slot; the reference ends before any JS can run.
@@ -477,7 +456,7 @@ fn lend_id(
     let Some(pin) = &state.pin else {
       return Err(refused(Refused::Stale));
     };
-    (pin.storage.clone(), state.ready(), state.marked)
+    (pin.storage.clone(), state.ready(), state.marked())
   };
   if !ready {
     if marked {
@@ -491,22 +470,11 @@ fn lend_id(
   let slot = slots::lookup(id).map_err(refused)?;
   // SAFETY: this thread owns the slot; no other reference to its state is alive.
   let state = unsafe { slots::pin(slot) };
-  state.marked = true;
   // The first borrow's mark may have been left to the runtime's (an external ArrayBuffer,
   // which Node 24's transfer() can still detach): then every borrow keeps the detach check.
-  if storage.mark_left_to_runtime() {
-    state.check_detach = true;
-  }
-  // SAFETY: non-NULL out pointers (checked; `out_extent` when non-NULL) for this call.
-  unsafe {
-    out.write(state.prepared.tensor);
-    out_flags.write(state.prepared.flags);
-    if !out_extent.is_null() {
-      out_extent.write(state.prepared.extent);
-    }
-    out_keep_alive.write(slots::token(slot));
-  }
-  Ok(())
+  let check_detach = state.check_detach() || storage.mark_left_to_runtime();
+  state.set_marks(true, check_detach);
+  Ok(slot.lent())
 }
 
 /// `dltensor_from_object`: borrows the tensor whose handle a consumer found under the
@@ -572,25 +540,34 @@ fn lend(
   Ok(())
 }
 
-/// `release_borrow`: gives back the count [`dltensor_from_value`] took (the last one frees the
-/// storage, running a foreign producer's deleter). Called on the env's JS thread.
-unsafe extern "C" fn release_borrow(_env: sys::napi_env, keep_alive: *mut c_void) {
+/// `release_borrow`: ends a borrow. A borrow by id (an odd token, `slots::token`) is unpinned
+/// here, without a frame; anything else takes [`release_borrow_slow`].
+unsafe extern "C" fn release_borrow(env: sys::napi_env, keep_alive: *mut c_void) {
+  // The table's contract: the borrower gives back the token it was given, once.
+  // SAFETY: an odd token is one `slots::token` made.
+  if slots::is_token(keep_alive) && unsafe { slots::unpin_token(keep_alive) } {
+    // A borrow by id, unpinned; its slot stays (no deleter can run).
+    return;
+  }
+  // SAFETY: forwarded contract.
+  unsafe { release_borrow_slow(env, keep_alive) }
+}
+
+/// [`release_borrow`] of a borrow by object (the count [`dltensor_from_value`] took: the last
+/// one frees the storage, running a foreign producer's deleter), or of a borrow by id whose
+/// handle let go meanwhile (the slot is freed). An `extern "C"` function, as
+/// [`borrow_id_slow`].
+#[inline(never)]
+unsafe extern "C" fn release_borrow_slow(_env: sys::napi_env, keep_alive: *mut c_void) {
   if keep_alive.is_null() {
     return;
   }
-  // An odd token is one `slots::token` made (the table's contract: the borrower gives back the
-  // token it was given, once).
   let by_id = slots::is_token(keep_alive);
-  // SAFETY: as just said.
-  if by_id && unsafe { slots::unpin_token(keep_alive) } {
-    // A borrow by id, unpinned; its slot stays (no deleter can run): no unwind guard needed.
-    return;
-  }
   // A panic in a deleter must not unwind into the caller.
   let _ = catch_unwind(|| {
     if by_id {
       // A borrow by id whose handle let go meanwhile: the slot is freed (the storage with it).
-      // SAFETY: a token `slots::token` made, as above.
+      // SAFETY: a token `slots::token` made, whose last pin `release_borrow` just dropped.
       unsafe { slots::free_token(keep_alive) };
       return;
     }

@@ -1,4 +1,4 @@
-// Handle ids (docs/protocol.md §5.6, src/slots.rs): `t.id` (an exact integer) and `t.native` (an
+// Handle ids (docs/protocol.md §5.6, src/slots/): `t.id` (an exact integer) and `t.native` (an
 // id external) name a slot in napi-dlpack's table. Borrowed by the crate's TensorArg (#[napi] and
 // hot functions) and by a C consumer written from the header alone (__test__/native/exchange-c):
 // pointer identity, writes seen in JS, READ_ONLY, aliasing, every stale path refused with
@@ -13,6 +13,7 @@ import { codeOf, drainGarbage, gcUntil, nativeFixture } from '../harness/helpers
 type Addon = typeof import('../../examples/consumer-addon/index.js')
 interface ExchangeC {
   idBorrowSum(value: unknown): { sum: number; pointer: bigint; numel: number; contiguous: boolean; flags: number }
+  idLentTwice(value: unknown): { same: boolean; pointer: bigint; numel: number; readOnly: boolean }
   borrowSum(value: unknown): { sum: number; pointer: bigint }
   borrowScale(value: unknown, factor: number): void
   borrowKeep(value: unknown): void
@@ -74,6 +75,44 @@ test('borrowed by id and by native: the same memory, writes seen in JS, through 
   t.is(addon.inspectOwned(contiguous.id as never).dataPointer, contiguous.dataPointer, 'an owning export by id')
   t.is(c.exportHold(contiguous.native), contiguous.dataPointer)
   t.is(c.releaseHeld(), 1)
+})
+
+test('borrow_id lends the producer record itself: two borrows are one record, read in place, and leave no pin', (t) => {
+  const tensor = Tensor.from(new Float32Array([1, 2, 3, 4, 5, 6]), [2, 3])
+  const frozen = Tensor.from(new Float32Array(2), [2], { readonly: true })
+  const ids = [tensor.id, frozen.id]
+  const liveBefore = slots()
+  for (const value of [tensor.id, tensor.native]) {
+    const lent = c.idLentTwice(value)
+    t.true(lent.same, 'one record per slot, not a copy per borrow')
+    t.is(lent.numel, 6)
+    t.false(lent.readOnly)
+    if (zeroCopy) t.is(lent.pointer, tensor.dataPointer)
+  }
+  t.true(c.idLentTwice(frozen.native).readOnly, 'the flags are in the record')
+  tensor.dispose()
+  t.is(slots(), liveBefore - 1, 'every borrow was released: the disposed tensor\'s slot is free at once')
+  t.is(codeOf(() => c.idLentTwice(ids[0])), STALE, 'refused once disposed (NULL, coded)')
+  frozen.dispose()
+})
+
+test('the first borrow by id marks JS memory untransferable, as every borrow does; a handle alone does not', (t) => {
+  const control = new ArrayBuffer(16)
+  const unborrowed = Tensor.from(new Float32Array(control))
+  t.true(unborrowed.id > 0)
+  structuredClone(control, { transfer: [control] })
+  t.is(control.byteLength, 0, 'the control: an id alone leaves the buffer transferable')
+  for (const handleOf of [(x: Tensor) => x.native, (x: Tensor) => x.id]) {
+    const buffer = new ArrayBuffer(16)
+    const tensor = Tensor.from(new Float32Array(buffer))
+    addon.inspectHot(handleOf(tensor) as never)
+    // Node 20 ignores a marked buffer in a transfer list; Node 21+ throws a DataCloneError.
+    try {
+      structuredClone(buffer, { transfer: [buffer] })
+    } catch {}
+    t.is(buffer.byteLength, 16, 'not transferred after the borrow')
+    tensor.dispose()
+  }
 })
 
 test('a number that is no id is ERR_DLPACK_INVALID_ARGUMENT (never rounded); an id read as a double', (t) => {
@@ -184,6 +223,25 @@ test.serial('stale after slot reuse: a million alloc/free cycles reuse one slot,
   }
   t.is(addon.inspectHot(newest.id as never).dataPointer, newest.dataPointer)
   newest.dispose()
+})
+
+test.serial('a consumer keeps what it derived per slot: read back for the same tensor, never for the next one in the slot', (t) => {
+  const first = Tensor.from(new Float32Array([1, 2, 3, 4, 5, 6]), [2, 3])
+  const slot = slotOf(first.id)
+  const seen = addon.inspectHot(first.native as never)
+  t.deepEqual(addon.inspectHot(first.native as never), seen, 'the same view, borrowed again')
+  t.deepEqual(seen.shape, [2, 3])
+  first.dispose()
+  // This thread's freed slot is the next one taken: a different tensor in the same slot.
+  const next = Tensor.from(new Uint8Array([9, 8, 7, 6, 5]), [5], { readonly: true })
+  t.is(slotOf(next.id), slot, 'the slot was reused')
+  const view = addon.inspectHot(next.native as never)
+  t.is(view.dtype, 'uint8')
+  t.deepEqual(view.shape, [5])
+  t.deepEqual(view.strides, [1])
+  t.true(view.readonly)
+  t.is(view.dataPointer, next.dataPointer, 'the new tensor, not what was kept for the old one')
+  next.dispose()
 })
 
 test.serial('a borrow pins its slot: disposed during the call, the memory lives until the call ends; deleters once', async (t) => {

@@ -1,6 +1,7 @@
-// Handle ids across JS threads (docs/protocol.md §5.6): a slot records its owner thread's serial,
-// which is never reused, so an id (a number can be posted anywhere) is refused on every other
-// thread, both ways, and after its Worker ended; a tensor handed over with transfer() gets a new
+// Handle ids across JS threads (docs/protocol.md §5.6): a slot records its owner thread's key (its
+// thread pointer, given up when the thread ends, or a never-reused serial), so an id (a number can
+// be posted anywhere) is refused on every other thread, both ways, and after its Worker ended, by
+// the producer's borrow_id (the C consumer) and by the crate's inline borrow (the hot functions); a tensor handed over with transfer() gets a new
 // id on the receiving thread, and the sender's id is refused there. Runs in both modes.
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -44,6 +45,10 @@ async function inWorker(body: string, input: unknown): Promise<Record<string, un
 test.serial("ids are refused on another thread, both ways, and after the thread that made them ended", async (t) => {
   const tensor = Tensor.from(new Float32Array([1, 2, 3]))
   const id = tensor.id
+  // Borrowed once here first: its slot is then ready, so a consumer's inline borrow (no call
+  // into the producer) is what the Worker's hot and #[napi] calls try, and its owner check is
+  // what refuses them.
+  t.is(addon.inspectHot(id as never).dataPointer, tensor.dataPointer)
   const seen = await inWorker(
     `
       const own = Tensor.from(new Float32Array([4, 5]))
@@ -62,7 +67,7 @@ test.serial("ids are refused on another thread, both ways, and after the thread 
   t.deepEqual([seen.hot, seen.napi, seen.owned, seen.c], [STALE, STALE, STALE, STALE], "the main thread's id in a Worker")
   t.is(seen.ownSum, 9, "the Worker's own id works there")
   const workerId = seen.ownId as number
-  // The Worker has ended: its id names nothing here (and its slot's owner serial is never reused).
+  // The Worker has ended: its id names nothing here (its slots were given up when it ended).
   t.is(codeOf(() => addon.inspectHot(workerId as never)), STALE, "a finished Worker's id on the main thread")
   const later = await inWorker('return { code: codeOf(() => addon.inspectHot(input.id)) }', { id: workerId })
   t.is(later.code, STALE, "a finished Worker's id in a new Worker")

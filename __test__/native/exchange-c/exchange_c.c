@@ -626,7 +626,8 @@ static const napi_dlpack_exchange_api ctensor_api = {
     NULL, /* this producer makes no objects from foreign tensors */
     ct_current_work_stream,
     ct_dltensor_from_object,
-    NULL /* no handle ids */};
+    NULL, /* no handle ids */
+    NULL /* so no slot table */};
 
 /* A future major this consumer generation cannot read, alone or in front of
  * the major-1 table. */
@@ -991,25 +992,72 @@ static napi_value id_borrow_sum(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/* idLentTwice(idOrNative) -> { same, pointer, numel, readOnly }: borrows the id
+ * twice through the table's borrow_id, reading the producer's record in place
+ * (napi_dlpack_lent_tensor): both borrows are the same record, which names the
+ * tensor's memory; both are released, the second first. */
+static napi_value id_lent_twice(napi_env env, napi_callback_info info) {
+  napi_value argv[1], key, result, field;
+  const napi_dlpack_exchange_api* api = NULL;
+  napi_dlpack_borrow_id_fn borrow_id;
+  const napi_dlpack_lent_tensor* first;
+  const napi_dlpack_lent_tensor* second;
+  napi_dlpack_status st;
+  uint64_t id = 0;
+  get_args(env, info, 1, argv);
+  if (napi_dlpack_handle_id(env, argv[0], &id) != NAPI_DLPACK_OK)
+    THROW(env, "ERR_DLPACK_INVALID_ARGUMENT", "not a tensor handle id");
+  if (napi_dlpack_keys_get(env, keys_of(env), &key, NULL) != NAPI_DLPACK_OK)
+    THROW(env, "ERR_DLPACK_NAPI", "no keys");
+  st = napi_dlpack_exchange_default_by_key(env, key, &api);
+  if (st != NAPI_DLPACK_OK) return fail_status(env, st);
+  borrow_id = napi_dlpack_exchange_api_id_borrow(api);
+  if (borrow_id == NULL) THROW(env, "ERR_DLPACK_NAPI", "the table does not borrow by id");
+  first = borrow_id(env, id);
+  if (first == NULL) return NULL;
+  second = borrow_id(env, id);
+  if (second == NULL) {
+    api->release_borrow(env, first->keep_alive);
+    return NULL;
+  }
+  CHECK_NAPI(env, napi_create_object(env, &result));
+  CHECK_NAPI(env, napi_get_boolean(env, first == second, &field));
+  CHECK_NAPI(env, napi_set_named_property(env, result, "same", field));
+  CHECK_NAPI(env, napi_set_named_property(
+                      env, result, "pointer",
+                      make_bigint(env, (uint64_t)(uintptr_t)first->tensor.data + first->tensor.byte_offset)));
+  CHECK_NAPI(env, napi_create_double(env, (double)first->extent.numel, &field));
+  CHECK_NAPI(env, napi_set_named_property(env, result, "numel", field));
+  CHECK_NAPI(env, napi_get_boolean(env, (first->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0, &field));
+  CHECK_NAPI(env, napi_set_named_property(env, result, "readOnly", field));
+  api->release_borrow(env, second->keep_alive);
+  api->release_borrow(env, first->keep_alive);
+  return result;
+}
+
 /* benchBorrowId(idOrNative): one borrow by id and its release per call, the
  * default importer kept per environment (the hot path of a C consumer). */
 static napi_value bench_borrow_id(napi_env env, napi_callback_info info) {
   /* Tables live for the process: one pointer serves every environment that
    * has napi-dlpack loaded (a bench runs on one thread). */
   static const napi_dlpack_exchange_api* api = NULL;
+  static napi_dlpack_borrow_id_fn borrow_id = NULL;
   napi_value argv[1], key;
-  napi_dlpack_borrow borrow;
+  const napi_dlpack_lent_tensor* lent;
   uint64_t id = 0;
   get_args(env, info, 1, argv);
-  if (api == NULL) {
+  if (borrow_id == NULL) {
     if (napi_dlpack_keys_get(env, keys_of(env), &key, NULL) != NAPI_DLPACK_OK ||
-        napi_dlpack_exchange_default_by_key(env, key, &api) != NAPI_DLPACK_OK)
-      THROW(env, "ERR_DLPACK_NAPI", "no default importer");
+        napi_dlpack_exchange_default_by_key(env, key, &api) != NAPI_DLPACK_OK ||
+        (borrow_id = napi_dlpack_exchange_api_id_borrow(api)) == NULL)
+      THROW(env, "ERR_DLPACK_NAPI", "no default importer that borrows by id");
   }
   if (napi_dlpack_handle_id(env, argv[0], &id) != NAPI_DLPACK_OK)
     THROW(env, "ERR_DLPACK_INVALID_ARGUMENT", "not a tensor handle id");
-  if (napi_dlpack_exchange_borrow_id(env, api, id, &borrow, NULL) != NAPI_DLPACK_OK) return NULL;
-  napi_dlpack_exchange_release(env, &borrow);
+  /* The record in place: nothing copied. */
+  lent = borrow_id(env, id);
+  if (lent == NULL) return NULL;
+  api->release_borrow(env, lent->keep_alive);
   return NULL;
 }
 
@@ -1055,6 +1103,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"benchBorrowKeyed", NULL, bench_borrow_keyed, NULL, NULL, NULL, napi_default, NULL},
       {"benchFloor", NULL, bench_floor, NULL, NULL, NULL, napi_default, NULL},
       {"idBorrowSum", NULL, id_borrow_sum, NULL, NULL, NULL, napi_default, NULL},
+      {"idLentTwice", NULL, id_lent_twice, NULL, NULL, NULL, napi_default, NULL},
       {"benchBorrowId", NULL, bench_borrow_id, NULL, NULL, NULL, napi_default, NULL},
       {"installOn", NULL, install_on, NULL, NULL, NULL, napi_default, NULL},
       {"installFinalized", NULL, install_finalized_count, NULL, NULL, NULL, napi_default, NULL},

@@ -250,7 +250,7 @@ pub(crate) fn layout_of_matching(
   })
 }
 
-/// The [`Layout`] of a tensor borrowed by handle id (`exchange::DLTensorFromId`), from the extent
+/// The [`Layout`] of a tensor borrowed by handle id (`exchange::BorrowId`), from the extent
 /// its producer computed when it validated the tensor once, at the id's creation: the table's
 /// contract says the extent agrees with the tensor, so nothing is re-derived. Only what the
 /// crate's own types need is checked (a device and dtype it knows, ndim in range, a

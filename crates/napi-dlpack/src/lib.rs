@@ -9,7 +9,7 @@ pub mod aliasing;
 #[cfg(feature = "napi")]
 mod node;
 #[cfg(feature = "napi")]
-pub use node::{adapter, arg, capsule, exchange, hot};
+pub use node::{adapter, arg, capsule, exchange, hot, id_slots, thread_key};
 pub mod convert;
 #[cfg(feature = "cuda")]
 pub mod cuda;

@@ -4,8 +4,8 @@
 //!
 //! - [`TensorArg`] lives for the call. It takes, cheapest first: a
 //!   handle id, napi-dlpack's `Tensor.native` (an id external) or `Tensor.id` (a number), borrowed
-//!   through the default importer's `dltensor_from_id` (one slot lookup, no tag check, no
-//!   validation: `docs/protocol.md` §5.6); a producer's per-object
+//!   from the default importer's slot table, inline, or through its `borrow_id` (one slot
+//!   lookup, no tag check, no validation: `docs/protocol.md` §5.6); a producer's per-object
 //!   external passed as the argument itself (one tag check, no
 //!   property lookup, then the table's `dltensor_from_object`); an object carrying such an
 //!   external under the exchange symbol (napi-dlpack's `Tensor`: one property lookup more), or
@@ -46,7 +46,7 @@
 use core::ffi::c_void;
 use core::marker::PhantomData;
 use core::ops::{Deref, DerefMut};
-use core::ptr;
+use core::ptr::{self, NonNull};
 
 use napi::bindgen_prelude::{FromNapiValue, ToNapiValue, TypeName, ValidateNapiValue};
 use napi::{sys, ValueType};
@@ -59,6 +59,7 @@ use crate::error::{DLPackError, ErrorKind};
 use crate::exchange::{self, coded_error, take_exception, type_of, Found};
 use crate::export::{export_versioned, IntoDLPack};
 use crate::ffi::{DLTensor, DLPACK_FLAG_BITMASK_READ_ONLY};
+use crate::id_slots::{self, SlotHead};
 use crate::import::ForeignTensor;
 use crate::layout::Layout;
 use crate::managed::{ManagedPtr, ManagedTensor};
@@ -84,60 +85,118 @@ enum Inner<'call> {
   Owned(ForeignTensor),
 }
 
+/// What a borrowed argument's accessors read, derived (and checked) from the producer's
+/// `DLTensor` and flags. For an inline borrow by id it is kept in the slot's scratch area
+/// (`id_slots::derived`), so a tensor passed again skips the derivation.
+#[derive(Clone, Copy, Debug)]
+struct BorrowView {
+  layout: Layout,
+  /// `data + byte_offset`, as a pointer (keeping the producer pointer's provenance).
+  data: *mut u8,
+  /// `ndim` entries each (when `ndim > 0`), in the producer's memory.
+  shape: *const i64,
+  strides: *const i64,
+  read_only: bool,
+}
+
+impl BorrowView {
+  /// The view of a borrowed `tensor` whose [`Layout`] was checked.
+  #[inline(always)]
+  fn new(layout: Layout, tensor: &DLTensor, flags: u64) -> Self {
+    BorrowView {
+      layout,
+      // `data + byte_offset` was checked not to wrap (validation, or the producer's when it
+      // made the id).
+      data: tensor
+        .data
+        .cast::<u8>()
+        .wrapping_add(tensor.byte_offset as usize),
+      shape: tensor.shape,
+      strides: tensor.strides,
+      read_only: flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0,
+    }
+  }
+}
+
+/// The key under which this binary keeps [`BorrowView`]s in slots' scratch areas: the address
+/// of this static, which no other binary's code has.
+static VIEW_KEY: u8 = 0;
+
+/// A borrow from an exchange table: its view, and how to end it.
 #[derive(Debug)]
 struct Borrowed<'call> {
-  tensor: DLTensor,
-  flags: u64,
-  layout: Layout,
-  /// The producer's token and how to give it back: what keeps `tensor`'s memory, shape and
-  /// strides alive even if JS disposes the argument during the call (another argument's
-  /// `__dlpack__` or getter may run arbitrary JS), or after it.
+  view: BorrowView,
+  /// The producer's token and how to give it back: what keeps the memory, shape and strides
+  /// alive even if JS disposes the argument during the call (another argument's `__dlpack__`
+  /// or getter may run arbitrary JS), or after it.
   env: sys::napi_env,
   keep_alive: *mut c_void,
   release: exchange::ReleaseBorrow,
+  /// The producer's slot, for a borrow by id made inline (`id_slots::lend`): its release is
+  /// inline too.
+  slot: Option<NonNull<SlotHead>>,
   _call: PhantomData<&'call ()>,
+}
+
+/// Ends a borrow: inline for an inline borrow by id, unless it was the last pin of a tensor
+/// that let go meanwhile; else through the producer's `release_borrow`.
+///
+/// # Safety
+/// The token of a successful borrow (and its slot, for an inline one), given here once, on the
+/// env's JS thread.
+#[inline(always)]
+unsafe fn end_borrow(
+  env: sys::napi_env,
+  slot: Option<NonNull<SlotHead>>,
+  keep_alive: *mut c_void,
+  release: exchange::ReleaseBorrow,
+) {
+  if let Some(head) = slot {
+    // SAFETY: caller contract.
+    if unsafe { id_slots::unlend(head) } {
+      return;
+    }
+  }
+  // SAFETY: caller contract.
+  unsafe { release(env, keep_alive) };
 }
 
 impl Drop for Borrowed<'_> {
   fn drop(&mut self) {
-    // SAFETY: the token of a successful `dltensor_from_value`, released once. `Borrowed` is not
-    // `Send` (raw pointers), so this runs on the env's JS thread.
-    unsafe { (self.release)(self.env, self.keep_alive) };
+    // SAFETY: the token of a successful borrow, released once. `Borrowed` is not `Send` (raw
+    // pointers), so this runs on the env's JS thread.
+    unsafe { end_borrow(self.env, self.slot, self.keep_alive, self.release) };
   }
 }
 
 impl ViewSource for Borrowed<'_> {
   fn layout(&self) -> &Layout {
-    &self.layout
+    &self.view.layout
   }
 
   fn shape(&self) -> &[i64] {
-    if self.layout.ndim() == 0 {
+    if self.view.layout.ndim() == 0 {
       return &[];
     }
-    // SAFETY: validated: non-NULL, aligned, `ndim` long, alive for the call.
-    unsafe { core::slice::from_raw_parts(self.tensor.shape, self.layout.ndim()) }
+    // SAFETY: non-NULL, aligned, `ndim` long (validated, or guaranteed by the producer of a
+    // borrow by id), alive until the token is released.
+    unsafe { core::slice::from_raw_parts(self.view.shape, self.view.layout.ndim()) }
   }
 
   fn strides(&self) -> &[i64] {
-    if self.layout.ndim() == 0 {
+    if self.view.layout.ndim() == 0 {
       return &[];
     }
-    // SAFETY: non-NULL (checked in `borrow`), aligned, `ndim` long, alive for the call.
-    unsafe { core::slice::from_raw_parts(self.tensor.strides, self.layout.ndim()) }
+    // SAFETY: non-NULL (checked when borrowed), aligned, `ndim` long, alive for the call.
+    unsafe { core::slice::from_raw_parts(self.view.strides, self.view.layout.ndim()) }
   }
 
   fn data_ptr(&self) -> *mut u8 {
-    // `data + byte_offset` was checked not to wrap during validation.
-    self
-      .tensor
-      .data
-      .cast::<u8>()
-      .wrapping_add(self.tensor.byte_offset as usize)
+    self.view.data
   }
 
   fn is_read_only(&self) -> bool {
-    self.flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0
+    self.view.read_only
   }
 }
 
@@ -444,15 +503,14 @@ unsafe fn borrow<'call>(
   };
   // From here on, dropping `borrowed` (the check below included) releases the token once.
   let borrowed = Borrowed {
-    tensor,
-    flags,
-    layout,
+    view: BorrowView::new(layout, &tensor, flags),
     env,
     keep_alive,
     release,
+    slot: None,
     _call: PhantomData,
   };
-  if borrowed.layout.strides_were_null() && borrowed.layout.ndim() > 0 {
+  if borrowed.view.layout.strides_were_null() && borrowed.view.layout.ndim() > 0 {
     // The table postdates DLPack 1.2, which made strides mandatory for ndim > 0.
     // SAFETY: forwarded contract.
     return Err(unsafe {
@@ -691,85 +749,115 @@ unsafe fn from_found<'call>(
   })
 }
 
-/// Borrows the tensor a handle id names (a number, or the id an id external carries) through
-/// the environment's default importer's `dltensor_from_id` (`docs/protocol.md` §5.6): one table
-/// lookup in the producer, no tag check, no property, no validation (the producer validated
-/// the tensor when it made the id, and hands over its extent).
+/// Borrows the tensor a handle id names (a number, or the id an id external carries) from the
+/// environment's default importer (`docs/protocol.md` §5.6): inline, from the slot table it
+/// publishes (`id_slots`: the id's bounds, owner thread and generation checked, a pin, and the
+/// view this binary derived the last time it borrowed that tensor read back), else through its
+/// `borrow_id`, which hands back its own record of the tensor or refuses the id. No tag check,
+/// no property, no validation: the producer validated the tensor when it made the id, and hands
+/// over its extent.
 ///
 /// # Safety
 /// `env` must be the current, live environment of the calling JS thread.
 #[inline(always)]
 unsafe fn borrow_by_id<'call>(env: sys::napi_env, id: u64) -> napi::Result<TensorArg<'call>> {
   // SAFETY: forwarded contract.
-  let api = unsafe { coded(env, exchange::id_api(env))? };
-  let Some((fill, release)) = api.and_then(|api| api.dltensor_from_id()) else {
+  let Some(exchange::IdBorrow {
+    borrow: borrow_id,
+    release,
+    slots,
+  }) = (unsafe { coded(env, exchange::id_borrow(env))? })
+  else {
     return Err(invalid_argument(
       env,
       "a tensor handle id needs a producer that borrows by id (napi-dlpack loaded in this environment)",
     ));
   };
-  let mut tensor = DLTensor::zeroed();
-  let mut flags = 0u64;
-  let mut extent = exchange::BorrowExtent::default();
-  let mut keep_alive = ptr::null_mut();
-  // SAFETY: the producer's function, on this thread, with valid out pointers.
-  if unsafe {
-    fill(
-      env,
-      id,
-      &mut tensor,
-      &mut flags,
-      &mut extent,
-      &mut keep_alive,
-    )
-  } != 0
-  {
-    // SAFETY: forwarded contract.
-    return Err(unsafe { take_exception(env) });
-  }
-  let layout = crate::layout::layout_from_extent(
-    &tensor,
-    flags,
-    extent.numel,
-    extent.min_offset,
-    extent.max_offset,
-    extent.c_contiguous != 0,
-  );
-  // From here on, dropping `borrowed` releases the token once.
-  let borrowed = |layout| Borrowed {
-    tensor,
-    flags,
-    layout,
-    env,
-    keep_alive,
-    release,
-    _call: PhantomData,
+  // Inline where the producer publishes its slots and the checks pass; the producer answers
+  // everything else (refusals with its coded errors, its slow steps).
+  // SAFETY: `slots` is a live, compatible table (`id_borrow`); this is a JS thread.
+  let slot = slots.and_then(|slots| unsafe { id_slots::lend(slots, id) });
+  let key = ptr::addr_of!(VIEW_KEY).addr() as u64;
+  let lent = match slot {
+    Some(head) => {
+      // A tensor this binary borrowed before: its view, derived then.
+      // SAFETY: pinned just now; only `BorrowView`s are kept under `key`.
+      if let Some(view) = unsafe { id_slots::derived::<BorrowView>(head, key) } {
+        return Ok(TensorArg {
+          inner: Inner::Borrowed(Borrowed {
+            view,
+            env,
+            // SAFETY: pinned.
+            keep_alive: unsafe { id_slots::record(head) }.keep_alive,
+            release,
+            slot,
+            _call: PhantomData,
+          }),
+        });
+      }
+      // SAFETY: pinned just now.
+      unsafe { id_slots::record(head) }
+    }
+    None => {
+      // SAFETY: the producer's function, on this thread.
+      let lent = unsafe { borrow_id(env, id) };
+      if lent.is_null() {
+        // SAFETY: forwarded contract.
+        return Err(unsafe { take_exception(env) });
+      }
+      // SAFETY: non-NULL: the producer's record, readable and unchanged until its token is
+      // released (the table's contract).
+      unsafe { &*lent }
+    }
   };
-  match layout {
-    Ok(layout) if !tensor.strides.is_null() || tensor.ndim == 0 => Ok(TensorArg {
-      inner: Inner::Borrowed(borrowed(layout)),
-    }),
-    Ok(_) => {
-      // SAFETY: the token of the successful call above, released once.
-      unsafe { release(env, keep_alive) };
-      // SAFETY: forwarded contract.
-      Err(unsafe {
-        coded_error(
+  match view_of_lent(lent) {
+    Ok(view) => {
+      if let Some(head) = slot {
+        // SAFETY: pinned; a `BorrowView` under this binary's key.
+        unsafe { id_slots::keep_derived(head, key, view) };
+      }
+      // From here on, dropping the argument releases the token once.
+      Ok(TensorArg {
+        inner: Inner::Borrowed(Borrowed {
+          view,
           env,
-          &DLPackError::new(
-            ErrorKind::InvalidLayout,
-            "the exchange table returned NULL strides (required since DLPack 1.2)",
-          ),
-        )
+          keep_alive: lent.keep_alive,
+          release,
+          slot,
+          _call: PhantomData,
+        }),
       })
     }
     Err(error) => {
-      // SAFETY: as above.
-      unsafe { release(env, keep_alive) };
+      // SAFETY: the token of the successful borrow above, released once.
+      unsafe { end_borrow(env, slot, lent.keep_alive, release) };
       // SAFETY: forwarded contract.
       Err(unsafe { coded_error(env, &error) })
     }
   }
+}
+
+/// The view of a borrow by id from the producer's record: the [`Layout`] from the extent it
+/// hands over (not validated again; only what this crate's types need is checked), and strides
+/// required for `ndim > 0`.
+#[inline(always)]
+fn view_of_lent(lent: &exchange::LentTensor) -> Result<BorrowView, DLPackError> {
+  let tensor = &lent.tensor;
+  let layout = crate::layout::layout_from_extent(
+    tensor,
+    lent.flags,
+    lent.extent.numel,
+    lent.extent.min_offset,
+    lent.extent.max_offset,
+    lent.extent.c_contiguous != 0,
+  )?;
+  if tensor.strides.is_null() && tensor.ndim != 0 {
+    return Err(DLPackError::new(
+      ErrorKind::InvalidLayout,
+      "the exchange table returned NULL strides (required since DLPack 1.2)",
+    ));
+  }
+  Ok(BorrowView::new(layout, tensor, lent.flags))
 }
 
 /// A handle id given as a JS number: an exact integer in `0..2^53` (read as a double, so that
@@ -787,8 +875,9 @@ unsafe fn id_of_number(env: sys::napi_env, value: sys::napi_value) -> napi::Resu
 /// [`id_of_number`] of a number already read.
 #[inline(always)]
 fn id_of_double(env: sys::napi_env, number: f64) -> napi::Result<u64> {
-  // Exact integers below 2^53 only (NaN and fractions fail the second test).
-  if !(0.0..9_007_199_254_740_992.0).contains(&number) || number.trunc() != number {
+  // Exact integers below 2^53 only: NaN fails the range test, a fraction the round trip
+  // through an integer (exact in that range; cheaper than `f64::trunc`, a libm call).
+  if !(0.0..9_007_199_254_740_992.0).contains(&number) || (number as u64) as f64 != number {
     return Err(invalid_argument(
       env,
       "a tensor handle id must be an integer in 0..2^53 (Tensor#id)",
@@ -799,65 +888,77 @@ fn id_of_double(env: sys::napi_env, number: f64) -> napi::Result<u64> {
 
 impl FromNapiValue for TensorArg<'_> {
   // Inlined into the caller (a hot function's callback, napi-rs's generated glue): the borrow
-  // of an id external is then built in the caller's frame instead of returned through a
-  // `Result` and copied again into the argument tuple. Every other kind of argument takes
-  // [`from_other_value`], out of line.
+  // of a handle id is then built in the caller's frame instead of returned through a `Result`
+  // and copied again into the argument tuple. Every other kind of argument takes
+  // [`from_external`] or [`from_object`], out of line.
   #[inline(always)]
   unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi::Result<Self> {
-    // An external first, without `napi_typeof`: a handle (`Tensor.native`, the hot path) costs
-    // one Node-API call less; anything else costs a failed external read more (measured: -90
-    // and +55 instructions on Node 20).
+    // Handle ids first, by reading the value as each form, without `napi_typeof`: an id
+    // external (`Tensor#native`, the hot path) costs one Node-API call, a number (`Tensor#id`)
+    // two; anything else costs the failed reads more.
     let mut data = ptr::null_mut();
     // SAFETY: live env and value (napi-rs's contract for this call). Anything but an external
     // answers `napi_invalid_arg` without throwing.
     if unsafe { sys::napi_get_value_external(env, value, &mut data) } == sys::Status::napi_ok {
       if let Some(id) = exchange::handle_id_of_external(data) {
-        // An id external (`Tensor#native`): its value is the id, never dereferenced.
+        // An id external: its value is the id, never dereferenced.
         // SAFETY: as above.
         return unsafe { borrow_by_id(env, id) };
       }
+      // SAFETY: as above; `data` is the external's.
+      return unsafe { from_external(env, value, data) };
     }
-    // SAFETY: forwarded contract.
-    unsafe { from_other_value(env, value) }
+    let mut number = 0f64;
+    // SAFETY: live env and value; anything but a number fails without throwing.
+    if unsafe { sys::napi_get_value_double(env, value, &mut number) } == sys::Status::napi_ok {
+      let id = id_of_double(env, number)?;
+      // SAFETY: live env.
+      return unsafe { borrow_by_id(env, id) };
+    }
+    // SAFETY: forwarded contract; neither an external nor a number.
+    unsafe { from_object(env, value) }
   }
 }
 
-/// [`TensorArg`]'s conversion of anything but an id external (out of line, see
-/// `from_napi_value`).
+/// [`TensorArg`]'s conversion of an external that is no handle id: a producer's per-object
+/// external (borrowed), else a capsule (consumed). Out of line (see `from_napi_value`).
+///
+/// # Safety
+/// `env` live, `value` a live external of it whose data is `data`.
+#[inline(never)]
+unsafe fn from_external<'call>(
+  env: sys::napi_env,
+  value: sys::napi_value,
+  data: *mut c_void,
+) -> napi::Result<TensorArg<'call>> {
+  // SAFETY: forwarded contract.
+  if let Some(found) = unsafe { coded(env, exchange::find_in_external_data(env, value, data))? } {
+    if lends(&found) {
+      // SAFETY: as above; `found` is `value` itself.
+      return unsafe { from_found(env, value, found) };
+    }
+  }
+  // SAFETY: a live external of this env.
+  let tensor = unsafe { consume_capsule(env, value)? };
+  Ok(TensorArg {
+    inner: Inner::Owned(tensor),
+  })
+}
+
+/// [`TensorArg`]'s conversion of a value that is neither an external nor a number: an object
+/// lending through an exchange table, else the JS protocol or the library adapter. Out of line
+/// (see `from_napi_value`).
 ///
 /// # Safety
 /// `env` and `value` live (napi-rs's contract for `from_napi_value`).
 #[inline(never)]
-unsafe fn from_other_value<'call>(
+unsafe fn from_object<'call>(
   env: sys::napi_env,
   value: sys::napi_value,
 ) -> napi::Result<TensorArg<'call>> {
-  // SAFETY: live env and value (napi-rs's contract for this call).
-  if let Some(external) = unsafe { coded(env, exchange::find_if_external(env, value))? } {
-    if let Some(found) = external {
-      if lends(&found) {
-        // SAFETY: as above; `found` is `value` itself.
-        return unsafe { from_found(env, value, found) };
-      }
-    }
-    // SAFETY: a live external of this env.
-    let tensor = unsafe { consume_capsule(env, value)? };
-    return Ok(TensorArg {
-      inner: Inner::Owned(tensor),
-    });
-  }
-  // A number next, without `napi_typeof`: a handle id (`Tensor#id`) costs one Node-API call
-  // less (measured: -100 instructions on Node 20); an object a failed read more (+55).
-  let mut number = 0f64;
-  // SAFETY: live env and value; anything but a number fails without throwing.
-  if unsafe { sys::napi_get_value_double(env, value, &mut number) } == sys::Status::napi_ok {
-    let id = id_of_double(env, number)?;
-    // SAFETY: live env.
-    return unsafe { borrow_by_id(env, id) };
-  }
   check_kind(env, value)?;
   // SAFETY: live env and object (napi-rs's contract for this call; not an external, and
-  // `check_kind_or_number` said object or function).
+  // `check_kind` said object or function).
   if let Some(found) = unsafe { coded_lookup(env, exchange::find_in_object(env, value))? } {
     // A table with neither a borrow nor an export falls through to the JS protocol.
     if lends(&found) {

@@ -29,6 +29,7 @@ use std::thread::LocalKey;
 
 use napi::sys;
 
+use super::id_slots::IdSlots;
 use crate::error::{DLPackError, ErrorKind};
 use crate::ffi::{DLManagedTensorVersioned, DLPackVersion, DLTensor};
 
@@ -37,8 +38,9 @@ use crate::ffi::{DLManagedTensorVersioned, DLPackVersion, DLTensor};
 pub const EXCHANGE_API_MAJOR: u32 = 1;
 /// `NAPI_DLPACK_EXCHANGE_API_MINOR`.
 /// Minor 1 appended `dltensor_from_object` (the per-object fast path); minor 2 appended
-/// `dltensor_from_id` (borrow by handle id, [`DLTensorFromId`]).
-pub const EXCHANGE_API_MINOR: u32 = 2;
+/// `borrow_id` (borrow by handle id, [`BorrowId`]); minor 3 appended `id_slots` (the slot table
+/// behind handle ids, for inline borrows: [`crate::id_slots`]).
+pub const EXCHANGE_API_MINOR: u32 = 3;
 /// `NAPI_DLPACK_EXCHANGE_API_PROPERTY`: the registry key of the symbol `Symbol.for(...)` under
 /// which producers put the table (on their prototype; on `globalThis` for the process's
 /// default importer, see [`global_api`]) or their per-object external. A registered symbol,
@@ -136,22 +138,32 @@ pub struct BorrowExtent {
   pub c_contiguous: core::ffi::c_int,
 }
 
+/// `napi_dlpack_lent_tensor`: what a borrow by handle id lends ([`BorrowId`]): the producer's
+/// own record of the tensor, prepared and validated when it made the id, which the consumer
+/// reads in place (nothing is copied per borrow) and never writes. `tensor` is described as by
+/// [`DLTensorFromValue`] (strides non-NULL for `ndim > 0`), `flags` are its DLPack flags,
+/// `extent` where its elements are (the producer guarantees it agrees with `tensor`, so the
+/// consumer need not validate again), and `keep_alive` the token that ends the borrow
+/// ([`ReleaseBorrow`]). The record, and everything it points to, stays valid and unchanged
+/// until that token is released.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct LentTensor {
+  pub tensor: DLTensor,
+  pub flags: u64,
+  pub extent: BorrowExtent,
+  pub keep_alive: *mut c_void,
+}
+
 /// Borrow by handle id (table minor >= 2): the tensor a producer's handle id names (an exact
 /// integer below 2^53 its JS side handed out, e.g. napi-dlpack's `Tensor#id`, or the id carried
-/// by one of its id externals, `Tensor#native`: see [`handle_id_of_external`]). Fills `out`,
-/// `*out_flags` and `*out_keep_alive` as [`DLTensorFromValue`] does, and `*out_extent` (never
-/// NULL) with the tensor's extent: the producer validated the tensor (`docs/protocol.md` §5.4)
-/// when it made the id and guarantees these agree with it, so the consumer need not validate
-/// again. An id that is not a live handle of this thread is refused (-1, a coded exception
-/// pending; napi-dlpack: `ERR_TENSOR_STALE_ID`) and nothing it names is read.
-pub type DLTensorFromId = unsafe extern "C" fn(
-  sys::napi_env,
-  u64,
-  *mut DLTensor,
-  *mut u64,
-  *mut BorrowExtent,
-  *mut *mut c_void,
-) -> i32;
+/// by one of its id externals, `Tensor#native`: see [`handle_id_of_external`]). Returns the
+/// producer's [`LentTensor`] record of it, pinned until the consumer passes the record's
+/// `keep_alive` to the table's [`ReleaseBorrow`], exactly once. An id that is not a live
+/// handle of this thread is refused (NULL, with a coded exception pending; napi-dlpack:
+/// `ERR_TENSOR_STALE_ID`) and nothing it names is read. One call, one pointer back: a borrow
+/// by id copies nothing, which is what makes it the hot path (`docs/protocol.md` §5.6).
+pub type BorrowId = unsafe extern "C" fn(sys::napi_env, u64) -> *const LentTensor;
 
 /// `NAPI_DLPACK_HANDLE_ID_EXTERNAL_MARK`: the top 11 bits of the value of an id external (a
 /// `napi_external` whose data is not a pointer but `mark | id`). No user-space address on a
@@ -195,9 +207,12 @@ pub struct ExchangeApi {
   /// Minor 1: the borrow of a tagged object (read it through
   /// [`ExchangeApi::dltensor_from_object`], which checks the minor). Needs `release_borrow`.
   pub dltensor_from_object: Option<DLTensorFromObject>,
-  /// Minor 2: borrow by handle id (read it through [`ExchangeApi::dltensor_from_id`]). Needs
+  /// Minor 2: borrow by handle id (read it through [`ExchangeApi::borrow_id`]). Needs
   /// `release_borrow`.
-  pub dltensor_from_id: Option<DLTensorFromId>,
+  pub borrow_id: Option<BorrowId>,
+  /// Minor 3: the slot table behind handle ids (read it through [`ExchangeApi::id_slots`]);
+  /// NULL when the producer does not publish it.
+  pub id_slots: Option<&'static IdSlots>,
 }
 
 // SAFETY: a table is immutable and lives for the whole process; `prev_api` points to another
@@ -213,9 +228,14 @@ const _: () = {
   assert!(core::mem::offset_of!(ExchangeApi, release_borrow) == 24);
   assert!(core::mem::offset_of!(ExchangeApi, current_work_stream) == 48);
   assert!(core::mem::offset_of!(ExchangeApi, dltensor_from_object) == 56);
-  assert!(core::mem::offset_of!(ExchangeApi, dltensor_from_id) == 64);
-  assert!(core::mem::size_of::<ExchangeApi>() == 72);
+  assert!(core::mem::offset_of!(ExchangeApi, borrow_id) == 64);
+  assert!(core::mem::offset_of!(ExchangeApi, id_slots) == 72);
+  assert!(core::mem::size_of::<ExchangeApi>() == 80);
   assert!(core::mem::size_of::<BorrowExtent>() == 48);
+  assert!(core::mem::offset_of!(LentTensor, flags) == 48);
+  assert!(core::mem::offset_of!(LentTensor, extent) == 56);
+  assert!(core::mem::offset_of!(LentTensor, keep_alive) == 104);
+  assert!(core::mem::size_of::<LentTensor>() == 112);
   assert!(core::mem::size_of::<ExchangeObject>() == 8);
 };
 
@@ -244,22 +264,38 @@ impl ExchangeApi {
       managed_tensor_to_value,
       current_work_stream,
       dltensor_from_object,
-      dltensor_from_id: None,
+      borrow_id: None,
+      id_slots: None,
+    }
+  }
+
+  /// This table with its slot table published (minor 3).
+  pub const fn with_id_slots(mut self, id_slots: &'static IdSlots) -> ExchangeApi {
+    self.id_slots = Some(id_slots);
+    self
+  }
+
+  /// `id_slots`, if the table is recent enough to have it (minor >= 3).
+  pub fn id_slots(&self) -> Option<&'static IdSlots> {
+    if self.header.version.minor >= 3 {
+      self.id_slots
+    } else {
+      None
     }
   }
 
   /// This table with a borrow by handle id (minor 2).
-  pub const fn with_dltensor_from_id(mut self, dltensor_from_id: DLTensorFromId) -> ExchangeApi {
-    self.dltensor_from_id = Some(dltensor_from_id);
+  pub const fn with_borrow_id(mut self, borrow_id: BorrowId) -> ExchangeApi {
+    self.borrow_id = Some(borrow_id);
     self
   }
 
-  /// `dltensor_from_id`, if the table is recent enough to have it (minor >= 2) and has a
+  /// `borrow_id`, if the table is recent enough to have it (minor >= 2) and has a
   /// `release_borrow`.
   #[inline(always)]
-  pub fn dltensor_from_id(&self) -> Option<(DLTensorFromId, ReleaseBorrow)> {
+  pub fn borrow_id(&self) -> Option<(BorrowId, ReleaseBorrow)> {
     if self.header.version.minor >= 2 {
-      self.dltensor_from_id.zip(self.release_borrow)
+      self.borrow_id.zip(self.release_borrow)
     } else {
       None
     }
@@ -565,24 +601,20 @@ pub unsafe fn find_in_external(
   unsafe { classify(env, value, false) }
 }
 
-/// What a value of any type is, for a consumer given it as an argument: `None` when it is not
-/// an external at all (then ask `napi_typeof`), else [`find_in_external`]'s answer. One
-/// Node-API call for a per-object external instead of a `napi_typeof` and then the
-/// external's data.
+/// What an external given as an argument is (a per-object external, or nothing this module
+/// knows, e.g. a capsule), its data already read (by a consumer looking for a handle id first:
+/// one Node-API call for both).
 ///
 /// # Safety
-/// `env` must be the current, live environment and `value` a live value of it.
-pub(crate) unsafe fn find_if_external(
+/// `env` must be the current, live environment and `value` a live external of it whose data
+/// is `data`.
+pub(crate) unsafe fn find_in_external_data(
   env: sys::napi_env,
   value: sys::napi_value,
-) -> Result<Option<Option<Found>>, DLPackError> {
-  // SAFETY: forwarded contract.
-  let Some(data) = (unsafe { external_data(env, value) }) else {
-    return Ok(None);
-  };
-  // SAFETY: forwarded contract; `data` is `value`'s. Per-object kind only, as
-  // `find_in_external`.
-  unsafe { classify_external(env, value, data, false) }.map(Some)
+  data: *mut c_void,
+) -> Result<Option<Found>, DLPackError> {
+  // SAFETY: forwarded contract. Per-object kind only, as `find_in_external`.
+  unsafe { classify_external(env, value, data, false) }
 }
 
 /// [`find`] for a value known to be an object or a function: one property lookup (the key is
@@ -779,7 +811,7 @@ static ID_API: core::sync::atomic::AtomicPtr<ExchangeApi> =
   core::sync::atomic::AtomicPtr::new(ptr::null_mut());
 
 /// The table that borrows handle ids: the default importer's ([`global_api`]) of the first
-/// environment that had one with `dltensor_from_id`, then kept for the process (tables live
+/// environment that had one with `borrow_id`, then kept for the process (tables live
 /// for the process; a process-wide static costs no thread-local access, which in a dynamically
 /// loaded addon is a `__tls_get_addr` call). A number or an id external carries no table of its
 /// own: napi-dlpack, whose JS module installs the default importer, made it. Every environment
@@ -798,13 +830,75 @@ pub unsafe fn id_api(env: sys::napi_env) -> Result<Option<&'static ExchangeApi>,
   }
   // SAFETY: forwarded contract.
   let found = unsafe { global_api(env)? };
-  if let Some(api) = found.filter(|api| api.dltensor_from_id().is_some()) {
+  if let Some(api) = found.filter(|api| api.borrow_id().is_some()) {
     ID_API.store(
       ptr::from_ref(api).cast_mut(),
       core::sync::atomic::Ordering::Release,
     );
   }
   Ok(found)
+}
+
+/// The default importer's borrow by id and the release that ends it ([`id_borrow`]), and its
+/// slot table where this crate can borrow from it inline ([`IdSlots::inline_compatible`]).
+#[derive(Clone, Copy, Debug)]
+pub struct IdBorrow {
+  pub borrow: BorrowId,
+  pub release: ReleaseBorrow,
+  pub slots: Option<&'static IdSlots>,
+}
+
+/// [`id_borrow`]'s answer, once found: leaked, so that a borrow reads both functions through one
+/// pointer, with no version or NULL checks.
+static ID_BORROW: core::sync::atomic::AtomicPtr<IdBorrow> =
+  core::sync::atomic::AtomicPtr::new(ptr::null_mut());
+
+/// The functions that borrow a handle id and end that borrow: those of [`id_api`]'s table (a
+/// minor-2 table with both), kept for the process once found. `None` when no such table is
+/// installed in this environment.
+///
+/// # Safety
+/// `env` must be the current, live environment of the calling JS thread.
+#[inline(always)]
+pub unsafe fn id_borrow(env: sys::napi_env) -> Result<Option<IdBorrow>, DLPackError> {
+  let cached = ID_BORROW.load(core::sync::atomic::Ordering::Acquire);
+  if !cached.is_null() {
+    // SAFETY: a leaked, never freed or written `IdBorrow` (below).
+    return Ok(Some(unsafe { *cached }));
+  }
+  // SAFETY: forwarded contract.
+  unsafe { find_id_borrow(env) }
+}
+
+/// [`id_borrow`]'s first lookup.
+///
+/// # Safety
+/// As [`id_borrow`].
+#[cold]
+#[inline(never)]
+unsafe fn find_id_borrow(env: sys::napi_env) -> Result<Option<IdBorrow>, DLPackError> {
+  // SAFETY: forwarded contract.
+  let Some(api) = (unsafe { id_api(env)? }) else {
+    return Ok(None);
+  };
+  let Some((borrow, release)) = api.borrow_id() else {
+    return Ok(None);
+  };
+  let slots = api.id_slots().filter(|slots| slots.inline_compatible());
+  let found = IdBorrow {
+    borrow,
+    release,
+    slots,
+  };
+  // Every environment finds the same table (`id_api`); should two threads race here, the
+  // loser's copy (a few bytes, once) is leaked too.
+  let _ = ID_BORROW.compare_exchange(
+    ptr::null_mut(),
+    Box::leak(Box::new(found)),
+    core::sync::atomic::Ordering::AcqRel,
+    core::sync::atomic::Ordering::Acquire,
+  );
+  Ok(Some(found))
 }
 
 /// Turns the JS exception a table function left pending (it returned -1) into a napi-rs error

@@ -48,6 +48,7 @@
 //! ```
 
 use core::ffi::CStr;
+use core::mem::MaybeUninit;
 use core::ptr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -76,16 +77,15 @@ pub trait FromArgs: Sized {
   /// error is returned.
   ///
   /// # Safety
-  /// `env` must be the live env of the current callback and `argv` its argument values
-  /// (`undefined` past the number the caller passed).
-  unsafe fn from_args(env: sys::napi_env, argv: &[sys::napi_value; MAX_ARGS])
-    -> napi::Result<Self>;
+  /// `env` must be the live env of the current callback and `argv` point to its first
+  /// [`FromArgs::ARITY`] argument values (`undefined` past the number the caller passed).
+  unsafe fn from_args(env: sys::napi_env, argv: *const sys::napi_value) -> napi::Result<Self>;
 }
 
 impl FromArgs for () {
   const ARITY: usize = 0;
 
-  unsafe fn from_args(_: sys::napi_env, _: &[sys::napi_value; MAX_ARGS]) -> napi::Result<()> {
+  unsafe fn from_args(_: sys::napi_env, _: *const sys::napi_value) -> napi::Result<()> {
     Ok(())
   }
 }
@@ -98,11 +98,12 @@ macro_rules! from_args_tuple {
       #[inline(always)]
       unsafe fn from_args(
         env: sys::napi_env,
-        argv: &[sys::napi_value; MAX_ARGS],
+        argv: *const sys::napi_value,
       ) -> napi::Result<Self> {
         // In order; `?` drops the values converted so far when a later one fails.
-        // SAFETY: forwarded contract: live env, the callback's own argument values.
-        Ok(($(unsafe { $ty::from_napi_value(env, argv[$index])? },)+))
+        // SAFETY: forwarded contract: live env, the callback's own argument values, the first
+        // ARITY of them filled.
+        Ok(($(unsafe { $ty::from_napi_value(env, argv.add($index).read())? },)+))
       }
     }
   };
@@ -162,7 +163,8 @@ where
   E: IntoJsError,
 {
   let outcome = catch_unwind(AssertUnwindSafe(|| {
-    let mut argv = [ptr::null_mut(); MAX_ARGS];
+    // Left uninitialised: Node-API fills the first `A::ARITY`, which are all that is read.
+    let mut argv = [MaybeUninit::<sys::napi_value>::uninit(); MAX_ARGS];
     let mut argc = A::ARITY;
     // SAFETY: the callback's own env and info (caller contract); `argv` has room for
     // `A::ARITY` values (at most MAX_ARGS); Node-API fills the ones the caller left out with
@@ -172,7 +174,7 @@ where
         env,
         info,
         &mut argc,
-        argv.as_mut_ptr(),
+        argv.as_mut_ptr().cast(),
         ptr::null_mut(),
         ptr::null_mut(),
       )
@@ -184,7 +186,7 @@ where
       return ptr::null_mut();
     }
     // SAFETY: caller contract; `argv` as filled above.
-    let converted = unsafe { A::from_args(env, &argv) };
+    let converted = unsafe { A::from_args(env, argv.as_ptr().cast()) };
     let result = match converted {
       // The arguments move into the body and are dropped when it returns (or unwinds).
       Ok(args) => body(args),

@@ -10,3 +10,5 @@ pub mod arg;
 pub mod capsule;
 pub mod exchange;
 pub mod hot;
+pub mod id_slots;
+pub mod thread_key;

@@ -494,10 +494,10 @@ const mutants = [
     crate: null,
     js: ['__test__/abi/hot-calls.spec.ts'],
   },
-  // arg.rs: what reading a typed argument threw keeps a code, and the user's exception as cause
+  // arg/: what reading a typed argument threw keeps a code, and the user's exception as cause
   {
     id: 'arg-getter-exception-lost-to-status',
-    file: `${crate}/node/arg.rs`,
+    file: `${crate}/node/arg/by_table.rs`,
     find: 'if let Some(found) = unsafe { coded_lookup(env, exchange::find_in_object(env, value))? } {',
     replace: 'if let Some(found) = unsafe { coded(env, exchange::find_in_object(env, value))? } {',
     crate: null,
@@ -505,7 +505,7 @@ const mutants = [
   },
   {
     id: 'arg-uncoded-exception-passed-without-code',
-    file: `${crate}/node/arg.rs`,
+    file: `${crate}/node/arg/errors.rs`,
     find: 'if unsafe { has_string_code(env, exception) } {',
     replace: 'if unsafe { has_string_code(env, exception) } || exception != ptr::null_mut() {',
     crate: null,

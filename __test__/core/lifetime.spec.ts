@@ -134,3 +134,19 @@ test('the raw entry points check their arguments and throw coded errors', (t) =>
   t.is(code(() => native.handleInfoInto(handle, new Float32Array(200) as never)), 'ERR_DLPACK_INVALID_ARGUMENT')
   t.deepEqual(Array.from((fromDLPack(capsule) as Tensor<'float32'>).data), [0, 0])
 })
+
+test.serial("a handle id takes a slot owned by this thread's key and gives it back on dispose (every platform, no fixture)", (t) => {
+  const liveSlots = () => (native.nativeStats() as { liveSlots: number }).liveSlots
+  const before = liveSlots()
+  const first = Tensor.from(new Float32Array(4))
+  const id = first.id
+  t.true(Number.isSafeInteger(id) && id >= 2 ** 24, 'generation above the slot bits')
+  t.is(first.id, id, 'stable')
+  t.is(liveSlots(), before + 1, "counted as this thread's: the owner key read back equal")
+  first.dispose()
+  t.is(liveSlots(), before, 'released by its owner thread (a key that changed would leak the slot)')
+  const next = Tensor.from(new Float32Array(4))
+  t.is(next.id % 2 ** 24, id % 2 ** 24, "this thread's freed slot is reused first")
+  t.not(next.id, id, 'with a new generation')
+  next.dispose()
+})

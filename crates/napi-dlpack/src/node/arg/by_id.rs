@@ -7,11 +7,11 @@ use core::ptr;
 
 use napi::sys;
 
-use crate::error::{DLPackError, ErrorKind};
+use crate::error::DLPackError;
 use crate::exchange::{self, coded_error, take_exception};
 use crate::id_slots;
 
-use super::errors::{coded, invalid_argument};
+use super::errors::{coded, invalid_argument, null_strides};
 use super::tensor_arg::{end_borrow, BorrowView, Borrowed, Inner, TensorArg};
 
 /// The key under which this binary keeps [`BorrowView`]s in slots' scratch areas: the address
@@ -123,11 +123,8 @@ fn view_of_lent(lent: &exchange::LentTensor) -> Result<BorrowView, DLPackError> 
     lent.extent.max_offset,
     lent.extent.c_contiguous != 0,
   )?;
-  if tensor.strides.is_null() && tensor.ndim != 0 {
-    return Err(DLPackError::new(
-      ErrorKind::InvalidLayout,
-      "the exchange table returned NULL strides (required since DLPack 1.2)",
-    ));
+  if layout.strides_were_null() {
+    return Err(null_strides());
   }
   Ok(BorrowView::new(layout, tensor, lent.flags))
 }

@@ -9,13 +9,12 @@ use core::ptr;
 
 use napi::sys;
 
-use crate::error::{DLPackError, ErrorKind};
 use crate::exchange::{self, coded_error, take_exception, Found};
 use crate::ffi::DLTensor;
 use crate::validation::validate;
 
 use super::consume::{consume_capsule, export_from, from_protocol};
-use super::errors::{check_kind, coded, coded_lookup, invalid_argument, EXPECTED};
+use super::errors::{check_kind, coded, coded_lookup, invalid_argument, null_strides, EXPECTED};
 use super::tensor_arg::{BorrowView, Borrowed, Inner, TensorArg};
 
 /// Borrows through the producer's `dltensor_from_value` or `dltensor_from_object` (`fill`,
@@ -58,15 +57,7 @@ unsafe fn borrow<'call>(
   if borrowed.view.layout.strides_were_null() && borrowed.view.layout.ndim() > 0 {
     // The table postdates DLPack 1.2, which made strides mandatory for ndim > 0.
     // SAFETY: forwarded contract.
-    return Err(unsafe {
-      coded_error(
-        env,
-        &DLPackError::new(
-          ErrorKind::InvalidLayout,
-          "the exchange table returned NULL strides (required since DLPack 1.2)",
-        ),
-      )
-    });
+    return Err(unsafe { coded_error(env, &null_strides()) });
   }
   Ok(TensorArg {
     inner: Inner::Borrowed(borrowed),

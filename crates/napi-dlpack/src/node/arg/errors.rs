@@ -201,3 +201,12 @@ pub(super) fn id_of_double(env: sys::napi_env, number: f64) -> napi::Result<u64>
   }
   Ok(number as u64)
 }
+
+/// The refusal of a borrow whose producer left strides NULL for `ndim > 0`: the exchange table
+/// postdates DLPack 1.2, which made them mandatory.
+pub(super) fn null_strides() -> DLPackError {
+  DLPackError::new(
+    ErrorKind::InvalidLayout,
+    "the exchange table returned NULL strides (required since DLPack 1.2)",
+  )
+}
